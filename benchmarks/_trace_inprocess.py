@@ -1,0 +1,59 @@
+"""Helper for bench_exec.py (not a public tool).
+
+`python _trace_inprocess.py one PROGRAM STDIN`: trace one program in this fresh process
+with the same Tracer the sandbox uses (the per-process baseline).
+`python _trace_inprocess.py many LIST.json`: run each program in this process untraced and
+traced, print total seconds of each as JSON (the tracing overhead).
+"""
+
+import io
+import json
+import sys
+import time
+
+from codeexecutor.execution.tracer import PROGRAM_FILENAME, Tracer
+
+
+class _Sink:
+    pending = None
+
+    def take(self):
+        return ""
+
+
+def _run(code, stdin: str, trace: bool):
+    sys.stdin = io.StringIO(stdin)
+    out = io.StringIO()
+    sys.stdout = out
+    tracer = Tracer(1024, _Sink(), lambda: (_ for _ in ()).throw(SystemExit))
+    start = time.perf_counter()
+    try:
+        if trace:
+            sys.settrace(tracer)
+        exec(code, {"__name__": "__main__"})
+    except BaseException:
+        pass
+    finally:
+        sys.settrace(None)
+        sys.stdout = sys.__stdout__
+    return time.perf_counter() - start, tracer
+
+
+def main() -> None:
+    if sys.argv[1] == "one":
+        source = open(sys.argv[2]).read()
+        stdin = open(sys.argv[3]).read()
+        _, tracer = _run(compile(source, PROGRAM_FILENAME, "exec"), stdin, True)
+        json.dump({"steps": len(tracer.steps)}, sys.__stdout__)
+        return
+    programs = json.load(open(sys.argv[2]))
+    plain = traced = 0.0
+    for source, stdin in programs:
+        code = compile(source, PROGRAM_FILENAME, "exec")
+        plain += _run(code, stdin, False)[0]
+        traced += _run(code, stdin, True)[0]
+    json.dump({"untraced_s": plain, "traced_s": traced}, sys.__stdout__)
+
+
+if __name__ == "__main__":
+    main()

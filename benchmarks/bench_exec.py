@@ -1,0 +1,129 @@
+"""Benchmark: traced executions per second of the warm fork-per-program pool.
+
+On real contest programs (../shared/data/atcoder-python, first sample input each),
+with 2 workers, against a baseline measured in the same run: a new `python3` process
+per program running the same settrace tracer (2 at a time). Also reports the tracing
+overhead in-process (traced vs untraced time of the same programs).
+
+    .venv/bin/python benchmarks/bench_exec.py [--programs 300] [--workers 2]
+
+Writes benchmarks/results/bench_exec.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import pathlib
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from codeexecutor.execution import ExecutorPool, Program  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data" / "atcoder-python"
+
+
+def load_programs(n: int, seed: int = 0) -> list[tuple[str, str]]:
+    records = [json.loads(line) for line in (DATA / "index.jsonl").open()]
+    records = random.Random(seed).sample(records, min(n, len(records)))
+    out = []
+    for rec in records:
+        pid, sid = rec["problem_id"], rec["submission_id"]
+        src = (DATA / "data" / pid / "Python" / f"{sid}.py").read_text(encoding="utf-8", errors="replace")
+        inp = DATA / "derived" / "input_output" / "data" / pid / "input_0.txt"
+        out.append((src, inp.read_text() if inp.exists() else ""))
+    return out
+
+
+def bench_pool(programs, workers: int) -> tuple[float, dict]:
+    statuses: dict[str, int] = {}
+    with ExecutorPool(workers) as pool:
+        pool.execute("pass\n")  # warm
+        start = time.perf_counter()
+        for _, r in pool.execute_many(Program(s, i) for s, i in programs):
+            statuses[r.status.value] = statuses.get(r.status.value, 0) + 1
+        return time.perf_counter() - start, statuses
+
+
+def bench_per_process(programs, workers: int) -> float:
+    helper = ROOT / "benchmarks" / "_trace_inprocess.py"
+    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(ROOT)}
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for k, (src, inp) in enumerate(programs):
+            p, i = pathlib.Path(tmp, f"{k}.py"), pathlib.Path(tmp, f"{k}.in")
+            p.write_text(src)
+            i.write_text(inp)
+            paths.append((p, i))
+
+        def one(pair):
+            try:
+                subprocess.run([sys.executable, str(helper), "one", str(pair[0]), str(pair[1])], env=env, capture_output=True, timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+        start = time.perf_counter()
+        with cf.ThreadPoolExecutor(workers) as ex:
+            list(ex.map(one, paths))
+        return time.perf_counter() - start
+
+
+def bench_overhead(programs) -> dict:
+    helper = ROOT / "benchmarks" / "_trace_inprocess.py"
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(programs, f)
+    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, str(helper), "many", f.name], env=env, capture_output=True, text=True, timeout=600)
+    os.unlink(f.name)
+    return json.loads(out.stdout)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--programs", type=int, default=300)
+    ap.add_argument("--baseline-programs", type=int, default=100, help="programs for the slow per-process baseline")
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    if not DATA.exists():
+        sys.exit(f"bench_exec: {DATA} not found: the benchmark runs on the shared real programs")
+    programs = load_programs(args.programs)
+    pool_s, statuses = bench_pool(programs, args.workers)
+    pool_rate = len(programs) / pool_s
+    base = programs[: args.baseline_programs]
+    base_s = bench_per_process(base, args.workers)
+    base_rate = len(base) / base_s
+    # only programs that finish quickly, so the overhead measures tracing, not timeouts
+    fast = [p for p in programs if "sleep" not in p[0]][:150]
+    overhead = bench_overhead(fast)
+    report = {
+        "programs": len(programs),
+        "workers": args.workers,
+        "pool_traced_per_s": round(pool_rate, 1),
+        "per_process_baseline_per_s": round(base_rate, 1),
+        "ratio_vs_per_process": round(pool_rate / base_rate, 2),
+        "statuses": statuses,
+        "in_process_untraced_s": round(overhead["untraced_s"], 4),
+        "in_process_traced_s": round(overhead["traced_s"], 4),
+        "tracing_overhead_x": round(overhead["traced_s"] / max(overhead["untraced_s"], 1e-9), 2),
+    }
+    print(f"pool (warm fork per program, {args.workers} workers): {pool_rate:8.1f} traced runs/s")
+    print(f"baseline (new python3 per program, {args.workers} at a time): {base_rate:8.1f} traced runs/s")
+    print(f"ratio: {report['ratio_vs_per_process']:.1f}x")
+    print(f"tracing overhead in-process: {report['tracing_overhead_x']:.2f}x "
+          f"({overhead['untraced_s']:.3f} s untraced vs {overhead['traced_s']:.3f} s traced over {len(fast)} programs)")
+    print(f"statuses: {statuses}")
+    out = ROOT / "benchmarks" / "results"
+    out.mkdir(exist_ok=True)
+    (out / "bench_exec.json").write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+import sys
+
+from codeexecutor.cli import main
+
+sys.exit(main())

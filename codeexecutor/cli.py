@@ -1,0 +1,146 @@
+"""The `codeexecutor` command: one table of subcommands.
+
+Each entry maps a name to (help, add_arguments, run). `run(args)` returns the exit code.
+Errors meant for the user are `CodeExecutorError`s: printed as one line, exit code 2.
+Heavy dependencies are imported inside the subcommand that needs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Callable
+
+from codeexecutor.errors import CodeExecutorError, UsageError
+
+Command = tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
+
+
+# -- exec --------------------------------------------------------------------------------
+def _exec_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("program", help="Python 3 source file to run")
+    p.add_argument("--stdin", metavar="FILE", help="file whose contents the program reads on stdin")
+    p.add_argument("--timeout", type=float, default=1.0, help="CPU seconds (default 1.0)")
+    p.add_argument("--memory", type=int, default=1024, metavar="MB", help="address-space limit (default 1024)")
+    p.add_argument("--max-steps", type=int, default=1024, help="executed lines before trace_limit (default 1024)")
+    p.add_argument("--value-limit", type=int, default=100, help="characters per rendered value (default 100)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the readable trace")
+
+
+def _limits(args: argparse.Namespace):
+    from codeexecutor.execution import Limits
+
+    try:
+        return Limits(timeout=args.timeout, memory_mb=args.memory, max_steps=args.max_steps, value_limit=args.value_limit)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _read_stdin_arg(path: str | None) -> str:
+    from codeexecutor.source import read_text_file
+
+    return read_text_file(path, "stdin file") if path else ""
+
+
+def _exec_run(args: argparse.Namespace) -> int:
+    from codeexecutor.execution import ExecutorPool
+    from codeexecutor.execution.display import format_result
+    from codeexecutor.source import read_text_file
+
+    source = read_text_file(args.program, "program")
+    stdin = _read_stdin_arg(args.stdin)
+    limits = _limits(args)
+    with ExecutorPool(workers=1, limits=limits) as pool:
+        result = pool.execute(source, stdin)
+    if args.json:
+        print(json.dumps(result.to_json(), ensure_ascii=False))
+    else:
+        print(format_result(source, result))
+    return 0
+
+
+# -- inline ------------------------------------------------------------------------------
+def _inline_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("program", help="Python 3 source file that reads stdin")
+    p.add_argument("--stdin", metavar="FILE", required=True, help="the input to inline")
+    p.add_argument("--no-verify", action="store_true", help="skip checking that the inlined program prints the same output")
+
+
+def _inline_run(args: argparse.Namespace) -> int:
+    from codeexecutor.inline import InlineError, inline_stdin
+    from codeexecutor.source import read_text_file
+
+    source = read_text_file(args.program, "program")
+    stdin = _read_stdin_arg(args.stdin)
+    try:
+        result = inline_stdin(source, stdin, verify=not args.no_verify)
+    except InlineError as exc:
+        print(f"codeexecutor inline: cannot inline {args.program}: {exc.reason}: {exc.detail}", file=sys.stderr)
+        return 1
+    sys.stdout.write(result.source)
+    return 0
+
+
+COMMANDS: dict[str, Command] = {
+    "exec": ("run a program in the sandbox and print its ground-truth trace", _exec_args, _exec_run),
+    "inline": ("replace a program's stdin reads by the literal values they read", _inline_args, _inline_run),
+}
+
+
+def register(name: str, help: str, add_arguments, run) -> None:
+    """Add a subcommand (used by modules that extend the CLI)."""
+    COMMANDS[name] = (help, add_arguments, run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    _load_plugins()
+    parser = argparse.ArgumentParser(prog="codeexecutor", description="Teach a transformer to execute Python: trace, mutate, build, train, evaluate.")
+    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (help_, add_arguments, run) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_, description=help_)
+        add_arguments(p)
+        p.set_defaults(_run=run)
+    return parser
+
+
+def _version() -> str:
+    import codeexecutor
+
+    return f"codeexecutor {codeexecutor.__version__}"
+
+
+def _load_plugins() -> None:
+    """Subcommands that live in other packages of the project register themselves here."""
+    import importlib
+
+    for module in ("mutation.cli", "curricula.cli", "codeexecutor.train_cli", "codeexecutor.generation_cli", "eval.cli"):
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not module.startswith(exc.name):
+                raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return args._run(args)
+    except CodeExecutorError as exc:
+        print(f"codeexecutor {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"codeexecutor {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

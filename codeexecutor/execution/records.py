@@ -1,0 +1,134 @@
+"""Records that cross the sandbox boundary: statuses, steps, errors, results and limits.
+
+Everything here is plain data (frozen dataclasses and a str enum) so that results can be
+compared, hashed, pickled between processes and written as JSON.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+class ExecStatus(str, enum.Enum):
+    """How one traced execution ended."""
+
+    OK = "ok"  # ran to the end (or exited with code 0 / None)
+    ERROR = "error"  # uncaught exception (or the process died on a signal)
+    TIMEOUT = "timeout"  # CPU or wall-clock limit
+    MEMORY = "memory"  # uncaught MemoryError under the memory limit
+    TRACE_LIMIT = "trace_limit"  # more executed lines than max_steps
+    SYNTAX_ERROR = "syntax_error"  # does not compile as Python 3
+    VIOLATION = "violation"  # tried something the sandbox forbids (fork, network, writes, ...)
+    EXIT = "exit"  # sys.exit with a non-zero code, or os._exit
+
+    def __str__(self) -> str:  # so f"{status}" prints "ok", not "ExecStatus.OK"
+        return self.value
+
+
+@dataclass(frozen=True)
+class Step:
+    """One executed line: its 1-based number, the frame's visible variables after it ran
+    (name -> rendered value, in definition order) and what it printed."""
+
+    line: int
+    state: Mapping[str, str] = field(default_factory=dict)
+    output: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"line": self.line, "state": dict(self.state), "output": self.output}
+
+
+@dataclass(frozen=True)
+class ExecError:
+    """Why a run did not end normally: exception class (or sandbox event), message and the
+    program line where it happened (None when no program line was running)."""
+
+    type: str
+    message: str
+    line: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "message": self.message, "line": self.line}
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    status: ExecStatus
+    steps: tuple[Step, ...] = ()
+    stdout: str = ""
+    error: ExecError | None = None
+    stderr: str = ""
+    reads: tuple | None = None  # stdin reads, when recorded (see codeexecutor.inline)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is ExecStatus.OK
+
+    def to_json(self) -> dict[str, Any]:
+        """The documented JSON form: {"status", "steps", "stdout", "error"}."""
+        return {
+            "status": self.status.value,
+            "steps": [s.to_json() for s in self.steps],
+            "stdout": self.stdout,
+            "error": self.error.to_json() if self.error else None,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "ExecResult":
+        err = obj.get("error")
+        return cls(
+            status=ExecStatus(obj["status"]),
+            steps=tuple(_step(s) for s in obj["steps"]),
+            stdout=obj.get("stdout", ""),
+            error=ExecError(err["type"], err["message"], err["line"]) if err else None,
+            stderr=obj.get("stderr", ""),
+            reads=tuple(tuple(r) for r in obj["reads"]) if obj.get("reads") is not None else None,
+        )
+
+
+def _step(s: Any) -> Step:
+    if isinstance(s, (list, tuple)):  # the sandbox's compact form: [line, state, output]
+        return Step(s[0], s[1] or {}, s[2])
+    return Step(s["line"], dict(s["state"]), s.get("output", ""))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandboxed run.
+
+    timeout: CPU seconds of the traced program (SPEC default 1 s).
+    wall_timeout: wall-clock seconds before the run is killed; None = timeout + 1 s
+        (RLIMIT_CPU does not stop a program that sleeps or blocks).
+    memory_mb: address-space limit of the forked child.
+    max_steps: executed lines recorded before the run stops with TRACE_LIMIT.
+    max_output: bytes of stdout before the run stops with VIOLATION.
+    value_limit: characters of one rendered value (see render.py).
+    """
+
+    timeout: float = 1.0
+    wall_timeout: float | None = None
+    memory_mb: int = 1024
+    max_steps: int = 1024
+    max_output: int = 1 << 20
+    value_limit: int = 100
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not self.timeout > 0:
+            problems.append(f"timeout must be > 0 seconds, got {self.timeout}")
+        if self.wall_timeout is not None and not self.wall_timeout > 0:
+            problems.append(f"wall_timeout must be > 0 seconds, got {self.wall_timeout}")
+        if self.memory_mb < 64:
+            problems.append(f"memory_mb must be >= 64 (the interpreter needs it), got {self.memory_mb}")
+        if self.max_steps < 1:
+            problems.append(f"max_steps must be >= 1, got {self.max_steps}")
+        if self.max_output < 0 or self.value_limit < 8:
+            problems.append("max_output must be >= 0 and value_limit >= 8")
+        if problems:
+            raise ValueError("invalid sandbox limits: " + "; ".join(problems))
+
+    @property
+    def wall(self) -> float:
+        return self.wall_timeout if self.wall_timeout is not None else self.timeout + 1.0

@@ -1,0 +1,386 @@
+"""Child side of the sandbox: runs one compiled program under the tracer and never returns.
+
+The worker (worker.py) forks a child per program and calls `run_child`. The child:
+
+1. puts itself in its own process group (the worker kills the group as a backstop),
+2. points fds 0/1/2 at files in its per-run scratch dir (stdin holds the program's
+   input, so `open(0)` and `os.read(0, n)` work) and replaces `sys.std*` with captures,
+3. sets resource limits (address space, CPU seconds, file size, no core dumps), a
+   wall-clock timer and a fixed random seed (the worker already scrubbed the environment),
+4. installs the tracer, then an audit hook that ends the run with VIOLATION on process
+   creation, signals to other processes, sockets, ctypes, threads, tracing changes and
+   file writes outside the scratch dir,
+5. runs the program and writes one JSON result to the result pipe, then `_exit`s.
+
+Every way out (normal end, uncaught exception, timer, step limit, output flood,
+violation, `os._exit`) goes through `_Run.finish`, which cannot be caught by the program.
+"""
+
+from __future__ import annotations
+
+import _thread
+import builtins
+import io
+import json
+import marshal
+import math
+import os
+import posix
+import random
+import resource
+import signal
+import sys
+import types
+
+from codeexecutor.execution.records import ExecStatus, Limits
+from codeexecutor.execution.tracer import PROGRAM_FILENAME, Tracer
+
+SAFE_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "PYTHONHASHSEED": "0",
+    "PYTHONIOENCODING": "utf-8",
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+# Audit events that end the run with VIOLATION whatever their arguments.
+BLOCKED_EVENTS = frozenset(
+    {
+        "os.system", "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn",
+        "subprocess.Popen", "os.kill", "os.killpg", "signal.pthread_kill",
+        "socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo",
+        "socket.gethostbyname", "socket.gethostbyaddr", "socket.sendto",
+        "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata",
+        "ctypes.call_function", "ctypes.string_at", "ctypes.set_errno",
+        "sys.settrace", "sys.setprofile", "_thread.start_new_thread",
+        "os.chroot", "os.setuid", "os.setgid", "os.setsid", "os.setpgid",
+        "resource.setrlimit", "resource.prlimit", "sys.addaudithook", "syslog.openlog",
+        "os.add_dll_directory", "pty.spawn", "webbrowser.open",
+    }
+)
+# Audit events that modify the file system at their first (and second) path argument.
+PATH_EVENTS = frozenset(
+    {
+        "os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.link",
+        "os.symlink", "os.truncate", "os.utime", "shutil.rmtree", "shutil.move",
+        "shutil.copyfile", "shutil.copymode", "shutil.copystat", "shutil.copytree",
+        "os.setxattr", "os.removexattr", "os.mkfifo", "os.mknod",
+    }
+)
+BLOCKED_IMPORTS = frozenset({"ctypes", "_ctypes", "_posixsubprocess", "_xxsubinterpreters"})
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+# Bound before run_child replaces the program-facing versions.
+_setitimer = signal.setitimer
+_signal = signal.signal
+
+
+class OutputSink(io.RawIOBase):
+    """Binary sink under a write-through TextIOWrapper: records everything written,
+    keeps what the tracer has not attached to a step yet in `pending`, and calls
+    `on_overflow` once the total exceeds `cap` bytes; if that returns, bytes past the
+    cap are dropped."""
+
+    def __init__(self, cap: int, on_overflow) -> None:
+        super().__init__()
+        self.chunks: list[bytes] = []
+        self.pending: list[bytes] = []
+        self.size = 0
+        self.cap = cap
+        self.on_overflow = on_overflow
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:
+        data = bytes(b)
+        self.size += len(data)
+        if self.size > self.cap:
+            keep = len(data) - (self.size - self.cap)
+            if keep > 0:
+                self.chunks.append(data[:keep])
+                self.pending.append(data[:keep])
+            self.size = self.cap
+            self.on_overflow()
+            return len(data)
+        self.chunks.append(data)
+        self.pending.append(data)
+        return len(data)
+
+    def take(self) -> str:
+        text = b"".join(self.pending).decode("utf-8", "replace")
+        self.pending.clear()
+        return text
+
+    def text(self) -> str:
+        return b"".join(self.chunks).decode("utf-8", "replace")
+
+
+class _Violation(Exception):
+    """Internal marker; never escapes `finish`."""
+
+
+class _Run:
+    """State of the one run in this child process."""
+
+    def __init__(self, result_fd: int, scratch: str, limits: Limits) -> None:
+        self.result_fd = result_fd
+        self.scratch = os.path.realpath(scratch)
+        self.limits = limits
+        self.finishing = False
+        self.guard_on = False
+        self.real_exit = os._exit
+        self.stdout = OutputSink(limits.max_output, self._on_flood)
+        self.stderr = OutputSink(64 * 1024, lambda: None)  # first 64 KiB kept; never an error
+        self.tracer = Tracer(limits.max_steps, self.stdout, self._on_step_limit, limits.value_limit)
+        self.recorder = None
+
+    # -- ways out ------------------------------------------------------------------
+    def finish(self, status: ExecStatus, error_type: str | None = None, message: str = "", line=None):
+        """Write the one result of this run to the result pipe and exit. Never returns."""
+        if self.finishing:  # re-entered (a signal during finish): the first call completes
+            return
+        self.finishing = True
+        try:
+            payload = self._payload(status, error_type, message, line)
+        except BaseException as exc:  # never leave without a result
+            payload = {"status": ExecStatus.ERROR.value, "steps": [], "stdout": "", "stderr": "",
+                       "error": {"type": "SandboxError", "message": f"building the result failed: {exc!r}", "line": None}}
+        data = json.dumps(payload, ensure_ascii=False).encode("utf-8", "replace")
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self.result_fd, view) :]
+        except OSError:
+            pass
+        self.real_exit(0)
+
+    def _payload(self, status: ExecStatus, error_type: str | None, message: str, line) -> dict:
+        _setitimer(signal.ITIMER_REAL, 0)
+        _setitimer(signal.ITIMER_PROF, 0)
+        try:
+            # Not needed for correctness (the tracer ignores our own frames); fails when we
+            # are inside the audit hook of the program's own sys.settrace call.
+            sys.settrace(None)
+        except RuntimeError:
+            pass
+        try:  # room for building the result even after a memory bomb
+            _, hard = resource.getrlimit(resource.RLIMIT_AS)
+            resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+        except (ValueError, OSError):
+            pass
+        tracer = self.tracer
+        if line is None and error_type is not None:
+            line = tracer.current_line()
+        tracer.close()
+        for step in tracer.steps:
+            if step[1] is None:
+                step[1] = {}
+        return {
+            "status": status.value,
+            "steps": tracer.steps,
+            "stdout": self.stdout.text() + _read_fd_file(os.path.join(self.scratch, ".fd1")),
+            "error": None if error_type is None else {"type": error_type, "message": message[:1000], "line": line},
+            "stderr": self.stderr.text()[-4000:],
+            "reads": self.recorder.reads if self.recorder is not None else None,
+        }
+
+    def _on_step_limit(self) -> None:
+        self.finish(ExecStatus.TRACE_LIMIT)
+
+    def _on_flood(self) -> None:
+        self.finish(ExecStatus.VIOLATION, "OutputLimitExceeded", f"program wrote more than {self.limits.max_output} bytes to stdout")
+
+    def _on_alarm(self, signum, frame) -> None:
+        self.finish(ExecStatus.TIMEOUT, "Timeout", f"wall-clock limit of {self.limits.wall:g} s")
+
+    def _on_cpu(self, signum, frame) -> None:
+        self.finish(ExecStatus.TIMEOUT, "Timeout", f"CPU limit of {self.limits.timeout:g} s")
+
+    def _fake_exit(self, code=0) -> None:
+        self.finish(ExecStatus.EXIT, "os._exit", str(code))
+
+    def violation(self, what: str) -> None:
+        self.finish(ExecStatus.VIOLATION, "SandboxViolation", what)
+
+    # -- the guard -------------------------------------------------------------------
+    def audit(self, event: str, args: tuple) -> None:
+        if not self.guard_on or self.finishing:
+            return
+        if event in BLOCKED_EVENTS:
+            if event.startswith("ctypes.") and not _from_program():
+                return  # a library (numpy imports ctypes) rather than the program
+            self.violation(event)
+        elif event == "open":
+            path, mode, flags = args
+            writing = (mode is not None and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and flags & _WRITE_FLAGS
+            )
+            if writing and not self._inside(path):
+                self.violation(f"write outside the scratch dir: {path!r}")
+        elif event in PATH_EVENTS:
+            for path in args[:2]:
+                if isinstance(path, (str, bytes, os.PathLike)) and not self._inside(path):
+                    self.violation(f"{event} outside the scratch dir: {path!r}")
+        elif event == "import":
+            if args[0] in BLOCKED_IMPORTS and _from_program():
+                self.violation(f"import {args[0]}")
+
+    def _inside(self, path) -> bool:
+        if isinstance(path, int):
+            return path in (1, 2)  # open(1, "w") is stdout
+        try:
+            real = os.path.realpath(os.fsdecode(path))
+        except (TypeError, ValueError):
+            return False
+        return real == self.scratch or real.startswith(self.scratch + os.sep)
+
+
+def _from_program() -> bool:
+    """Is the innermost frame outside the import machinery and ctypes the program's own?"""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith("<frozen importlib") or f"{os.sep}ctypes{os.sep}" in name):
+            return name == PROGRAM_FILENAME
+        frame = frame.f_back
+    return False
+
+
+def _read_fd_file(path: str) -> str:
+    """What the program wrote to fd 1 directly (os.write(1, ...), open(1, 'w'))."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(1 << 20).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _refuse(run: _Run, what: str):
+    def refused(*args, **kwargs):
+        run.violation(what)
+
+    return refused
+
+
+RESULT_FD = 1023  # out of the way of the fds a program opens
+
+
+def run_child(code_bytes: bytes, scratch: str, limits: Limits, result_fd: int, options: dict | None = None) -> None:
+    """Run one program in this (already forked) process; never returns.
+
+    options: {"trace": False} runs without the tracer (for timing and verification);
+    {"record_reads": True} records every stdin read with the program span that made it
+    (see codeexecutor.inline).
+    """
+    options = options or {}
+    os.dup2(result_fd, RESULT_FD)
+    os.close(result_fd)
+    run = _Run(RESULT_FD, scratch, limits)
+    try:
+        _prepare(run, scratch, limits)
+        if options.get("record_reads"):
+            from codeexecutor.inline_record import install_recorder
+
+            run.recorder = install_recorder()
+        code = marshal.loads(code_bytes)
+        module = types.ModuleType("__main__")
+        module.__dict__["__builtins__"] = builtins
+        module.__file__ = PROGRAM_FILENAME
+        sys.modules["__main__"] = module
+        sys.argv = ["main.py"]
+    except BaseException as exc:  # setup failed: report it rather than die silently
+        run.finish(ExecStatus.ERROR, "SandboxSetupError", f"{type(exc).__name__}: {exc}")
+    if options.get("trace", True):
+        sys.settrace(run.tracer)
+    run.guard_on = True
+    try:
+        exec(code, module.__dict__)
+    except SystemExit as exc:
+        code_ = exc.code
+        if code_ is None or code_ == 0:
+            run.finish(ExecStatus.OK)
+        run.finish(ExecStatus.EXIT, "SystemExit", str(code_), _program_line(exc))
+    except MemoryError as exc:
+        run.finish(ExecStatus.MEMORY, "MemoryError", str(exc), _program_line(exc))
+    except BaseException as exc:
+        run.finish(ExecStatus.ERROR, type(exc).__name__, _message(exc), _program_line(exc))
+    run.finish(ExecStatus.OK)
+
+
+def _prepare(run: _Run, scratch: str, limits: Limits) -> None:
+    os.setpgid(0, 0)
+    os.chdir(scratch)
+    for fd, name, flags in ((0, ".stdin", os.O_RDONLY), (1, ".fd1", os.O_WRONLY | os.O_CREAT), (2, ".fd2", os.O_WRONLY | os.O_CREAT)):
+        new = os.open(os.path.join(scratch, name), flags, 0o600)
+        os.dup2(new, fd)
+        os.close(new)
+    # The environment was scrubbed once in the worker (clearing it here costs 0.3 ms a run).
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "rb", closefd=False)), encoding="utf-8", errors="replace")
+    sys.stdout = io.TextIOWrapper(run.stdout, encoding="utf-8", errors="replace", write_through=True)
+    sys.stderr = io.TextIOWrapper(run.stderr, encoding="utf-8", errors="replace", write_through=True)
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+    random.seed(0)
+    # CPU time: a precise profiling timer, and RLIMIT_CPU (whole seconds) as the backstop.
+    cpu = math.ceil(limits.timeout) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    mem = limits.memory_mb << 20
+    resource.setrlimit(resource.RLIMIT_AS, (mem, mem + (64 << 20)))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 20, 16 << 20))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _signal(signal.SIGALRM, run._on_alarm)
+    _signal(signal.SIGPROF, run._on_cpu)
+    _signal(signal.SIGXCPU, run._on_cpu)
+    _setitimer(signal.ITIMER_REAL, limits.wall)
+    _setitimer(signal.ITIMER_PROF, limits.timeout)
+    # The program may not switch the timers off or exit around the result pipe.
+    os._exit = run._fake_exit
+    posix._exit = run._fake_exit
+    os.close = posix.close = _guarded_close
+    os.closerange = posix.closerange = _guarded_closerange
+    # Python 3.11 raises no audit event when a thread starts.
+    # (threading, imported later by the program, copies the patched function.)
+    _thread.start_new_thread = _thread.start_new = _refuse(run, "_thread.start_new_thread")
+    if "threading" in sys.modules:
+        sys.modules["threading"]._start_new_thread = _thread.start_new_thread
+    for name in ("signal", "alarm", "setitimer", "pthread_sigmask", "siginterrupt", "sigwait"):
+        if hasattr(signal, name):
+            setattr(signal, name, _refuse(run, f"signal.{name}"))
+    sys.addaudithook(run.audit)
+
+
+_real_close = os.close
+_real_closerange = os.closerange
+
+
+def _guarded_close(fd: int) -> None:
+    if fd == RESULT_FD:
+        raise OSError(9, "Bad file descriptor")
+    _real_close(fd)
+
+
+def _guarded_closerange(low: int, high: int) -> None:
+    if low <= RESULT_FD < high:
+        _real_closerange(low, RESULT_FD)
+        _real_closerange(RESULT_FD + 1, high)
+    else:
+        _real_closerange(low, high)
+
+
+def _program_line(exc: BaseException) -> int | None:
+    """The line of the innermost program frame in the traceback (where it was raised)."""
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == PROGRAM_FILENAME:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:
+        return "<str failed>"

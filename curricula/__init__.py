@@ -1,0 +1,1 @@
+"""Curriculum datasets (SingleLine, Tutorial, CodeNetMut) and the stage schedule (SPEC §5)."""

@@ -1,0 +1,1 @@
+"""Evaluation: trace metrics, runtime-error metrics, reranking, code search (SPEC §7)."""

@@ -1,0 +1,41 @@
+import os
+import pathlib
+
+import pytest
+
+from codeexecutor.execution import ExecutorPool
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+SHARED_DATA = ROOT.parent / "shared" / "data"
+ATCODER = SHARED_DATA / "atcoder-python"
+
+
+@pytest.fixture(scope="session")
+def pool():
+    with ExecutorPool(workers=2) as p:
+        yield p
+
+
+def fixture_source(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def real_programs(limit: int | None = None, seed: int = 0):
+    """(submission_id, source, first sample input) for real contest programs; skip if absent."""
+    import json
+    import random
+
+    index = ATCODER / "index.jsonl"
+    if not index.exists():
+        pytest.skip("../shared/data/atcoder-python is not available")
+    records = [json.loads(line) for line in index.open()]
+    if limit is not None:
+        records = random.Random(seed).sample(records, limit)
+    out = []
+    for rec in records:
+        pid, sid = rec["problem_id"], rec["submission_id"]
+        src = (ATCODER / "data" / pid / "Python" / f"{sid}.py").read_text(encoding="utf-8", errors="replace")
+        inp = ATCODER / "derived" / "input_output" / "data" / pid / "input_0.txt"
+        out.append((sid, src, inp.read_text() if inp.exists() else ""))
+    return out
