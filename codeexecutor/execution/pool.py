@@ -15,6 +15,7 @@ running gets an error result; the pool itself keeps going.
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import marshal
 import os
@@ -29,7 +30,7 @@ from typing import Any, Iterable, Iterator
 import codeexecutor
 from codeexecutor.execution.records import ExecError, ExecResult, ExecStatus, Limits
 from codeexecutor.execution.tracer import PROGRAM_FILENAME
-from codeexecutor.execution.worker import recv, send
+from codeexecutor.execution.framing import recv, send
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +68,10 @@ def compile_program(source: str) -> bytes | ExecResult:
     return marshal.dumps(code)
 
 
-def _result_from_dict(d: dict) -> ExecResult:
+def _result_from_dict(d: dict | bytes) -> ExecResult:
+    """A worker answers with a dict, or with the child's JSON bytes passed through."""
     try:
-        return ExecResult.from_json(d)
+        return ExecResult.from_json(json.loads(d) if isinstance(d, bytes) else d)
     except (KeyError, TypeError, ValueError) as exc:
         return ExecResult(ExecStatus.ERROR, error=ExecError("SandboxError", f"malformed result: {exc}", None))
 
@@ -103,7 +105,7 @@ class _Worker:
             raise RuntimeError("a sandbox worker failed to start (is the codeexecutor package importable?)")
         self.network_isolated = hello.get("network_isolated", False)
 
-    def run(self, code_bytes: bytes, stdin: bytes, limits: Limits, options: dict | None = None) -> dict | None:
+    def run(self, code_bytes: bytes, stdin: bytes, limits: Limits, options: dict | None = None) -> dict | bytes | None:
         try:
             send(self.proc.stdin.fileno(), (code_bytes, stdin, limits, options))
             return recv(self.proc.stdout.fileno())

@@ -267,6 +267,21 @@ def _refuse(run: _Run, what: str):
 RESULT_FD = 1023  # out of the way of the fds a program opens
 
 
+def serve_one(request_fd: int, result_fd: int, scratch: str) -> None:
+    """Entry point of a pre-forked child: wait for one program from the worker, run it.
+
+    Exits quietly when the worker closes the request pipe without sending one.
+    """
+    from codeexecutor.execution.framing import recv
+
+    request = recv(request_fd)
+    os.close(request_fd)
+    if request is None:
+        os._exit(0)
+    code_bytes, limits, options = request
+    run_child(code_bytes, scratch, limits, result_fd, options)
+
+
 def run_child(code_bytes: bytes, scratch: str, limits: Limits, result_fd: int, options: dict | None = None) -> None:
     """Run one program in this (already forked) process; never returns.
 

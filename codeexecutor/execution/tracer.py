@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 PROGRAM_FILENAME = "<program>"
 _UNTRACED_NAMES = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>"})
 _ModuleType = types.ModuleType
+_BIG = 10**15  # ints inside (-_BIG, _BIG) have a repr of at most 16 characters
 
 
 class Tracer:
@@ -77,15 +78,26 @@ class Tracer:
 
     # -- helpers ---------------------------------------------------------------------
     def snapshot(self, frame) -> dict[str, str]:
-        """Visible variables of a frame, rendered: no dunders, no modules."""
+        """Visible variables of a frame, rendered: no dunders, no modules.
+
+        Small ints, floats, bools, None and short strings take a fast path (their repr
+        always fits the limit), which gives exactly what `render` would.
+        """
         limit = self.value_limit
+        short = (limit - 2) // 4  # a str of this length has a repr within the limit
         state = {}
         for name, value in frame.f_locals.items():
             if name[:2] == "__" and name[-2:] == "__":
                 continue
-            if type(value) is _ModuleType:
-                continue
-            state[name] = render(value, limit)
+            t = type(value)
+            if t is int:
+                state[name] = repr(value) if -_BIG < value < _BIG else render(value, limit)
+            elif t is str and len(value) <= short:
+                state[name] = repr(value)
+            elif t is float or t is bool or value is None:
+                state[name] = repr(value)
+            elif t is not _ModuleType:
+                state[name] = render(value, limit)
         return state
 
     def _attach_output(self) -> None:

@@ -7,8 +7,13 @@ stdout: for each program it forks a child (sandbox.run_child), waits for the chi
 JSON result with a wall-clock deadline, kills the child's process group as a backstop,
 removes the per-run scratch dir and answers with a result dict.
 
-Framing: 4-byte big-endian length, then a pickle. Only the trusted parent pickles to
-us; what a child sends is parsed as JSON, never unpickled.
+Pre-forking: the worker keeps one child forked in advance, waiting for its program, so
+the fork (about 1 ms) and the reaping of the previous child happen while the worker
+would otherwise wait for the next request.
+
+Framing (framing.py): length-prefixed pickles from the trusted parent to the worker and
+from the worker to its not-yet-running child. What a child sends back is parsed as
+JSON, never unpickled.
 """
 
 from __future__ import annotations
@@ -17,14 +22,14 @@ import gc
 import importlib
 import json
 import os
-import pickle
 import select
 import shutil
 import signal
-import struct
 import sys
 import time
 import traceback
+
+from codeexecutor.execution.framing import recv, send
 
 _real_exit = os._exit  # the sandbox replaces os._exit inside children
 GRACE = 0.5  # seconds past the wall limit before the worker kills the child
@@ -34,42 +39,6 @@ PREIMPORT = (
     "typing", "io", "json", "datetime", "dataclasses", "enum", "numbers", "queue",
     "pprint", "textwrap", "unicodedata", "calendar", "time", "abc", "contextlib",
 )
-_HEADER = struct.Struct(">I")
-
-
-def send(fd: int, obj) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    _write_all(fd, _HEADER.pack(len(data)) + data)
-
-
-def recv(fd: int):
-    header = _read_exact(fd, _HEADER.size)
-    if header is None:
-        return None
-    (size,) = _HEADER.unpack(header)
-    data = _read_exact(fd, size)
-    if data is None:
-        return None
-    return pickle.loads(data)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _read_exact(fd: int, size: int) -> bytes | None:
-    parts = []
-    while size:
-        chunk = os.read(fd, min(size, 1 << 20))
-        if not chunk:
-            return None
-        parts.append(chunk)
-        size -= len(chunk)
-    return b"".join(parts)
-
-
 def isolate_network() -> bool:
     """Enter a new, empty network namespace (needs root). True when it worked."""
     try:
@@ -97,54 +66,86 @@ class Server:
         self.proto_in = proto_in
         self.proto_out = proto_out
         self.base = scratch_base()
-        self.pending_reap: tuple[int, str] | None = None
         self.runs = 0
+        self.ready: tuple[int, int, int, str] | None = None  # pid, request fd, result fd, scratch
+        self.pending_reap: tuple[int, str] | None = None
 
     def serve(self) -> None:
-        while True:
-            request = recv(self.proto_in)
-            if request is None:
-                return
-            self.pending_reap = None
-            try:
-                result = self.run_one(*request)
-            except Exception:
-                result = _error("SandboxError", traceback.format_exc(limit=5))
-            send(self.proto_out, result)
-            if self.pending_reap is not None:  # reap after answering: off the caller's critical path
-                pid, scratch = self.pending_reap
-                os.waitpid(pid, 0)
-                shutil.rmtree(scratch, ignore_errors=True)
+        try:
+            while True:
+                if self.ready is None:
+                    self.ready = self._spawn()
+                request = recv(self.proto_in)
+                if request is None:
+                    return
+                try:
+                    result = self.run_one(*request)
+                except Exception:
+                    result = _error("SandboxError", traceback.format_exc(limit=5))
+                send(self.proto_out, result)
+                self._reap()
+        finally:
+            self._discard_ready()
 
-    def run_one(self, code_bytes: bytes, stdin: bytes, limits, options: dict | None = None) -> dict:
-        """Run one program in a forked child. When the child ended normally with a result,
-        its reaping and scratch cleanup are left in `pending_reap` for after the reply."""
+    def _spawn(self) -> tuple[int, int, int, str]:
+        """Fork a child that prepares itself and waits for one program."""
         self.runs += 1
         scratch = os.path.join(self.base, f"codeexecutor-{os.getpid()}-{self.runs}")
         os.mkdir(scratch, 0o700)
+        req_r, req_w = os.pipe()
+        res_r, res_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child
+            try:
+                for fd in (req_w, res_r, self.proto_in, self.proto_out):
+                    os.close(fd)
+                from codeexecutor.execution.sandbox import serve_one
+
+                serve_one(req_r, res_w, scratch)
+            finally:
+                _real_exit(70)
+        os.close(req_r)
+        os.close(res_w)
+        return pid, req_w, res_r, scratch
+
+    def _reap(self) -> None:
+        if self.pending_reap is not None:
+            pid, scratch = self.pending_reap
+            self.pending_reap = None
+            os.waitpid(pid, 0)
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _discard_ready(self) -> None:
+        if self.ready is not None:
+            pid, req_w, res_r, scratch = self.ready
+            self.ready = None
+            os.close(req_w)  # the waiting child reads EOF and exits
+            os.close(res_r)
+            os.waitpid(pid, 0)
+            shutil.rmtree(scratch, ignore_errors=True)
+        self._reap()
+
+    def run_one(self, code_bytes: bytes, stdin: bytes, limits, options: dict | None = None) -> dict | bytes:
+        """Run one program in the waiting child. When the child ended normally with a
+        result, its reaping and scratch cleanup are left in `pending_reap` for after the reply."""
+        pid, req_w, res_r, scratch = self.ready or self._spawn()
+        self.ready = None
         deferred = False
         try:
             with open(os.path.join(scratch, ".stdin"), "wb") as f:
                 f.write(stdin)
-            r, w = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # child
-                try:
-                    os.close(r)
-                    os.close(self.proto_in)
-                    os.close(self.proto_out)
-                    from codeexecutor.execution.sandbox import run_child
-
-                    run_child(code_bytes, scratch, limits, w, options)
-                finally:
-                    _real_exit(70)
-            os.close(w)
-            data, killed, wstatus = _collect(r, pid, time.monotonic() + limits.wall + GRACE)
-            os.close(r)
-            result = _parse(data)
-            if result is not None and not killed:  # the child wrote its result and is exiting
+            try:
+                send(req_w, (code_bytes, limits, options))
+            except BrokenPipeError:
+                pass  # the child died before its program: reported below from its exit status
+            os.close(req_w)
+            data, killed, wstatus = _collect(res_r, pid, time.monotonic() + limits.wall + GRACE)
+            os.close(res_r)
+            if data.startswith(b'{"status": ') and data.endswith(b"}") and not killed:
+                # The child wrote its (JSON) result and is exiting: pass the bytes on as they
+                # are (the parent parses them once) and reap the child after replying.
                 self.pending_reap, deferred = (pid, scratch), True
-                return result
+                return data
             if wstatus is None:
                 _, wstatus = os.waitpid(pid, 0)
             return _interpret(data, wstatus, killed, limits)
