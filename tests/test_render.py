@@ -93,3 +93,42 @@ def test_huge_int():
 def test_official_style_drops_quotes():
     assert render(["a", "b"], quotes=False) == "[a, b]"
     assert render("hi", quotes=False) == "hi"
+
+
+def _random_value(rng, depth=0):
+    kind = rng.randrange(9 if depth < 3 else 5)
+    if kind == 0:
+        return rng.randrange(-10**6, 10**6)
+    if kind == 1:
+        return rng.random() * 100
+    if kind == 2:
+        return "".join(rng.choice("ab'\"\\ \n") for _ in range(rng.choice([0, 1, 3, 7, 300])))
+    if kind == 3:
+        return rng.choice([None, True, False])
+    if kind == 4:
+        return rng.randrange(10)
+    size = rng.randrange(0, 14)
+    items = [_random_value(rng, depth + 1) for _ in range(size)]
+    if kind == 5:
+        return items
+    if kind == 6:
+        return tuple(items)
+    if kind == 7:
+        return {i: v for i, v in enumerate(items)}
+    return {k: v for k, v in zip(map(str, items), items)}
+
+
+def test_randomized_values_render_as_prefix_of_repr():
+    """Exactness of the incremental renderer and its C fast path on random nested values."""
+    import random
+
+    rng = random.Random(0)
+    for _ in range(3000):
+        value = _random_value(rng)
+        limit = rng.choice([8, 20, 100, 10_000])
+        full = repr(value)
+        out = render(value, limit)
+        if len(full) <= limit:
+            assert out == full
+        else:
+            assert out == full[:limit] + "...", (value, limit)

@@ -12,7 +12,7 @@ from importlib import import_module
 
 _WHERE = {
     "ExecutorPool": "pool", "Program": "pool", "compile_program": "pool", "execute": "pool", "execute_many": "pool",
-    "ExecError": "records", "ExecResult": "records", "ExecStatus": "records", "Limits": "records", "Step": "records",
+    "ExecError": "records", "ExecResult": "records", "ExecStatus": "status", "Limits": "records", "Step": "records",
     "render": "render",
 }
 __all__ = sorted(_WHERE)

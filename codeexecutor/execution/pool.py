@@ -107,7 +107,7 @@ class _Worker:
 
     def run(self, code_bytes: bytes, stdin: bytes, limits: Limits, options: dict | None = None) -> dict | bytes | None:
         try:
-            send(self.proc.stdin.fileno(), (code_bytes, stdin, limits, options))
+            send(self.proc.stdin.fileno(), (code_bytes, stdin, limits.to_wire(), options))
             return recv(self.proc.stdout.fileno())
         except (OSError, EOFError):
             return None

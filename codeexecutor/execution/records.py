@@ -6,25 +6,10 @@ compared, hashed, pickled between processes and written as JSON.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-
-class ExecStatus(str, enum.Enum):
-    """How one traced execution ended."""
-
-    OK = "ok"  # ran to the end (or exited with code 0 / None)
-    ERROR = "error"  # uncaught exception (or the process died on a signal)
-    TIMEOUT = "timeout"  # CPU or wall-clock limit
-    MEMORY = "memory"  # uncaught MemoryError under the memory limit
-    TRACE_LIMIT = "trace_limit"  # more executed lines than max_steps
-    SYNTAX_ERROR = "syntax_error"  # does not compile as Python 3
-    VIOLATION = "violation"  # tried something the sandbox forbids (fork, network, writes, ...)
-    EXIT = "exit"  # sys.exit with a non-zero code, or os._exit
-
-    def __str__(self) -> str:  # so f"{status}" prints "ok", not "ExecStatus.OK"
-        return self.value
+from codeexecutor.execution.status import ExecStatus
 
 
 @dataclass(frozen=True)
@@ -132,3 +117,10 @@ class Limits:
     @property
     def wall(self) -> float:
         return self.wall_timeout if self.wall_timeout is not None else self.timeout + 1.0
+
+    def to_wire(self) -> dict[str, Any]:
+        """Plain dict for the sandbox processes (which do not import this module)."""
+        return {
+            "timeout": self.timeout, "wall": self.wall, "memory_mb": self.memory_mb,
+            "max_steps": self.max_steps, "max_output": self.max_output, "value_limit": self.value_limit,
+        }

