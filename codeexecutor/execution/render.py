@@ -10,7 +10,7 @@ Truncation policy (the official CodeExecutor release never published one):
   kept characters are exactly the start of the full ``repr``. The builtin containers
   (list, tuple, dict, set, frozenset, deque, defaultdict) and long strings are rendered
   incrementally, so a million-element list costs ``O(limit)``, not ``O(n)``.
-* Integers longer than 4,300 digits (CPython refuses their ``repr``) render as
+* Integers whose ``repr`` CPython refuses (over 4,300 digits) render as
   ``<int with N bits>``.
 * Memory addresses are removed (``<Foo object at 0x7f..>`` → ``<Foo object>``) and
   newlines escaped, so a rendering is one line and identical on every run.
@@ -41,7 +41,6 @@ _FUNCTION_TYPES = (
     functools.partial,
 )
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-_MAX_INT_BITS = 14_000  # ~4,214 decimal digits: under CPython's 4,300-digit str limit
 
 
 class _Full(Exception):
@@ -99,38 +98,49 @@ def _emit(obj: object, out: _Out, active: set[int]) -> None:
     out.put(_leaf(obj))
 
 
-_FLAT = frozenset({int, float, bool, type(None), str})
+_NUMERIC = frozenset({int, float, bool, type(None)})
 
 
-def _flat_prefix(items: list, budget: int, quotes: bool) -> bool:
-    """True when every item is a scalar whose repr is cheap and bounded, so that C's repr
-    of the items gives exactly the characters the incremental renderer would."""
-    kinds = set(map(type, items))
-    if not kinds <= _FLAT:
-        return False
-    if str in kinds:
-        if not quotes or any(len(x) > budget for x in items if type(x) is str):
-            return False
-    if int in kinds and any(x.bit_length() > _MAX_INT_BITS for x in items if type(x) is int):
-        return False
-    return True
+def _fast(obj, t, budget: int, quotes: bool) -> str | None:
+    """The rendering of a list/tuple whose items are flat scalars (or, one level down,
+    such lists), cut to at most budget + 1 characters, computed by C's repr of just the
+    prefix that can fit; None when the value is not of that shape.
+
+    Each item takes at least 3 characters with its ", ", so budget // 3 + 2 items are
+    enough to overflow the budget when the sequence is longer.
+    """
+    n = budget // 3 + 2
+    head = obj[:n]
+    kinds = set(map(type, head))
+    if kinds <= _NUMERIC or (kinds == {str} and quotes and max(map(len, head)) <= budget):
+        try:
+            text = repr(head)
+        except ValueError:  # a huge int
+            return None
+        if len(obj) > n:
+            text = text[:-1]  # not closed: the budget overflows before the end
+        return text
+    if t is list and kinds == {list}:  # a grid / DP table: rows of scalars
+        parts = ["["]
+        size = 1
+        for i, row in enumerate(obj):
+            piece = _fast(row, list, budget - size, quotes)
+            if piece is None:
+                return None
+            parts.append(piece if i == 0 else ", " + piece)
+            size += len(parts[-1])
+            if size > budget:
+                return "".join(parts)
+        parts.append("]")
+        return "".join(parts)
+    return None
 
 
 def _emit_container(obj, t, out: _Out, active: set[int]) -> None:
-    # Fast path: a prefix long enough to overflow the budget (each item takes >= 3
-    # characters with its ", "), rendered by C when its items are flat scalars.
-    n = out.left // 3 + 2
     if t is list or t is tuple:
-        head = obj[:n]
-        if _flat_prefix(head, out.left, out.quotes):
-            text = repr(head)
-            if len(obj) > n:
-                text = text[:-1]  # not closed: the budget overflows before the end
+        text = _fast(obj, t, out.left, out.quotes)
+        if text is not None:
             out.put(text)
-            return
-    elif t is dict and len(obj) <= n:
-        if _flat_prefix(list(obj.keys()), out.left, out.quotes) and _flat_prefix(list(obj.values()), out.left, out.quotes):
-            out.put(repr(obj))
             return
     if t is dict or t is collections.defaultdict:
         if t is collections.defaultdict:
@@ -173,9 +183,10 @@ def _emit_container(obj, t, out: _Out, active: set[int]) -> None:
 
 
 def _scalar(obj: object) -> str:
-    if type(obj) is int and obj.bit_length() > _MAX_INT_BITS:  # type: ignore[union-attr]
+    try:
+        return repr(obj)
+    except ValueError:  # an int over CPython's 4,300-digit limit
         return f"<int with {obj.bit_length()} bits>"  # type: ignore[union-attr]
-    return repr(obj)
 
 
 def _leaf_or_class(obj: object) -> str:
@@ -193,10 +204,12 @@ def _leaf(obj: object) -> str:
         return "<class>"
     if isinstance(obj, types.ModuleType):
         return "<module>"
-    if isinstance(obj, int) and not isinstance(obj, bool) and obj.bit_length() > _MAX_INT_BITS:
-        return f"<int with {obj.bit_length()} bits>"
     try:
         text = repr(obj)
+    except ValueError as exc:
+        if isinstance(obj, int):  # over CPython's 4,300-digit limit
+            return f"<int with {obj.bit_length()} bits>"
+        return f"<repr failed: {type(exc).__name__}>"
     except Exception as exc:  # a user __repr__ may raise anything
         return f"<repr failed: {type(exc).__name__}>"
     if not isinstance(text, str):
@@ -210,6 +223,11 @@ def _leaf(obj: object) -> str:
 
 def render(value: object, limit: int = DEFAULT_LIMIT, quotes: bool = True) -> str:
     """Render one value for a trace state under the policy in the module docstring."""
+    t = type(value)
+    if t is list or t is tuple:  # the common case in traces, without the general machinery
+        text = _fast(value, t, limit, quotes)
+        if text is not None:
+            return text if len(text) <= limit else text[:limit] + ELLIPSIS
     out = _Out(limit, quotes)
     try:
         _emit(value, out, set())

@@ -28,6 +28,10 @@ PROGRAM_FILENAME = "<program>"
 _UNTRACED_NAMES = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>"})
 _ModuleType = types.ModuleType
 _BIG = 10**15  # ints inside (-_BIG, _BIG) have a repr of at most 16 characters
+# Types whose rendering cannot change while a variable holds the same object.
+_IMMUTABLE = frozenset(
+    {int, float, bool, type(None), str, bytes, complex, range, types.FunctionType, types.BuiltinFunctionType, type}
+)
 
 
 class Tracer:
@@ -48,6 +52,8 @@ class Tracer:
         self.on_limit = on_limit  # called when a step over max_steps starts; must not return
         self.value_limit = value_limit
         self.filename = filename
+        self._memo: dict[str, tuple] = {}  # name -> (value, its rendering or None)
+        self._short = (value_limit - 2) // 4  # a str this long has a repr within the limit
 
     # -- hot path ------------------------------------------------------------------
     def __call__(self, frame, event, arg):  # the global trace function: 'call' events only
@@ -80,24 +86,37 @@ class Tracer:
     def snapshot(self, frame) -> dict[str, str]:
         """Visible variables of a frame, rendered: no dunders, no modules.
 
-        Small ints, floats, bools, None and short strings take a fast path (their repr
-        always fits the limit), which gives exactly what `render` would.
+        Renderings of immutable values are memoized per name: while `name` still holds
+        the very same object (an identity check; the memo keeps the object alive so its
+        id cannot be reused), its text is reused. Mutable values are rendered each time.
+        The result is exactly what `render` gives.
         """
         limit = self.value_limit
-        short = (limit - 2) // 4  # a str of this length has a repr within the limit
+        memo = self._memo
         state = {}
         for name, value in frame.f_locals.items():
-            if name[:2] == "__" and name[-2:] == "__":
+            hit = memo.get(name)
+            if hit is not None and hit[0] is value:
+                if hit[1] is not None:
+                    state[name] = hit[1]
                 continue
             t = type(value)
-            if t is int:
-                state[name] = repr(value) if -_BIG < value < _BIG else render(value, limit)
-            elif t is str and len(value) <= short:
-                state[name] = repr(value)
-            elif t is float or t is bool or value is None:
-                state[name] = repr(value)
-            elif t is not _ModuleType:
-                state[name] = render(value, limit)
+            if name[0] == "_" and name[:2] == "__" and name[-2:] == "__" or t is _ModuleType:
+                memo[name] = (value, None)  # never part of the state
+                continue
+            if t in _IMMUTABLE:
+                if t is int:
+                    text = repr(value) if -_BIG < value < _BIG else render(value, limit)
+                elif t is str:
+                    text = repr(value) if len(value) <= self._short else render(value, limit)
+                elif t is float or t is bool or value is None:
+                    text = repr(value)
+                else:
+                    text = render(value, limit)
+                memo[name] = (value, text)
+            else:
+                text = render(value, limit)
+            state[name] = text
         return state
 
     def _attach_output(self) -> None:
