@@ -89,7 +89,6 @@ def bench_overhead(programs) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--programs", type=int, default=300)
-    ap.add_argument("--baseline-programs", type=int, default=100, help="programs for the slow per-process baseline")
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
     if not DATA.exists():
@@ -97,9 +96,13 @@ def main() -> None:
     programs = load_programs(args.programs)
     pool_s, statuses = bench_pool(programs, args.workers)
     pool_rate = len(programs) / pool_s
-    base = programs[: args.baseline_programs]
-    base_s = bench_per_process(base, args.workers)
-    base_rate = len(base) / base_s
+    base_s = bench_per_process(programs, args.workers)  # the same programs
+    base_rate = len(programs) / base_s
+    # Fixed cost per run, on a trivial program: what the architecture itself costs.
+    trivial = [("x = 1\nprint(x)\n", "")] * 200
+    triv_pool_s, _ = bench_pool(trivial, args.workers)
+    triv_base_s = bench_per_process(trivial[:60], args.workers)
+    triv_ratio = (len(trivial) / triv_pool_s) / (60 / triv_base_s)
     # only programs that finish quickly, so the overhead measures tracing, not timeouts
     fast = [p for p in programs if "sleep" not in p[0]][:200]
     overhead = bench_overhead(fast)
@@ -110,6 +113,7 @@ def main() -> None:
         "per_process_baseline_per_s": round(base_rate, 1),
         "ratio_vs_per_process": round(pool_rate / base_rate, 2),
         "statuses": statuses,
+        "trivial_program_ratio": round(triv_ratio, 1),
         "in_process_untraced_s": round(overhead["untraced_s"], 4),
         "in_process_traced_s": round(overhead["traced_s"], 4),
         "tracing_overhead_x": round(overhead["traced_s"] / max(overhead["untraced_s"], 1e-9), 2),
@@ -117,6 +121,7 @@ def main() -> None:
     print(f"pool (warm fork per program, {args.workers} workers): {pool_rate:8.1f} traced runs/s")
     print(f"baseline (new python3 per program, {args.workers} at a time): {base_rate:8.1f} traced runs/s")
     print(f"ratio: {report['ratio_vs_per_process']:.1f}x")
+    print(f"fixed cost per run (trivial program): pool {len(trivial) / triv_pool_s:.0f}/s vs per-process {60 / triv_base_s:.0f}/s = {triv_ratio:.1f}x")
     print(f"tracing overhead in-process: {report['tracing_overhead_x']:.2f}x "
           f"({overhead['untraced_s']:.3f} s untraced vs {overhead['traced_s']:.3f} s traced, best of 3, "
           f"over the {overhead['programs']} programs under the step limit)")

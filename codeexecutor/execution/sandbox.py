@@ -26,7 +26,6 @@ import marshal
 import math
 import os
 import posix
-import random
 import resource
 import signal
 import sys
@@ -130,17 +129,55 @@ class WireLimits:
 class _Run:
     """State of the one run in this child process."""
 
-    def __init__(self, result_fd: int, scratch: str, limits: WireLimits) -> None:
-        self.result_fd = result_fd
+    def __init__(self, result_fd: int, scratch: str) -> None:
+        os.dup2(result_fd, RESULT_FD)  # out of the program's way; os.close refuses it
+        os.close(result_fd)
+        self.result_fd = RESULT_FD
         self.scratch = os.path.realpath(scratch)
-        self.limits = limits
+        self.limits: WireLimits | None = None
         self.finishing = False
         self.guard_on = False
-        self.real_exit = os._exit
-        self.stdout = OutputSink(limits.max_output, self._on_flood)
+        self.real_exit = _REAL_EXIT
+        self.stdout = OutputSink(1 << 20, self._on_flood)
         self.stderr = OutputSink(64 * 1024, lambda: None)  # first 64 KiB kept; never an error
-        self.tracer = Tracer(limits.max_steps, self.stdout, self._on_step_limit, limits.value_limit)
+        self.tracer = Tracer(1024, self.stdout, self._on_step_limit)
         self.recorder = None
+
+    def configure(self, limits: WireLimits) -> None:
+        self.limits = limits
+        self.stdout.cap = limits.max_output
+        self.tracer.configure(limits.max_steps, limits.value_limit)
+
+    def start(self, code_bytes: bytes, limits: WireLimits, options: dict) -> None:
+        """Run the program; never returns."""
+        try:
+            _prepare_run(self, self.scratch, limits)
+            if options.get("record_reads"):
+                from codeexecutor.inline_record import install_recorder
+
+                self.recorder = install_recorder()
+            code = marshal.loads(code_bytes)
+            module = types.ModuleType("__main__")
+            module.__dict__["__builtins__"] = builtins
+            module.__file__ = PROGRAM_FILENAME
+            sys.modules["__main__"] = module
+            sys.argv = ["main.py"]
+        except BaseException as exc:  # setup failed: report it rather than die silently
+            self.finish(ExecStatus.ERROR, "SandboxSetupError", f"{type(exc).__name__}: {exc}")
+        if options.get("trace", True):
+            sys.settrace(self.tracer)
+        self.guard_on = True
+        try:
+            exec(code, module.__dict__)
+        except SystemExit as exc:
+            if exc.code is None or exc.code == 0:
+                self.finish(ExecStatus.OK)
+            self.finish(ExecStatus.EXIT, "SystemExit", str(exc.code), _program_line(exc))
+        except MemoryError as exc:
+            self.finish(ExecStatus.MEMORY, "MemoryError", str(exc), _program_line(exc))
+        except BaseException as exc:
+            self.finish(ExecStatus.ERROR, type(exc).__name__, _message(exc), _program_line(exc))
+        self.finish(ExecStatus.OK)
 
     # -- ways out ------------------------------------------------------------------
     def finish(self, status: ExecStatus, error_type: str | None = None, message: str = "", line=None):
@@ -274,88 +311,53 @@ RESULT_FD = 1023  # out of the way of the fds a program opens
 
 
 def serve_one(request_fd: int, result_fd: int, scratch: str) -> None:
-    """Entry point of a pre-forked child: wait for one program from the worker, run it.
+    """Entry point of a pre-forked child; never returns.
 
-    Exits quietly when the worker closes the request pipe without sending one.
-    """
-    from codeexecutor.execution.framing import recv
-
-    request = recv(request_fd)
-    os.close(request_fd)
-    if request is None:
-        os._exit(0)
-    code_bytes, limits, options = request
-    run_child(code_bytes, scratch, limits, result_fd, options)
-
-
-def run_child(code_bytes: bytes, scratch: str, limits: dict, result_fd: int, options: dict | None = None) -> None:
-    """Run one program in this (already forked) process; never returns.
+    Everything that does not depend on the program is set up first, while the worker
+    has no request for this child yet (so it costs no latency); then the child waits for
+    its program (code, limits, options), applies the limits and runs it. It exits
+    quietly when the worker closes the request pipe without sending one.
 
     options: {"trace": False} runs without the tracer (for timing and verification);
     {"record_reads": True} records every stdin read with the program span that made it
     (see codeexecutor.inline).
     """
-    options = options or {}
-    limits = WireLimits(limits)
-    os.dup2(result_fd, RESULT_FD)
-    os.close(result_fd)
-    run = _Run(RESULT_FD, scratch, limits)
+    from codeexecutor.execution.framing import recv
+
+    run = _Run(result_fd, scratch)
+    setup_error = None
     try:
-        _prepare(run, scratch, limits)
-        if options.get("record_reads"):
-            from codeexecutor.inline_record import install_recorder
-
-            run.recorder = install_recorder()
-        code = marshal.loads(code_bytes)
-        module = types.ModuleType("__main__")
-        module.__dict__["__builtins__"] = builtins
-        module.__file__ = PROGRAM_FILENAME
-        sys.modules["__main__"] = module
-        sys.argv = ["main.py"]
-    except BaseException as exc:  # setup failed: report it rather than die silently
-        run.finish(ExecStatus.ERROR, "SandboxSetupError", f"{type(exc).__name__}: {exc}")
-    if options.get("trace", True):
-        sys.settrace(run.tracer)
-    run.guard_on = True
-    try:
-        exec(code, module.__dict__)
-    except SystemExit as exc:
-        code_ = exc.code
-        if code_ is None or code_ == 0:
-            run.finish(ExecStatus.OK)
-        run.finish(ExecStatus.EXIT, "SystemExit", str(code_), _program_line(exc))
-    except MemoryError as exc:
-        run.finish(ExecStatus.MEMORY, "MemoryError", str(exc), _program_line(exc))
-    except BaseException as exc:
-        run.finish(ExecStatus.ERROR, type(exc).__name__, _message(exc), _program_line(exc))
-    run.finish(ExecStatus.OK)
+        _prepare_idle(run, scratch)
+    except BaseException as exc:  # reported once there is a request to answer
+        setup_error = exc
+    request = recv(request_fd)
+    _real_close(request_fd)
+    if request is None:
+        _REAL_EXIT(0)
+    code_bytes, limits, options = request
+    if setup_error is not None:
+        run.finish(ExecStatus.ERROR, "SandboxSetupError", f"{type(setup_error).__name__}: {setup_error}")
+    run.start(code_bytes, WireLimits(limits), options or {})
 
 
-def _prepare(run: _Run, scratch: str, limits: WireLimits) -> None:
+def _prepare_idle(run: _Run, scratch: str) -> None:
+    """Program-independent setup: process group, scratch dir, captured stdout/stderr,
+    signal handlers, the patches that keep the program inside, and the audit hook
+    (inactive until the program starts)."""
     os.setpgid(0, 0)
     os.chdir(scratch)
-    for fd, name, flags in ((0, ".stdin", os.O_RDONLY), (1, ".fd1", os.O_WRONLY | os.O_CREAT), (2, ".fd2", os.O_WRONLY | os.O_CREAT)):
-        new = os.open(os.path.join(scratch, name), flags, 0o600)
+    for fd, name in ((1, ".fd1"), (2, ".fd2")):
+        new = os.open(os.path.join(scratch, name), os.O_WRONLY | os.O_CREAT, 0o600)
         os.dup2(new, fd)
         os.close(new)
     # The environment was scrubbed once in the worker (clearing it here costs 0.3 ms a run).
-    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "rb", closefd=False)), encoding="utf-8", errors="replace")
     sys.stdout = io.TextIOWrapper(run.stdout, encoding="utf-8", errors="replace", write_through=True)
     sys.stderr = io.TextIOWrapper(run.stderr, encoding="utf-8", errors="replace", write_through=True)
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
-    random.seed(0)
-    # CPU time: a precise profiling timer, and RLIMIT_CPU (whole seconds) as the backstop.
-    cpu = math.ceil(limits.timeout) + 1
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    mem = limits.memory_mb << 20
-    resource.setrlimit(resource.RLIMIT_AS, (mem, mem + (64 << 20)))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 20, 16 << 20))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
+    _seed_random_on_import()
     _signal(signal.SIGALRM, run._on_alarm)
     _signal(signal.SIGPROF, run._on_cpu)
     _signal(signal.SIGXCPU, run._on_cpu)
-    _setitimer(signal.ITIMER_REAL, limits.wall)
-    _setitimer(signal.ITIMER_PROF, limits.timeout)
     # The program may not switch the timers off or exit around the result pipe.
     os._exit = run._fake_exit
     posix._exit = run._fake_exit
@@ -372,8 +374,61 @@ def _prepare(run: _Run, scratch: str, limits: WireLimits) -> None:
     sys.addaudithook(run.audit)
 
 
+def _prepare_run(run: _Run, scratch: str, limits: WireLimits) -> None:
+    """Program-dependent setup: its stdin, its limits and timers."""
+    run.configure(limits)
+    new = os.open(os.path.join(scratch, ".stdin"), os.O_RDONLY)
+    os.dup2(new, 0)
+    os.close(new)
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(
+        io.BufferedReader(io.FileIO(0, "rb", closefd=False)), encoding="utf-8", errors="replace"
+    )
+    # CPU time: a precise profiling timer, and RLIMIT_CPU (whole seconds) as the backstop.
+    cpu = math.ceil(limits.timeout) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    mem = limits.memory_mb << 20
+    resource.setrlimit(resource.RLIMIT_AS, (mem, mem + (64 << 20)))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 20, 16 << 20))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _setitimer(signal.ITIMER_REAL, limits.wall)
+    _setitimer(signal.ITIMER_PROF, limits.timeout)
+
+
+class _SeededRandomFinder:
+    """Meta-path finder that seeds `random` with 0 right after the program imports it.
+
+    The worker does not import `random` itself: the module re-seeds from the OS in every
+    forked child (an at-fork hook), which costs each fork ~0.1 ms.
+    """
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "random":
+            return None
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return None
+        exec_module = spec.loader.exec_module
+
+        def exec_and_seed(module):
+            exec_module(module)
+            module.seed(0)
+
+        spec.loader.exec_module = exec_and_seed
+        return spec
+
+
+def _seed_random_on_import() -> None:
+    if "random" in sys.modules:
+        sys.modules["random"].seed(0)
+    else:
+        sys.meta_path.insert(0, _SeededRandomFinder())
+
+
 _real_close = os.close
 _real_closerange = os.closerange
+_REAL_EXIT = os._exit
 
 
 def _guarded_close(fd: int) -> None:

@@ -55,6 +55,11 @@ class Tracer:
         self._memo: dict[str, tuple] = {}  # name -> (value, its rendering or None)
         self._short = (value_limit - 2) // 4  # a str this long has a repr within the limit
 
+    def configure(self, max_steps: int, value_limit: int) -> None:
+        self.max_steps = max_steps
+        self.value_limit = value_limit
+        self._short = (value_limit - 2) // 4
+
     # -- hot path ------------------------------------------------------------------
     def __call__(self, frame, event, arg):  # the global trace function: 'call' events only
         code = frame.f_code

@@ -37,7 +37,8 @@ GRACE = 0.5  # seconds past the wall limit before the worker kills the child
 # collections 40, itertools 37, bisect 27, functools 16, operator 12, heapq 11 per 100
 # importing files). Every pre-imported module makes each fork slower, so rarer ones
 # (fractions, typing, re, decimal, ...) are imported by the programs that use them.
-PREIMPORT = ("collections", "itertools", "heapq", "bisect", "functools", "operator", "math", "random")
+# `random` is left out on purpose: see sandbox._SeededRandomFinder.
+PREIMPORT = ("collections", "itertools", "heapq", "bisect", "functools", "operator", "math")
 def isolate_network() -> bool:
     """Enter a new, empty network namespace (needs root). True when it worked."""
     try:
