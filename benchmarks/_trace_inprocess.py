@@ -15,7 +15,7 @@ from codeexecutor.execution.tracer import PROGRAM_FILENAME, Tracer
 
 
 class _Sink:
-    pending = None
+    pending = None  # output is not attached to steps here (the sandbox's sink does that)
 
     def take(self):
         return ""
@@ -45,10 +45,12 @@ def _run(code, stdin: str, trace: bool):
 
 def main() -> None:
     if sys.argv[1] == "one":
+        # The same work as a sandboxed run: trace, then hand the full trace back as JSON.
         source = open(sys.argv[2]).read()
         stdin = open(sys.argv[3]).read()
         _, tracer = _run(compile(source, PROGRAM_FILENAME, "exec"), stdin, True)
-        json.dump({"steps": len(tracer.steps)}, sys.__stdout__)
+        tracer.close()
+        json.dump({"steps": tracer.steps}, sys.__stdout__)
         return
     programs = json.load(open(sys.argv[2]))
     plain = traced = 0.0
