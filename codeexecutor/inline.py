@@ -58,6 +58,7 @@ class InlineResult:
     reads: int  # number of reads replaced
     sites: int  # number of source places edited
     sequence_reads: int  # reads served by the literal sequence
+    literal_spans: tuple[tuple[int, int], ...] = ()  # UTF-8 byte ranges of the inserted text in `source`
 
 
 def _value(read) -> object:
@@ -183,15 +184,13 @@ def inline_stdin(
             i = group_of_span[(r[3], r[4], r[5], r[6])]
             if i in multi:
                 sequence.append(_value(r))
-    data = src.data
-    for start, end, i in sorted(edits, reverse=True):
-        text = f"{SEQUENCE_NAME}.pop(0)" if i in multi else repr(group_values[i][0])
-        data = data[:start] + text.encode("utf-8") + data[end:]
-    inlined = data.decode("utf-8")
+    replacements = [
+        (start, end, f"{SEQUENCE_NAME}.pop(0)" if i in multi else repr(group_values[i][0])) for start, end, i in edits
+    ]
     if sequence:
-        inlined = _define_sequence(inlined, tree, sequence)
-    sites = len(edits)
-    result = InlineResult(inlined, len(reads), sites, len(sequence))
+        replacements.append(_sequence_definition(src, source, tree, sequence))
+    inlined, spans = _apply(src.data, replacements)
+    result = InlineResult(inlined, len(reads), len(edits), len(sequence), tuple(spans))
     if verify:
         _verify(pool, limits, original, inlined)
     return result
@@ -215,17 +214,32 @@ def _first_simple(body: list[ast.stmt]) -> ast.stmt | None:
     return None
 
 
-def _define_sequence(source: str, tree: ast.Module, sequence: list) -> str:
-    """Define the literal sequence on a line that already runs first, so no line moves and
-    no step is added; else on a blank or comment line before the first executed statement."""
-    lines = source.split("\n")
+def _apply(data: bytes, replacements: list[tuple[int, int, str]]) -> tuple[str, list[tuple[int, int]]]:
+    """Apply (start, end, text) byte-range replacements; return the new source and the
+    byte spans the inserted texts occupy in it."""
+    out, spans, pos, size = [], [], 0, 0
+    for start, end, text in sorted(replacements):
+        out.append(data[pos:start])
+        size += start - pos
+        piece = text.encode("utf-8")
+        out.append(piece)
+        spans.append((size, size + len(piece)))
+        size += len(piece)
+        pos = end
+    out.append(data[pos:])
+    return b"".join(out).decode("utf-8"), spans
+
+
+def _sequence_definition(src: _Source, source: str, tree: ast.Module, sequence: list) -> tuple[int, int, str]:
+    """Where the literal sequence is defined, as a replacement of the original bytes: in
+    front of a line that already runs first, so no line moves and no step is added; else
+    on a blank or comment line before the first executed statement."""
     definition = f"{SEQUENCE_NAME} = {sequence!r}"
     stmt = _first_simple(tree.body)
     if stmt is not None:
-        row, col = stmt.lineno - 1, stmt.col_offset
-        line = lines[row].encode("utf-8")
-        lines[row] = (line[:col] + f"{definition}; ".encode("utf-8") + line[col:]).decode("utf-8")
-        return "\n".join(lines)
+        at = src.offset(stmt.lineno, stmt.col_offset)
+        return at, at, f"{definition}; "
+    lines = source.split("\n")
     previous_end = 0
     for top in tree.body:
         if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not top.decorator_list:
@@ -236,8 +250,8 @@ def _define_sequence(source: str, tree: ast.Module, sequence: list) -> str:
             continue
         for k in range(top.lineno - 2, previous_end - 1, -1):
             if not lines[k].strip() or lines[k].startswith("#"):  # blank, or a comment at column 0
-                lines[k] = definition
-                return "\n".join(lines)
+                start = src.starts[k]
+                return start, start + len(lines[k].encode("utf-8")), definition
         raise InlineError("no_place_for_sequence", f"no simple statement or blank line before line {top.lineno}")
     raise InlineError("no_place_for_sequence", "the module has no statement that runs")
 

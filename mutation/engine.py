@@ -101,8 +101,13 @@ def mutate(
     p: float = 0.5,
     operators: str | list[str] | None = None,
     stats: MutationStats | None = None,
+    protected: tuple[tuple[int, int], ...] = (),
 ) -> list[Mutant]:
-    """Up to `n` distinct, parseable, compilable mutants of `source` (paper procedure)."""
+    """Up to `n` distinct, parseable, compilable mutants of `source` (paper procedure).
+
+    `protected`: UTF-8 byte ranges no edit may touch or wrap (the literals that stdin
+    inlining put in: mutating the input is not mutating the program).
+    """
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"p must be in [0, 1], got {p}")
     names = select_operators(operators)
@@ -112,6 +117,7 @@ def mutate(
     if has_errors(tree):
         raise MutationError("the program does not parse (tree-sitter found ERROR/MISSING nodes)")
     plain, loops = find_sites(tree, names)
+    guard = [Edit(a, b, "") for a, b in protected]
     for site in plain:
         stats.sites[site.op] += 1
     for group in loops.values():
@@ -128,10 +134,10 @@ def mutate(
         for group in loops.values():  # a loop is one candidate: mutated with p, by one loop operator
             if rng.random() < p:
                 site = group[rng.randrange(len(group))]
-                if _add(chosen, OPERATORS[site.op].apply(data, site, rng)):
+                if _add(chosen, OPERATORS[site.op].apply(data, site, rng), guard):
                     applied.append(site.op)
         for site in plain:
-            if rng.random() < p and _add(chosen, OPERATORS[site.op].apply(data, site, rng)):
+            if rng.random() < p and _add(chosen, OPERATORS[site.op].apply(data, site, rng), guard):
                 applied.append(site.op)
         if not chosen:
             stats.no_edit += 1
@@ -157,9 +163,17 @@ def mutate(
     return mutants
 
 
-def _add(chosen: list[Edit], edits: list[Edit]) -> bool:
-    """Add a site's edits unless one of them conflicts with an edit already chosen."""
-    if any(overlaps(e, c) for e in edits for c in chosen):
+def _touches(edit: Edit, span: Edit) -> bool:
+    """Does an edit change or wrap a protected span? (Insertions at its edges wrap it.)"""
+    if edit.start == edit.end:
+        return span.start <= edit.start <= span.end
+    return edit.start < span.end and span.start < edit.end
+
+
+def _add(chosen: list[Edit], edits: list[Edit], guard: list[Edit] = ()) -> bool:
+    """Add a site's edits unless one conflicts with an edit already chosen or touches a
+    protected span."""
+    if any(overlaps(e, c) for e in edits for c in chosen) or any(_touches(e, g) for e in edits for g in guard):
         return False
     chosen.extend(edits)
     return True

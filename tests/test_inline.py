@@ -86,3 +86,11 @@ def test_round_trip_on_real_programs(pool):
         assert final_a == final_b, sid
         checked += 1
     assert checked >= 45
+
+
+def test_literal_spans_cover_the_inserted_text(pool):
+    src = "import sys\ninput = sys.stdin.readline\nn = int(input())\nfor i in range(n):\n    print(input().rstrip())\n"
+    out = inline_stdin(src, STDIN, pool=pool)
+    data = out.source.encode()
+    pieces = [data[a:b].decode() for a, b in out.literal_spans]
+    assert pieces == ["__inputs__ = ['ab\\n', 'cd\\n']; ", "'2\\n'", "__inputs__.pop(0)"]

@@ -258,3 +258,14 @@ def test_every_mutant_of_real_programs_parses_and_differs():
             assert m.code != source
             total += 1
     assert total > 500
+
+
+def test_protected_spans_are_never_touched():
+    src = "n = int('3 4'.split()[0])\nfor i in range(n):\n    x = i * 2 + 1\n"
+    start = src.index("'3 4'")
+    span = (start, start + len("'3 4'"))
+    mutants = mutate(src, n=40, seed=0, protected=(span,))
+    assert mutants
+    for m in mutants:
+        assert "'3 4'" in m.code
+        assert all(not (e.start < span[1] and span[0] < e.end) and not (e.start == e.end and span[0] <= e.start <= span[1]) for e in m.edits)

@@ -1,0 +1,72 @@
+"""`codeexecutor build {codenetmut,tutorial,singleline}` and `codeexecutor stats`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from codeexecutor.cli import register
+from codeexecutor.errors import UsageError
+
+
+def _build_args(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="dataset", metavar="DATASET", required=True)
+    c = sub.add_parser("codenetmut", help="mutants of CodeNet submissions run on their sample inputs")
+    c.add_argument("--codenet", required=True, metavar="DIR", help="Project CodeNet root (data/, metadata/, derived/)")
+    c.add_argument("--out", required=True, metavar="DIR", help="output folder (journal, datasets, stats.json)")
+    c.add_argument("--mutants", type=int, default=20, help="mutation attempts per program (default 20)")
+    c.add_argument("--workers", type=int, default=2, help="sandbox workers (default 2)")
+    c.add_argument("--shard", default="0/1", metavar="I/N", help="process every N-th program from I (default 0/1)")
+    c.add_argument("--limit", type=int, help="only the first LIMIT programs of the shard (demo-size builds)")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--all-statuses", action="store_true", help="also use programs whose metadata status is not Accepted")
+    t = sub.add_parser("tutorial", help="runnable examples of the Python tutorial, multiplied with CRP mutants")
+    t.add_argument("--out", required=True, metavar="DIR")
+    t.add_argument("--sources", metavar="DIR", help="folder of tutorial .rst.txt files (default: python3.11-doc's, "
+                   "then ../shared/data/python-tutorial/tutorial_rst)")
+    t.add_argument("--mutants", type=int, default=100, help="CRP mutation attempts per snippet (default 100)")
+    t.add_argument("--workers", type=int, default=2)
+    t.add_argument("--seed", type=int, default=0)
+    s = sub.add_parser("singleline", help="one-line examples derived from traced programs")
+    s.add_argument("--out", required=True, metavar="DIR")
+    s.add_argument("--from", dest="source", metavar="DIR", help="a built codenetmut/tutorial output folder to derive from")
+    s.add_argument("--kaggle", metavar="FILE", help="convert the original python-state-changes JSON(L) instead")
+    s.add_argument("--workers", type=int, default=2)
+    s.add_argument("--limit", type=int, help="at most this many examples")
+
+
+def _build_run(args: argparse.Namespace) -> int:
+    if args.dataset == "codenetmut":
+        from curricula.codenet import CodeNetBuilder, shard_arg
+
+        stats = CodeNetBuilder(args.codenet, args.out, mutants=args.mutants, workers=args.workers,
+                               shard=shard_arg(args.shard), seed=args.seed, limit=args.limit,
+                               accepted_only=not args.all_statuses).run()
+    elif args.dataset == "tutorial":
+        from curricula.tutorial import build_tutorial
+
+        stats = build_tutorial(args.out, sources=args.sources, mutants=args.mutants, workers=args.workers, seed=args.seed)
+    else:
+        from curricula.singleline import build_singleline
+
+        if bool(args.source) == bool(args.kaggle):
+            raise UsageError("give exactly one of --from DIR (a built dataset) or --kaggle FILE")
+        stats = build_singleline(args.out, source=args.source, kaggle=args.kaggle, workers=args.workers, limit=args.limit)
+    print(json.dumps(stats.get("datasets", stats), indent=2))
+    return 0
+
+
+def _stats_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="built dataset folders (their stats go to DIR/table2.json, .png)")
+
+
+def _stats_run(args: argparse.Namespace) -> int:
+    from curricula.stats import dataset_stats, print_table
+
+    for d in args.dirs:
+        print_table(dataset_stats(d))
+    return 0
+
+
+register("build", "build a curriculum dataset (codenetmut, tutorial, singleline)", _build_args, _build_run)
+register("stats", "Table 2 statistics of built datasets, with distribution plots", _stats_args, _stats_run)

@@ -1,0 +1,247 @@
+"""CodeNetMut: mutants of CodeNet Python submissions, executed on their sample inputs.
+
+Reads Project CodeNet's directory layout:
+
+    data/pXXXXX/Python/sXXXXXXXXX.py                      submissions
+    metadata/pXXXXX.csv                                   status per submission (optional)
+    derived/input_output/data/pXXXXX/input.txt            CodeNet's one sample input, or
+    derived/input_output/data/pXXXXX/input_K.txt          several samples (K = 0, 1, ...)
+
+For each submission (in a fixed order; `--shard I/N` takes every N-th from I): keep
+Python 3 programs that parse and (where metadata says) were accepted; inline the first
+sample input; trace the inlined program (must end `ok` within 1 s and 1024 steps).
+Problems are split train/valid/test by a stable hash. Train problems contribute
+mutants (n attempts each, deduplicated, executed: `ok` ones become examples, crashing
+ones go to the separate error-trace set); valid/test problems contribute their
+un-mutated programs (crashing originals go to the error set's valid/test split).
+
+Work is journaled per program (curricula/journal.py): `kill -9` and the same command
+again continues where it stopped, losing and duplicating nothing. At the end the
+journal becomes two Hugging Face datasets, `codenetmut/` and `errors/`, plus `stats.json`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import csv
+import glob
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+from curricula.common import assign_splits, is_error_trace, make_example, save_dataset, write_json_atomic
+from curricula.journal import Journal, read_journal
+
+log = logging.getLogger("curricula.codenet")
+TASK = "codenet"
+
+
+@dataclass(frozen=True)
+class Submission:
+    problem_id: str
+    submission_id: str
+    path: str
+    status: str | None  # from metadata, when present
+
+
+def read_layout(root: str) -> tuple[list[Submission], dict[str, list[str]]]:
+    """All Python submissions (sorted) and each problem's sample input files (sorted)."""
+    if not os.path.isdir(os.path.join(root, "data")):
+        from codeexecutor.errors import UsageError
+
+        raise UsageError(f"{root} does not look like Project CodeNet: no data/ folder "
+                         "(expected data/pXXXXX/Python/sXXXXXXXXX.py)")
+    statuses: dict[str, str] = {}
+    for meta in glob.glob(os.path.join(root, "metadata", "p*.csv")):
+        with open(meta, newline="") as f:
+            for row in csv.DictReader(f):
+                if row.get("language", "Python") == "Python":
+                    statuses[row["submission_id"]] = row.get("status", "")
+    subs = []
+    for path in sorted(glob.glob(os.path.join(root, "data", "p*", "Python", "*.py"))):
+        pid = path.split(os.sep)[-3]
+        sid = os.path.basename(path)[:-3]
+        subs.append(Submission(pid, sid, path, statuses.get(sid)))
+    inputs: dict[str, list[str]] = {}
+    io_root = os.path.join(root, "derived", "input_output", "data")
+    for pid in {s.problem_id for s in subs}:
+        files = sorted(glob.glob(os.path.join(io_root, pid, "input*.txt")))
+        inputs[pid] = files
+    return subs, inputs
+
+
+def _read_source(path: str) -> str | None:
+    with open(path, "rb") as f:
+        data = f.read()
+    if b"\x00" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+class CodeNetBuilder:
+    def __init__(self, codenet: str, out: str, mutants: int = 20, workers: int = 2, shard: tuple[int, int] = (0, 1),
+                 seed: int = 0, limit: int | None = None, timeout: float = 1.0, max_steps: int = 1024,
+                 accepted_only: bool = True) -> None:
+        self.codenet, self.out, self.n_mutants, self.workers = codenet, out, mutants, workers
+        self.shard, self.seed, self.limit = shard, seed, limit
+        self.timeout, self.max_steps, self.accepted_only = timeout, max_steps, accepted_only
+        self.counts: Counter = Counter()
+        self.op_status: Counter = Counter()
+        self._lock = threading.Lock()
+
+    # -- one program ------------------------------------------------------------------
+    def process(self, pool, sub: Submission, split: str, stdin_path: str | None) -> tuple[list[dict], Counter, Counter]:
+        from codeexecutor.inline import InlineError, inline_stdin
+        from mutation import MutationError, mutate
+
+        counts, op_status = Counter(), Counter()
+        rows: list[dict] = []
+        source = _read_source(sub.path)
+        if source is None:
+            counts["skip:binary_or_not_utf8"] += 1
+            return rows, counts, op_status
+        try:
+            compile(source, sub.submission_id, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError):
+            counts["skip:not_python3"] += 1
+            return rows, counts, op_status
+        if self.accepted_only and sub.status is not None and sub.status != "Accepted":
+            counts["skip:not_accepted"] += 1
+            return rows, counts, op_status
+        stdin = open(stdin_path).read() if stdin_path else ""
+        try:
+            inlined = inline_stdin(source, stdin, pool=pool)
+            code = inlined.source
+        except InlineError as exc:
+            counts[f"skip:inline:{exc.reason}"] += 1
+            return rows, counts, op_status
+        original = pool.execute(code)
+        if original.status.value != "ok":
+            counts[f"skip:original:{original.status.value}"] += 1
+            if split != "train" and is_error_trace(original):
+                rows.append(self._row(sub, split, code, original, "original", (), error=True))
+            return rows, counts, op_status
+        if len(code.splitlines()) > 200:
+            counts["skip:too_many_lines"] += 1
+            return rows, counts, op_status
+        counts["programs_used"] += 1
+        if split != "train":
+            rows.append(self._row(sub, split, code, original, "original", ()))
+            counts["examples"] += 1
+            return rows, counts, op_status
+        try:
+            mutants = mutate(code, n=self.n_mutants, seed=self.seed, protected=inlined.literal_spans)
+        except MutationError:
+            counts["skip:mutation_parse"] += 1
+            return rows, counts, op_status
+        counts["mutants"] += len(mutants)
+        for k, m in enumerate(mutants):
+            result = pool.execute(m.code)
+            status = result.status.value
+            counts[f"mutant:{status}"] += 1
+            for op in set(m.operators):
+                op_status[f"{op}:{status}"] += 1
+            if status == "ok":
+                rows.append(self._row(sub, split, m.code, result, "mutant", m.operators, k))
+                counts["examples"] += 1
+            elif is_error_trace(result):
+                rows.append(self._row(sub, split, m.code, result, "mutant", m.operators, k, error=True))
+                counts["error_examples"] += 1
+        return rows, counts, op_status
+
+    def _row(self, sub, split, code, result, kind, operators, k=None, error=False) -> dict:
+        rid = sub.submission_id if k is None else f"{sub.submission_id}_m{k:02d}"
+        row = make_example(rid, sub.problem_id, split, TASK, code, result, kind, tuple(operators), sub.submission_id)
+        row["_set"] = "errors" if error else "codenetmut"
+        return row
+
+    # -- the whole build ---------------------------------------------------------------------
+    def run(self, progress: bool = True) -> dict:
+        from codeexecutor.execution import ExecutorPool, Limits
+
+        os.makedirs(self.out, exist_ok=True)
+        handler = logging.FileHandler(os.path.join(self.out, "build.log"))
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logging.getLogger("curricula").addHandler(handler)
+        logging.getLogger("curricula").setLevel(logging.INFO)
+        subs, inputs = read_layout(self.codenet)
+        splits = assign_splits(s.problem_id for s in subs)
+        index, count = self.shard
+        mine = [s for i, s in enumerate(subs) if i % count == index]
+        if self.limit is not None:
+            mine = mine[: self.limit]
+        journal = Journal(os.path.join(self.out, "journal.jsonl"))
+        todo = [s for s in mine if s.submission_id not in journal.done]
+        log.info("codenetmut: %d submissions in %s, shard %d/%d has %d, %d already done (%d records kept), %d to do",
+                 len(subs), self.codenet, index, count, len(mine), len(mine) - len(todo), journal.records_kept, len(todo))
+        if len(mine) != len(todo):
+            print(f"resuming: {len(mine) - len(todo)} of {len(mine)} programs already done")
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(mine), initial=len(mine) - len(todo), desc="codenetmut", unit="prog")
+        start = time.perf_counter()
+        limits = Limits(timeout=self.timeout, max_steps=self.max_steps)
+        with ExecutorPool(self.workers, limits) as pool, cf.ThreadPoolExecutor(self.workers + 1) as threads:
+            def task(sub):
+                files = inputs.get(sub.problem_id) or [None]
+                return sub, self.process(pool, sub, splits[sub.problem_id], files[0])
+
+            for sub, (rows, counts, op_status) in threads.map(task, todo):
+                with self._lock:
+                    journal.write_unit(sub.submission_id, rows, {"counts": dict(counts), "ops": dict(op_status)})
+                    self.counts.update(counts)
+                if bar is not None:
+                    bar.update(1)
+        journal.close()
+        if bar is not None:
+            bar.close()
+        return self.finalize(time.perf_counter() - start, len(mine))
+
+    def finalize(self, seconds: float, programs: int) -> dict:
+        sets: dict[str, dict[str, list[dict]]] = {"codenetmut": {}, "errors": {}}
+        counts, ops = Counter(), Counter()
+        for kind, obj in read_journal(os.path.join(self.out, "journal.jsonl")):
+            if kind == "done":
+                counts.update(obj.get("counts", {}))
+                ops.update(obj.get("ops", {}))
+                continue
+            target = sets[obj.pop("_set")]
+            target.setdefault(obj["split"], []).append(obj)
+        sizes = {name: save_dataset(rows, os.path.join(self.out, name)) for name, rows in sets.items()}
+        per_op: dict[str, dict[str, int]] = {}
+        for key, n in ops.items():
+            op, status = key.split(":", 1)
+            per_op.setdefault(op, {})[status] = n
+        stats = {
+            "programs": programs,
+            "counts": dict(sorted(counts.items())),
+            "datasets": sizes,
+            "per_operator_status": per_op,
+            "seconds_this_run": round(seconds, 1),
+            "mutants_executed_this_run": sum(v for k, v in self.counts.items() if k.startswith("mutant:")),
+            "mutants_executed_per_s_this_run": round(
+                sum(v for k, v in self.counts.items() if k.startswith("mutant:")) / max(seconds, 1e-9), 1),
+        }
+        write_json_atomic(stats, os.path.join(self.out, "stats.json"))
+        log.info("codenetmut done: %s", stats["datasets"])
+        return stats
+
+
+def shard_arg(text: str) -> tuple[int, int]:
+    from codeexecutor.errors import UsageError
+
+    try:
+        i, n = (int(x) for x in text.split("/"))
+        if not 0 <= i < n:
+            raise ValueError
+    except ValueError as exc:
+        raise UsageError(f"--shard wants I/N with 0 <= I < N (e.g. 0/4), got {text!r}") from exc
+    return i, n

@@ -1,0 +1,115 @@
+"""Pieces shared by the dataset builders: splits by problem, example records, writing
+Hugging Face datasets atomically."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from typing import Iterable
+
+from codeexecutor.execution.records import ExecResult, ExecStatus
+from codeexecutor.format import FormatError, format_code, format_trace
+
+SPLITS = ("train", "valid", "test")
+
+
+def assign_splits(groups: Iterable[str], test_pct: int = 5, valid_pct: int = 5) -> dict[str, str]:
+    """Split by group (problem): a stable hash decides, so every machine and every shard
+    agrees, and no group is in two splits. With few groups, the two smallest hashes go
+    to test and valid so that neither is empty."""
+    groups = sorted(set(groups))
+    ranked = sorted(groups, key=lambda g: hashlib.sha256(g.encode()).hexdigest())
+    out = {}
+    for g in groups:
+        bucket = int(hashlib.sha256(g.encode()).hexdigest()[:8], 16) % 100
+        out[g] = "test" if bucket < test_pct else "valid" if bucket < test_pct + valid_pct else "train"
+    if len(ranked) >= 3:
+        if "test" not in out.values():
+            out[ranked[0]] = "test"
+        if "valid" not in out.values():
+            out[next(g for g in ranked if out[g] != "test")] = "valid"
+    return out
+
+
+def max_states(result: ExecResult) -> int:
+    return max((len(s.state) for s in result.steps), default=0)
+
+
+def make_example(id_: str, group: str, split: str, task: str, code: str, result: ExecResult, kind: str,
+                 operators: tuple[str, ...] = (), source_id: str = "") -> dict:
+    """One dataset row: source, model input/target (SPEC §3), structured steps, status."""
+    return {
+        "id": id_,
+        "problem_id": group,
+        "split": split,
+        "task": task,
+        "kind": kind,  # original | mutant | snippet | singleline
+        "source_id": source_id or id_,
+        "code": code,
+        "input": format_code(code, task),
+        "target": format_trace(result),
+        "steps": json.dumps([s.to_json() for s in result.steps], ensure_ascii=False),
+        "status": result.status.value,
+        "error": json.dumps(result.error.to_json()) if result.error else "",
+        "stdout": result.stdout,
+        "operators": list(operators),
+        "n_lines": sum(1 for line in code.splitlines() if line.strip()),
+        "n_steps": len(result.steps),
+        "max_states": max_states(result),
+    }
+
+
+def is_error_trace(result: ExecResult) -> bool:
+    return result.status in (ExecStatus.ERROR, ExecStatus.MEMORY) and result.error is not None
+
+
+STRING_COLUMNS = ("id", "problem_id", "split", "task", "kind", "source_id", "code", "input", "target", "steps",
+                  "status", "error", "stdout")
+INT_COLUMNS = ("n_lines", "n_steps", "max_states")
+
+
+def features():
+    """The one schema of every curriculum dataset (see make_example)."""
+    import datasets
+
+    cols = {c: datasets.Value("string") for c in STRING_COLUMNS}
+    cols["operators"] = datasets.Sequence(datasets.Value("string"))
+    cols.update({c: datasets.Value("int64") for c in INT_COLUMNS})
+    return datasets.Features(cols)
+
+
+def save_dataset(rows_by_split: dict[str, list[dict]], out_dir: str) -> dict[str, int]:
+    """Save a DatasetDict of the non-empty splits atomically: written aside, then renamed.
+    (An empty split is left out: `datasets` cannot load an empty split back from disk.)"""
+    import datasets
+
+    schema = features()
+    parts = {}
+    for split in SPLITS:
+        rows = sorted(rows_by_split.get(split, []), key=lambda r: r["id"])
+        if rows:
+            parts[split] = datasets.Dataset.from_dict({name: [r[name] for r in rows] for name in schema}, features=schema)
+    dd = datasets.DatasetDict(parts)
+    tmp = out_dir.rstrip("/") + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    dd.save_to_disk(tmp)
+    old = out_dir.rstrip("/") + ".old"
+    if os.path.exists(out_dir):
+        os.replace(out_dir, old)
+    os.replace(tmp, out_dir)
+    shutil.rmtree(old, ignore_errors=True)
+    return {s: len(parts[s]) if s in parts else 0 for s in SPLITS}
+
+
+def write_json_atomic(obj, path: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+__all__ = ["SPLITS", "FormatError", "assign_splits", "make_example", "is_error_trace", "max_states", "save_dataset",
+           "write_json_atomic"]

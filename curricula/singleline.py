@@ -1,0 +1,205 @@
+"""SingleLine: (values of the variables a line reads) + the line -> the state after it.
+
+Derived from traced real programs (a built codenetmut or tutorial folder): for every
+step whose line is one simple statement (assignment, augmented assignment, expression)
+inside the same function as the step before it, the variables the line reads are
+taken from the state after the previous step; when every one of them is a literal
+(`ast.literal_eval` accepts its rendering), the example code is
+
+    c = 98
+    z = 3
+    c += z
+
+and its target is the state after the last line, obtained by running the example in
+the sandbox (so the target is ground truth, not copied from the source trace).
+Examples are deduplicated on their code and keep the split of their source program.
+
+`--kaggle FILE` converts the original python-state-changes data instead: JSON or JSONL
+records with `start` (the variables before: a dict, or a dict literal string), `code`
+(one line) and `end` (ignored: the target is recomputed the same way). Records in
+another shape are counted as skipped, never guessed.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import time
+from collections import Counter
+
+from curricula.common import SPLITS, make_example, save_dataset, write_json_atomic
+from codeexecutor.format import format_code, format_singleline_target
+
+TASK = "singleline"
+_SIMPLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)
+
+
+def _reads(stmt: ast.stmt) -> list[str]:
+    names = []
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in names:
+            names.append(node.id)
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id not in names:
+        names.insert(0, stmt.target.id)
+    return names
+
+
+def _scopes(tree: ast.Module) -> dict[int, int]:
+    """line -> id of the innermost function containing it (0 for module level)."""
+    out: dict[int, int] = {}
+
+    def visit(node, scope):
+        for child in ast.iter_child_nodes(node):
+            inner = scope
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                inner = child.lineno * 1000 + child.col_offset + 1
+            if hasattr(child, "lineno"):
+                for ln in range(child.lineno, (getattr(child, "end_lineno", None) or child.lineno) + 1):
+                    out.setdefault(ln, inner) if inner == scope else out.__setitem__(ln, inner)
+            visit(child, inner)
+
+    visit(tree, 0)
+    return out
+
+
+def candidates(code: str, steps: list[dict]) -> list[str]:
+    """SingleLine example programs from one traced program."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    lines = code.splitlines()
+    scopes = _scopes(tree)
+    by_line: dict[int, ast.stmt] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, _SIMPLE) and node.lineno == node.end_lineno:
+            by_line.setdefault(node.lineno, node)
+    out = []
+    for prev, step in zip(steps, steps[1:]):
+        stmt = by_line.get(step["line"])
+        if stmt is None or scopes.get(prev["line"]) != scopes.get(step["line"]):
+            continue
+        if isinstance(stmt, ast.Expr) and not isinstance(stmt.value, ast.Call):
+            continue
+        state = prev["state"]
+        assigns = []
+        for name in _reads(stmt):
+            if name not in state:
+                if name in __builtins__ if isinstance(__builtins__, dict) else hasattr(__builtins__, name):
+                    continue  # a builtin (len, range, ...)
+                break
+            try:
+                ast.literal_eval(state[name])
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                break
+            assigns.append(f"{name} = {state[name]}")
+        else:
+            value = getattr(stmt, "value", None)
+            if not assigns and value is not None and _is_literal(value):
+                continue  # `z = 3` reads nothing: a trivial example
+            out.append("\n".join(assigns + [lines[step["line"] - 1].strip()]) + "\n")
+    return out
+
+
+def _is_literal(node: ast.AST) -> bool:
+    try:
+        ast.literal_eval(node)
+        return True
+    except (ValueError, SyntaxError, TypeError):
+        return False
+
+
+def _kaggle_records(path: str):
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        data = json.loads(text)
+        records = data if isinstance(data, list) else data.get("data", [data])
+    except ValueError:
+        records = [json.loads(line) for line in text.splitlines() if line.strip()]
+    for rec in records:
+        yield rec
+
+
+def kaggle_program(rec) -> str | None:
+    """Example code from one python-state-changes record, or None if it is not of that shape."""
+    if not isinstance(rec, dict) or not isinstance(rec.get("code"), str):
+        return None
+    start = rec.get("start", {})
+    if isinstance(start, str):
+        try:
+            start = ast.literal_eval(start) if start.strip() else {}
+        except (ValueError, SyntaxError):
+            return None
+    if not isinstance(start, dict) or not all(isinstance(k, str) and k.isidentifier() for k in start):
+        return None
+    lines = [f"{k} = {v!r}" for k, v in start.items()] + [rec["code"].strip()]
+    return "\n".join(lines) + "\n"
+
+
+def build_singleline(out: str, source: str | None = None, kaggle: str | None = None, workers: int = 2,
+                     limit: int | None = None) -> dict:
+    from codeexecutor.execution import ExecutorPool
+
+    os.makedirs(out, exist_ok=True)
+    counts = Counter()
+    programs: dict[str, tuple[str, str, str]] = {}  # code -> (id, group, split)
+    if kaggle:
+        for i, rec in enumerate(_kaggle_records(kaggle)):
+            code = kaggle_program(rec)
+            if code is None:
+                counts["skip:kaggle_record_shape"] += 1
+                continue
+            group = f"kaggle{i // 1000}"
+            programs.setdefault(code, (f"kaggle_{i:08d}", group, ""))
+    else:
+        import datasets
+
+        for name in sorted(os.listdir(source)):
+            path = os.path.join(source, name)
+            if not os.path.isfile(os.path.join(path, "dataset_dict.json")) or name == "errors":
+                continue
+            dd = datasets.load_from_disk(path)
+            for split in dd:
+                for row in dd[split]:
+                    for k, code in enumerate(candidates(row["code"], json.loads(row["steps"]))):
+                        counts["candidates"] += 1
+                        programs.setdefault(code, (f"{row['id']}_s{k:03d}", row["problem_id"], split))
+    if kaggle:  # kaggle groups get splits by hash
+        from curricula.common import assign_splits
+
+        splits = assign_splits({g for _, g, _ in programs.values()})
+        programs = {c: (i, g, splits[g]) for c, (i, g, _) in programs.items()}
+    items = sorted(programs.items(), key=lambda kv: kv[1][0])
+    if limit is not None:
+        items = items[:limit]
+    counts["unique_programs"] = len(items)
+    rows_by_split: dict[str, list[dict]] = {s: [] for s in SPLITS}
+    start = time.perf_counter()
+    with ExecutorPool(workers) as pool:
+        for (code, (rid, group, split)), result in _ordered(pool, items):
+            if result.status.value != "ok" or not result.steps:
+                counts[f"skip:{result.status.value}"] += 1
+                continue
+            row = make_example(rid, group, split, TASK, code, result, "singleline")
+            last = result.steps[-1]
+            row["target"] = format_singleline_target(dict(last.state), last.line)
+            row["input"] = format_code(code, TASK)
+            row["n_steps"] = 1  # the target is the one state after the line
+            rows_by_split[split].append(row)
+            counts["examples"] += 1
+    sizes = save_dataset(rows_by_split, os.path.join(out, TASK))
+    stats = {"source": source or kaggle, "counts": dict(sorted(counts.items())), "datasets": {TASK: sizes},
+             "seconds": round(time.perf_counter() - start, 1)}
+    write_json_atomic(stats, os.path.join(out, "stats.json"))
+    return stats
+
+
+def _ordered(pool, items):
+    """Execute all items on the pool; yield ((code, meta), result) in input order."""
+    from codeexecutor.execution import Program
+
+    results = dict(pool.execute_many(Program(code, "", i) for i, (code, _) in enumerate(items)))
+    for i, item in enumerate(items):
+        yield item, results[i]

@@ -1,0 +1,136 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from codeexecutor.format import parse_trace
+from curricula.common import assign_splits
+from curricula.journal import Journal, read_journal
+
+from .conftest import ATCODER, ROOT
+
+
+def test_journal_drops_partial_units_and_torn_lines(tmp_path):
+    path = str(tmp_path / "j.jsonl")
+    with Journal(path) as j:
+        j.write_unit("a", [{"id": 1}, {"id": 2}])
+        j.write_unit("b", [{"id": 3}])
+    with open(path, "a") as f:
+        f.write('{"id": 4}\n{"id": 5')  # unit c cut by a kill: one record, then a torn line
+    with Journal(path) as j:
+        assert j.done == {"a", "b"} and j.records_kept == 3
+        j.write_unit("c", [{"id": 4}])
+    records = [o["id"] for kind, o in read_journal(path) if kind == "record"]
+    assert records == [1, 2, 3, 4]
+
+
+def test_splits_are_by_group_stable_and_never_empty():
+    groups = [f"p{i:05d}" for i in range(200)]
+    a, b = assign_splits(groups), assign_splits(reversed(groups))
+    assert a == b
+    assert {"train", "valid", "test"} == set(a.values())
+    small = assign_splits(["x", "y", "z"])
+    assert sorted(small.values()) == ["test", "train", "valid"]
+
+
+def _build(out, limit, workers=2, extra=()):
+    return subprocess.Popen(
+        [sys.executable, "-m", "codeexecutor", "build", "codenetmut", "--codenet", str(ATCODER), "--out", str(out),
+         "--mutants", "3", "--limit", str(limit), "--workers", str(workers), *extra],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )
+
+
+def _rows(out):
+    import datasets
+
+    rows = {}
+    for name in ("codenetmut", "errors"):
+        dd = datasets.load_from_disk(str(out / name))
+        for split in dd:
+            for r in dd[split]:
+                rows[r["id"]] = (name, split, r["problem_id"], r["target"])
+    return rows
+
+
+@pytest.mark.data
+def test_codenetmut_build_splits_format_and_kill9_resume(tmp_path):
+    if not ATCODER.exists():
+        pytest.skip("no shared data")
+    clean = tmp_path / "clean"
+    p = _build(clean, 24)
+    assert p.wait(timeout=300) == 0, p.stderr.read().decode()[-2000:]
+    reference = _rows(clean)
+    assert reference
+    # no problem in two splits, across both datasets
+    split_of = {}
+    for name, split, pid, _ in reference.values():
+        assert split_of.setdefault(pid, split) == split
+    # targets parse back to the stored steps
+    import datasets
+
+    for row in datasets.load_from_disk(str(clean / "codenetmut"))["train"].select(range(5)):
+        steps = [s.to_json() for s in parse_trace(row["target"]).steps]
+        assert steps == json.loads(row["steps"])
+    stats = json.loads((clean / "stats.json").read_text())
+    assert stats["programs"] == 24 and stats["datasets"]["codenetmut"]["train"] > 0
+
+    killed = tmp_path / "killed"
+    p = _build(killed, 24, workers=1)
+    journal = killed / "journal.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if journal.exists() and journal.read_text().count('"_done"') >= 4:
+            break
+        time.sleep(0.05)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    assert not (killed / "codenetmut").exists()  # it really was stopped before the end
+    p = _build(killed, 24)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err.decode()[-2000:]
+    assert b"resuming" in out
+    assert _rows(killed) == reference  # nothing lost, nothing duplicated
+
+
+@pytest.mark.data
+def test_tutorial_and_singleline_builds(tmp_path):
+    from curricula.singleline import build_singleline
+    from curricula.stats import dataset_stats
+    from curricula.tutorial import build_tutorial
+
+    stats = build_tutorial(str(tmp_path / "tut"), mutants=2, progress=False)
+    assert stats["datasets"]["tutorial"]["train"] > 100
+    sl = build_singleline(str(tmp_path / "sl"), source=str(tmp_path / "tut"), limit=200)
+    assert sl["datasets"]["singleline"]["train"] > 20
+    report = dataset_stats(str(tmp_path / "tut"))
+    assert (tmp_path / "tut" / "table2.png").exists()
+    t = report["datasets"]["tutorial"]["train"]
+    assert 1 < t["avg_code_lines"] < 10 and t["avg_trace_steps"] > 1
+
+
+def test_tutorial_extraction_of_sessions_and_code_blocks():
+    from curricula.tutorial import extract_snippets
+
+    text = "Intro::\n\n   >>> x = 1\n   >>> x + 1\n   2\n\nAnd code::\n\n   def f(a):\n       return a\n\n   print(f(3))\n\nEnd.\n"
+    snippets = extract_snippets(text, "t")
+    assert snippets == [("t:3", "x = 1\nx + 1\n"), ("t:9", "def f(a):\n    return a\n\nprint(f(3))\n")]
+
+
+def test_singleline_candidates_and_kaggle_records(tmp_path):
+    from curricula.singleline import build_singleline, candidates, kaggle_program
+
+    code = "c = 98\nz = 3\nc += z\nprint(c)\n"
+    steps = [{"line": 1, "state": {"c": "98"}}, {"line": 2, "state": {"c": "98", "z": "3"}},
+             {"line": 3, "state": {"c": "101", "z": "3"}}, {"line": 4, "state": {"c": "101", "z": "3"}}]
+    assert candidates(code, steps) == ["c = 98\nz = 3\nc += z\n", "c = 101\nprint(c)\n"]
+    assert kaggle_program({"start": "{'a': 1}", "code": "a += 1", "end": "{'a': 2}"}) == "a = 1\na += 1\n"
+    assert kaggle_program({"code": 3}) is None
+    path = tmp_path / "k.jsonl"
+    path.write_text("\n".join(json.dumps({"start": {"a": i}, "code": "b = a * 2"}) for i in range(30)) + "\n" + '{"x": 1}\n')
+    stats = build_singleline(str(tmp_path / "out"), kaggle=str(path))
+    assert stats["counts"]["examples"] == 30 and stats["counts"]["skip:kaggle_record_shape"] == 1
