@@ -1,8 +1,11 @@
-"""`make demo`: the pipeline end to end on small built-in programs (no shared data needed).
+"""`make demo`: the pipeline end to end on small built-in inputs (no shared data needed).
 
-Today: inline the stdin of the built-in programs, trace them in the sandbox, write the
-results as JSONL in demo_out/, and print one readable trace. Each later phase (mutation,
-curricula, pretraining, generation) adds its step here.
+1. inline the stdin of the built-in programs and trace them in the sandbox
+   (demo_out/traces.jsonl, one readable trace printed);
+2. build demo-size CodeNetMut, Tutorial and SingleLine datasets from the built-in
+   CodeNet-layout folder and tutorial page in curricula/demo (demo_out/data/...),
+   and print their Table 2 statistics;
+then the later phases (pretraining, trace generation) run on those datasets.
 """
 
 from __future__ import annotations
@@ -53,7 +56,26 @@ def main(out_dir: str = "demo_out") -> int:
         log.info("  %-10s %-6s %3d steps%s", name, r.status, len(r.steps), f"  ({r.error.type} at line {r.error.line})" if r.error else "")
     print("\nGround-truth trace of the inlined 'newspaper' program (paper Figure 3):\n")
     print(format_result(inlined["newspaper"], results["newspaper"]))
+    build_demo_data(out / "data")
     return 0
+
+
+def build_demo_data(root: pathlib.Path) -> dict[str, pathlib.Path]:
+    """Demo-size curriculum datasets from the built-in inputs; returns their folders."""
+    from curricula.codenet import CodeNetBuilder
+    from curricula.singleline import build_singleline
+    from curricula.stats import dataset_stats, print_table
+    from curricula.tutorial import build_tutorial
+
+    demo = pathlib.Path(__file__).resolve().parent.parent / "curricula" / "demo"
+    folders = {name: root / name for name in ("codenetmut", "tutorial", "singleline")}
+    CodeNetBuilder(str(demo), str(folders["codenetmut"]), mutants=20, workers=2).run()
+    build_tutorial(str(folders["tutorial"]), sources=str(demo / "tutorial"), mutants=30, workers=2)
+    build_singleline(str(folders["singleline"]), source=str(folders["codenetmut"]), workers=2)
+    print("\nDemo curriculum datasets (paper Table 2 columns):")
+    for folder in folders.values():
+        print_table(dataset_stats(str(folder)))
+    return folders
 
 
 if __name__ == "__main__":
