@@ -1,0 +1,195 @@
+"""The UniXcoder-style encoder-decoder of SPEC §6: one RoBERTa used through attention masks.
+
+Training is one prefix-LM forward over [code ; trace]: code tokens see all code tokens
+(bidirectional), trace tokens see all code tokens and the trace tokens before them
+(causal). Inference is encoder-decoder with the same weights: the code is encoded once
+into a key/value cache, then trace tokens are decoded one at a time against it.
+
+Sequence layout (as UniXcoder's encoder-decoder mode):
+    code  = <s> <encoder-decoder> </s> c1 ... cS </s>          (at most max_code_length)
+    trace = <mask0> t1 ... tT </s>                             (at most max_trace_length + 1)
+The model predicts t1 ... tT </s> from <mask0> t1 ... tT. Positions count from the
+first code token and continue into the trace right after the *real* (unpadded) code,
+so padding never shifts a position.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from transformers import RobertaConfig, RobertaModel
+from transformers.modeling_outputs import Seq2SeqLMOutput
+from transformers.modeling_utils import PreTrainedModel
+
+POSITION_OFFSET = 2  # RoBERTa positions start after padding_idx (1)
+
+
+class CodeExecutorConfig(RobertaConfig):
+    """RoBERTa config plus the code/trace lengths and the loss weighting."""
+
+    model_type = "codeexecutor"
+
+    def __init__(self, max_code_length: int = 256, max_trace_length: int = 768, structural_weight: float = 1.0,
+                 other_weight: float = 10.0, structural_token_ids: list[int] | None = None, mask0_token_id: int | None = None,
+                 **kwargs) -> None:
+        kwargs.setdefault("is_decoder", True)  # self-attention with a key/value cache
+        kwargs.setdefault("add_cross_attention", False)
+        super().__init__(**kwargs)
+        self.max_code_length = max_code_length
+        self.max_trace_length = max_trace_length
+        self.structural_weight = structural_weight
+        self.other_weight = other_weight
+        self.structural_token_ids = list(structural_token_ids or [])
+        self.mask0_token_id = mask0_token_id
+
+    @classmethod
+    def preset(cls, name: str, vocab_size: int, **kwargs) -> "CodeExecutorConfig":
+        """`base`: UniXcoder size (12 x 768, 12 heads, 1024 tokens). `tiny`: for CPU demos and tests."""
+        sizes = {
+            "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
+            "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256),
+        }
+        if name not in sizes:
+            raise ValueError(f"unknown model preset {name!r}; one of {', '.join(sizes)}")
+        defaults = dict(max_position_embeddings=1026, type_vocab_size=10, pad_token_id=1, bos_token_id=0, eos_token_id=2)
+        return cls(vocab_size=vocab_size, **{**defaults, **sizes[name], **kwargs})
+
+
+def prefix_lm_mask(code_mask: torch.Tensor, trace_mask: torch.Tensor) -> torch.Tensor:
+    """Boolean attention mask (B, S+T, S+T), True = may attend.
+
+    code_mask: (B, S) 1 for real code tokens; trace_mask: (B, T) 1 for real trace tokens.
+    Code queries see real code keys; trace queries see real code keys and real trace keys
+    at or before their own position. Rows of padding queries see their own position only
+    (so no row is empty).
+    """
+    B, S = code_mask.shape
+    T = trace_mask.shape[1]
+    code = code_mask.bool()  # (B, S)
+    trace = trace_mask.bool()  # (B, T)
+    causal = torch.ones(T, T, dtype=torch.bool, device=code.device).tril()  # (T, T)
+    top = torch.cat([code[:, None, :].expand(B, S, S), torch.zeros(B, S, T, dtype=torch.bool, device=code.device)], dim=2)
+    bottom = torch.cat([code[:, None, :].expand(B, T, S), causal[None] & trace[:, None, :]], dim=2)
+    mask = torch.cat([top, bottom], dim=1)  # (B, S+T, S+T)
+    eye = torch.eye(S + T, dtype=torch.bool, device=code.device)[None]  # (1, L, L)
+    return mask | eye
+
+
+def additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """(B, Q, K) boolean -> (B, 1, Q, K) additive float mask as RoBERTa's attention expects."""
+    out = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+    out.masked_fill_(~mask, torch.finfo(dtype).min)
+    return out[:, None]  # (B, 1, Q, K)
+
+
+class CodeExecutorModel(PreTrainedModel):
+    config_class = CodeExecutorConfig
+    base_model_prefix = "roberta"
+    _tied_weights_keys = {"lm_head.weight": "roberta.embeddings.word_embeddings.weight"}
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True  # RoBERTa attention runs through SDPA when the config asks for it
+
+    def __init__(self, config: CodeExecutorConfig) -> None:
+        super().__init__(config)
+        self.roberta = RobertaModel(config, add_pooling_layer=False)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)  # UniXcoder's generation head
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+        self.tie_lm_head()
+
+    def tie_lm_head(self) -> None:
+        self.lm_head.weight = self.roberta.embeddings.word_embeddings.weight
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.roberta.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.roberta.embeddings.word_embeddings = value
+        self.tie_lm_head()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            module.weight.data.normal_(0.0, self.config.initializer_range)
+            if module.bias is not None:
+                module.bias.data.zero_()
+        elif isinstance(module, nn.Embedding):
+            module.weight.data.normal_(0.0, self.config.initializer_range)
+            if module.padding_idx is not None:
+                module.weight.data[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            module.weight.data.fill_(1.0)
+            module.bias.data.zero_()
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(torch.tanh(self.dense(hidden)))
+
+    def token_weights(self, labels: torch.Tensor) -> torch.Tensor:
+        """Per-token loss weights: structural tokens (<state> </state> <dictsep> :) get
+        structural_weight, every other token other_weight (the released weighting)."""
+        weights = torch.full(labels.shape, float(self.config.other_weight), device=labels.device)
+        if self.config.structural_token_ids:
+            ids = torch.tensor(self.config.structural_token_ids, device=labels.device)
+            weights[torch.isin(labels, ids)] = float(self.config.structural_weight)
+        return weights
+
+    def forward(self, code_ids: torch.Tensor, code_mask: torch.Tensor, trace_ids: torch.Tensor,
+                trace_mask: torch.Tensor, reduction: str = "mean") -> Seq2SeqLMOutput:
+        """Prefix-LM training forward. trace_ids start with <mask0>; the loss is on
+        predicting trace_ids[:, 1:] (weighted; padding ignored). reduction="none" gives
+        one loss per example (hard-example mining)."""
+        B, S = code_ids.shape
+        T = trace_ids.shape[1]
+        ids = torch.cat([code_ids, trace_ids], dim=1)  # (B, S+T)
+        code_len = code_mask.sum(1, keepdim=True)  # (B, 1)
+        positions = torch.cat([
+            torch.arange(S, device=ids.device)[None].expand(B, S),
+            code_len + torch.arange(T, device=ids.device)[None],  # (B, T): right after the real code
+        ], dim=1).clamp(max=self.config.max_position_embeddings - POSITION_OFFSET - 1) + POSITION_OFFSET
+        mask = additive(prefix_lm_mask(code_mask, trace_mask), self.dtype)  # (B, 1, L, L)
+        hidden = self.roberta(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
+        logits = self.logits(hidden[:, S:-1])  # (B, T-1, V): predicts trace tokens 1..T-1
+        labels = trace_ids[:, 1:]  # (B, T-1)
+        valid = trace_mask[:, 1:].bool()
+        ce = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1), reduction="none").view_as(labels)
+        w = self.token_weights(labels) * valid
+        per_example = (ce * w).sum(1) / w.sum(1).clamp(min=1e-9)  # (B,)
+        loss = per_example if reduction == "none" else (ce * w).sum() / w.sum().clamp(min=1e-9)
+        return Seq2SeqLMOutput(loss=loss, logits=logits)
+
+    # -- inference: encoder-decoder with the code keys/values cached ---------------------
+    def encode(self, code_ids: torch.Tensor, code_mask: torch.Tensor):
+        """Encode the code once; returns (cache, code_mask, next positions (B,))."""
+        B, S = code_ids.shape
+        mask = code_mask.bool()[:, None, :].expand(B, S, S) | torch.eye(S, dtype=torch.bool, device=code_ids.device)[None]
+        positions = torch.arange(S, device=code_ids.device)[None].expand(B, S) + POSITION_OFFSET
+        out = self.roberta(input_ids=code_ids, attention_mask=additive(mask, self.dtype), position_ids=positions, use_cache=True)
+        return out.past_key_values, code_mask.sum(1)
+
+    def decode_step(self, token_ids: torch.Tensor, cache, key_mask: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """One decoding step for (N,) tokens. key_mask: (N, K+1) bool over cached keys and
+        the new one; positions: (N,) position of the new token. Returns (N, V) log-probs."""
+        mask = additive(key_mask[:, None, :], self.dtype)  # (N, 1, 1, K+1)
+        pos = positions.clamp(max=self.config.max_position_embeddings - POSITION_OFFSET - 1)[:, None] + POSITION_OFFSET
+        out = self.roberta(input_ids=token_ids[:, None], attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True)
+        return F.log_softmax(self.logits(out.last_hidden_state[:, -1]).float(), dim=-1)  # (N, V)
+
+    @classmethod
+    def from_unixcoder(cls, path: str, config: CodeExecutorConfig) -> "CodeExecutorModel":
+        """Initialise from a RoBERTa/UniXcoder checkpoint (local dir or hub id), resizing the
+        embeddings to `config.vocab_size` (new special tokens get fresh rows)."""
+        encoder = RobertaModel.from_pretrained(path, add_pooling_layer=False)
+        src = encoder.config
+        merged = CodeExecutorConfig(**{**config.to_dict(), **{k: getattr(src, k) for k in (
+            "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+            "max_position_embeddings", "type_vocab_size", "layer_norm_eps", "hidden_act")}})
+        model = cls(merged)
+        encoder.resize_token_embeddings(merged.vocab_size)
+        missing, unexpected = model.roberta.load_state_dict(encoder.state_dict(), strict=False)
+        if unexpected:
+            raise ValueError(f"{path}: unexpected weights {unexpected[:5]}")
+        model.tie_lm_head()
+        return model
