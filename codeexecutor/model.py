@@ -61,8 +61,8 @@ def prefix_lm_mask(code_mask: torch.Tensor, trace_mask: torch.Tensor) -> torch.T
 
     code_mask: (B, S) 1 for real code tokens; trace_mask: (B, T) 1 for real trace tokens.
     Code queries see real code keys; trace queries see real code keys and real trace keys
-    at or before their own position. Rows of padding queries see their own position only
-    (so no row is empty).
+    at or before their own position. Every query also sees itself, so no row is empty
+    (padding queries' outputs are never used).
     """
     B, S = code_mask.shape
     T = trace_mask.shape[1]

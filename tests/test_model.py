@@ -1,0 +1,84 @@
+import torch
+
+from codeexecutor.model import CodeExecutorConfig, CodeExecutorModel, prefix_lm_mask
+
+
+def tiny(vocab=300, **kw):
+    torch.manual_seed(0)
+    return CodeExecutorModel(CodeExecutorConfig.preset("tiny", vocab_size=vocab, structural_token_ids=[5, 6], **kw)).eval()
+
+
+def test_prefix_lm_mask():
+    code_mask = torch.tensor([[1, 1, 0]])
+    trace_mask = torch.tensor([[1, 1]])
+    m = prefix_lm_mask(code_mask, trace_mask)[0].int().tolist()  # (5, 5)
+    assert m == [
+        [1, 1, 0, 0, 0],  # code sees real code only
+        [1, 1, 0, 0, 0],
+        [1, 1, 1, 0, 0],  # a padding query: harmless, never used; sees itself so no row is empty
+        [1, 1, 0, 1, 0],  # trace sees code and the trace up to itself
+        [1, 1, 0, 1, 1],
+    ]
+
+
+def test_cached_decoding_matches_the_training_forward():
+    m = tiny()
+    B, S, T = 2, 7, 5
+    code = torch.randint(3, 300, (B, S))
+    code_mask = torch.ones(B, S, dtype=torch.long)
+    code_mask[1, 5:] = 0
+    trace = torch.randint(3, 300, (B, T))
+    trace_mask = torch.ones(B, T, dtype=torch.long)
+    with torch.no_grad():
+        full = m(code, code_mask, trace, trace_mask).logits.log_softmax(-1)
+        cache, code_len = m.encode(code, code_mask)
+        keys = code_mask.bool()
+        for t in range(T - 1):
+            keys = torch.cat([keys, torch.ones(B, 1, dtype=torch.bool)], 1)
+            step = m.decode_step(trace[:, t], cache, keys, code_len + t)
+            assert torch.allclose(step, full[:, t], atol=1e-4)
+
+
+def test_padding_does_not_change_the_loss():
+    m = tiny()
+    code = torch.randint(3, 300, (1, 6))
+    trace = torch.randint(3, 300, (1, 4))
+    one = m(code, torch.ones_like(code), trace, torch.ones_like(trace)).loss
+    padded_code = torch.cat([code, torch.ones(1, 3, dtype=torch.long)], 1)
+    padded_trace = torch.cat([trace, torch.ones(1, 2, dtype=torch.long)], 1)
+    two = m(padded_code, (padded_code != 1).long(), padded_trace, torch.tensor([[1, 1, 1, 1, 0, 0]])).loss
+    assert torch.allclose(one, two, atol=1e-5)
+
+
+def test_structural_tokens_weigh_less():
+    m = tiny()
+    labels = torch.tensor([[5, 7, 6, 9]])
+    assert m.token_weights(labels).tolist() == [[1.0, 10.0, 1.0, 10.0]]
+
+
+def test_save_and_load_round_trip(tmp_path):
+    m = tiny()
+    m.save_pretrained(tmp_path)
+    again = CodeExecutorModel.from_pretrained(tmp_path).eval()
+    assert again.lm_head.weight.data_ptr() == again.roberta.embeddings.word_embeddings.weight.data_ptr()
+    x = torch.randint(3, 300, (1, 5))
+    y = torch.randint(3, 300, (1, 4))
+    with torch.no_grad():
+        a = m(x, torch.ones_like(x), y, torch.ones_like(y)).logits
+        b = again(x, torch.ones_like(x), y, torch.ones_like(y)).logits
+    assert torch.allclose(a, b)
+
+
+def test_initialise_from_a_local_unixcoder_format_checkpoint(tmp_path):
+    from transformers import RobertaConfig, RobertaModel
+
+    torch.manual_seed(1)
+    src = RobertaModel(RobertaConfig(vocab_size=250, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=128, max_position_embeddings=1026, type_vocab_size=10), add_pooling_layer=False)
+    src.save_pretrained(tmp_path / "unixcoder")
+    cfg = CodeExecutorConfig.preset("tiny", vocab_size=260)  # 10 new special tokens
+    m = CodeExecutorModel.from_unixcoder(str(tmp_path / "unixcoder"), cfg)
+    assert m.config.hidden_size == 64 and m.config.vocab_size == 260
+    assert torch.equal(m.roberta.embeddings.word_embeddings.weight[:250], src.embeddings.word_embeddings.weight)
+    assert torch.equal(m.roberta.encoder.layer[1].attention.self.query.weight, src.encoder.layer[1].attention.self.query.weight)
+    assert m.lm_head.weight.data_ptr() == m.roberta.embeddings.word_embeddings.weight.data_ptr()
