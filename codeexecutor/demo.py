@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import pathlib
 import sys
 import time
@@ -33,10 +34,29 @@ def demo_programs() -> list[tuple[str, str, str]]:
     return out
 
 
-def main(out_dir: str = "demo_out") -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="codeexecutor.demo", description="The pipeline end to end on built-in inputs.")
+    ap.add_argument("--out", default="demo_out", help="output folder (default demo_out)")
+    ap.add_argument("--only", choices=("trace", "data", "pretrain", "generate"), help="run one phase only")
+    args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    out = pathlib.Path(out_dir)
+    out = pathlib.Path(args.out)
     out.mkdir(exist_ok=True)
+    phases = [args.only] if args.only else ["trace", "data", "pretrain", "generate"]
+    if "trace" in phases:
+        trace_demo_programs(out)
+    if "data" in phases:
+        build_demo_data(out / "data")
+    if "pretrain" in phases:
+        pretrain_demo()
+    if "generate" in phases:
+        generate_demo(out)
+    return 0
+
+
+def trace_demo_programs(out: pathlib.Path) -> None:
     start = time.perf_counter()
     with ExecutorPool(workers=2) as pool:
         inlined = {}
@@ -56,8 +76,6 @@ def main(out_dir: str = "demo_out") -> int:
         log.info("  %-10s %-6s %3d steps%s", name, r.status, len(r.steps), f"  ({r.error.type} at line {r.error.line})" if r.error else "")
     print("\nGround-truth trace of the inlined 'newspaper' program (paper Figure 3):\n")
     print(format_result(inlined["newspaper"], results["newspaper"]))
-    build_demo_data(out / "data")
-    return 0
 
 
 def build_demo_data(root: pathlib.Path) -> dict[str, pathlib.Path]:
@@ -76,6 +94,29 @@ def build_demo_data(root: pathlib.Path) -> dict[str, pathlib.Path]:
     for folder in folders.values():
         print_table(dataset_stats(str(folder)))
     return folders
+
+
+def pretrain_demo() -> None:
+    """The three-stage curriculum on the demo datasets, through run_pretrain.sh (deepspeed launcher)."""
+    import subprocess
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHON": sys.executable}
+    subprocess.run(["bash", str(root / "run_pretrain.sh")], cwd=root, env=env, check=True)
+
+
+def generate_demo(out: pathlib.Path) -> None:
+    """Predict the trace of a built-in program with the demo model, next to the real one."""
+    from codeexecutor.generation_cli import trace_program
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    model = root / "demo_out" / "pretrain" / "final"
+    program = PROGRAMS / "newspaper.py"
+    print(f"\nPredicted trace of {program.name} by the demo model ({model}):\n")
+    report = trace_program(program.read_text(), program.with_suffix(".in").read_text(), str(model), beam=4,
+                           max_length=256, compare=True, html=str(out / "newspaper_trace.html"))
+    print(report["text"])
+    print(f"\nHTML view: {out / 'newspaper_trace.html'}")
 
 
 if __name__ == "__main__":

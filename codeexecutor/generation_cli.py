@@ -1,0 +1,221 @@
+"""`codeexecutor trace`: predict a program's trace, output and runtime error with a model."""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import logging
+import os
+import sys
+
+from codeexecutor.cli import register
+from codeexecutor.errors import UsageError
+
+log = logging.getLogger("codeexecutor.trace")
+DEFAULT_MODEL = os.path.join("demo_out", "pretrain", "final")
+
+_GENERATORS: dict = {}
+
+
+def _generator(model: str):
+    from codeexecutor.generation import TraceGenerator
+
+    if model not in _GENERATORS:
+        if not os.path.isdir(model) and os.path.sep in model:
+            raise UsageError(f"no model at {model}: run `make demo` (it trains a demo model into {DEFAULT_MODEL}) "
+                             "or pass --model DIR (a folder saved by codeexecutor.train)")
+        _GENERATORS[model] = TraceGenerator(model)
+    return _GENERATORS[model]
+
+
+def prepare(source: str, stdin: str, docstring: str | None = None) -> tuple[str, int, list[str]]:
+    """(code the model sees, line offset of the docstring, notes): stdin inlined, and the
+    optional resource description prepended as a docstring (Bieber et al.)."""
+    from codeexecutor.inline import InlineError, inline_stdin
+
+    notes = []
+    code = source
+    if stdin or "input" in source or "stdin" in source or "open(0" in source:
+        try:
+            code = inline_stdin(source, stdin).source
+        except InlineError as exc:
+            notes.append(f"stdin not inlined ({exc.reason}); the model sees the reads as written")
+    offset = 0
+    if docstring:
+        doc = '"""' + docstring.replace('"""', "'''").strip() + '\n"""\n'
+        offset = doc.count("\n")
+        code = doc + code
+    return code, offset, notes
+
+
+def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam: int = 10, max_length: int = 768,
+                  compare: bool = False, html_out: str | None = None, docstring: str | None = None, **kw) -> dict:
+    """Predict one program's trace; returns the JSON report (plus 'text', the readable form)."""
+    from codeexecutor.format import FormatError, format_code, parse_trace
+
+    html_out = html_out or kw.get("html")
+    code, offset, notes = prepare(source, stdin, docstring)
+    try:
+        model_input = format_code(code, "codenet")
+    except FormatError as exc:
+        raise UsageError(f"cannot trace this program: {exc}") from exc
+    gen = _generator(model).generate([model_input], beam=beam, max_length=max_length)[0]
+    parsed = parse_trace(gen.text)
+    steps = [s for s in parsed.steps]
+    if offset:  # back to the program's own line numbers
+        from codeexecutor.execution.records import Step
+
+        steps = [Step(s.line - offset, s.state, s.output) for s in steps if s.line > offset]
+    error = None
+    if parsed.exception:
+        line = (parsed.exception_line - offset) if parsed.exception_line else (steps[-1].line if steps else None)
+        error = {"type": parsed.exception, "line": line}
+    report = {
+        "steps": [s.to_json() for s in steps],
+        "output": "".join(s.output for s in steps),
+        "error": error,
+        "logprob": gen.logprob,
+        "generated": gen.text,
+        "problems": parsed.problems,
+        "notes": notes,
+        "code": code,
+    }
+    truth = None
+    if compare:
+        from codeexecutor.execution import execute
+
+        truth = execute(code)
+        report["ground_truth"] = truth.to_json()
+    report["text"] = format_report(code.splitlines(), report, offset)
+    if html_out:
+        with open(html_out, "w", encoding="utf-8") as f:
+            f.write(render_html(code, report, truth, offset))
+    return report
+
+
+def format_report(lines: list[str], report: dict, offset: int = 0) -> str:
+    out = []
+    for i, step in enumerate(report["steps"], 1):
+        k = step["line"] + offset
+        code = lines[k - 1].strip() if 0 < k <= len(lines) else "?"
+        state = ", ".join(f"{n}={v}" for n, v in step["state"].items())
+        out.append(f"{i:>4}  {step['line']:>4} | {code[:36]:<36} | {state[:90]}")
+        for text in step["output"].splitlines():
+            out.append(f"{'':>4}  {'':>4} | {'':<36} > {text}")
+    out.append(f"predicted output: {report['output']!r}")
+    err = report["error"]
+    out.append(f"predicted runtime error: {err['type']} at line {err['line']}" if err else "predicted runtime error: none")
+    if report.get("ground_truth"):
+        gt = report["ground_truth"]
+        gerr = gt["error"]
+        out.append(f"real run: {gt['status']}, output {gt['stdout']!r}" + (f", {gerr['type']} at line {gerr['line']}" if gerr else ""))
+    if report["problems"]:
+        out.append(f"unparsed parts of the generation: {len(report['problems'])} (see --json)")
+    out.append(f"sequence log-probability: {report['logprob']:.3f}")
+    return "\n".join(out)
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
+h1{font-size:1.2em} table{border-collapse:collapse;font-size:13px}
+td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top;text-align:left}
+th{background:#f0f0f0} td.code{font-family:monospace;white-space:pre}
+td.state{font-family:monospace;white-space:pre-wrap;max-width:38em}
+tr.diff td{background:#ffe3e3} tr.same td.gt{color:#666}
+.badge{display:inline-block;padding:2px 8px;border-radius:4px;margin-right:8px}
+.err{background:#ffd6d6} .ok{background:#d9f5d9} .out{font-family:monospace;white-space:pre;background:#f7f7f7;padding:6px}
+"""
+
+
+def _state(step: dict | None) -> str:
+    if step is None:
+        return ""
+    s = "\n".join(f"{n} : {v}" for n, v in step["state"].items())
+    if step.get("output"):
+        s += ("\n" if s else "") + f">>> {step['output']!r}"
+    return html.escape(s)
+
+
+def render_html(code: str, report: dict, truth=None, offset: int = 0) -> str:
+    lines = code.splitlines()
+    pred = report["steps"]
+    real = [s.to_json() for s in truth.steps] if truth is not None else None
+    n = max(len(pred), len(real) if real else 0)
+    rows = []
+    differing = 0
+    for i in range(n):
+        p = pred[i] if i < len(pred) else None
+        r = real[i] if real and i < len(real) else None
+        diff = real is not None and (p is None or r is None or p["line"] != r["line"] or p["state"] != r["state"] or p["output"] != r["output"])
+        differing += diff
+        anchor = p or r
+        k = anchor["line"] + offset
+        src = html.escape(lines[k - 1]) if 0 < k <= len(lines) else ""
+        cells = [f"<td>{i + 1}</td>", f"<td>{anchor['line']}</td>", f"<td class='code'>{src}</td>",
+                 f"<td class='state'>{_state(p)}</td>"]
+        if real is not None:
+            cells.append(f"<td class='state gt'>{_state(r)}</td>")
+        rows.append(f"<tr class='{'diff' if diff else 'same'}'>{''.join(cells)}</tr>")
+    err = report["error"]
+    badges = [f"<span class='badge {'err' if err else 'ok'}'>predicted: {html.escape(err['type'] + ' at line ' + str(err['line'])) if err else 'no runtime error'}</span>"]
+    if truth is not None:
+        terr = truth.error
+        badges.append(f"<span class='badge {'err' if terr else 'ok'}'>real run: {html.escape(truth.status.value)}"
+                      f"{html.escape(f', {terr.type} at line {terr.line}') if terr else ''}</span>")
+        badges.append(f"<span class='badge'>{differing} of {n} steps differ</span>")
+    head = "<tr><th>#</th><th>line</th><th>source</th><th>predicted state</th>" + ("<th>real state</th>" if real is not None else "") + "</tr>"
+    source = "\n".join(f"{i + 1:>3}  {html.escape(l)}" for i, l in enumerate(lines))
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>codeexecutor trace</title><style>{_CSS}</style></head>
+<body><h1>Predicted execution trace</h1><p>{''.join(badges)}</p>
+<h2>Predicted output</h2><div class="out">{html.escape(report['output']) or '(none)'}</div>
+<h2>Steps</h2><table id="steps">{head}{''.join(rows)}</table>
+<h2>Program (as the model sees it)</h2><div class="out">{source}</div>
+<p>sequence log-probability {report['logprob']:.3f}</p></body></html>
+"""
+
+
+def _args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("program", nargs="?", help="Python 3 source file")
+    p.add_argument("--stdin", metavar="FILE", help="its input (inlined before the model sees the program)")
+    p.add_argument("--model", default=DEFAULT_MODEL, help=f"model folder or hub id (default {DEFAULT_MODEL}, made by `make demo`)")
+    p.add_argument("--beam", type=int, default=10)
+    p.add_argument("--max-length", type=int, default=768, help="trace tokens to generate at most")
+    p.add_argument("--json", action="store_true", help="print the JSON report")
+    p.add_argument("--html", metavar="OUT", help="write an HTML view of the trace")
+    p.add_argument("--compare", action="store_true", help="also run the real executor and show both")
+    p.add_argument("--docstring", metavar="FILE", help="resource description (input spec) prepended as a docstring")
+    p.add_argument("--batch", metavar="FILE.jsonl", help="many programs: lines of {\"code\", \"stdin\"?, \"id\"?}; JSON lines out")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from codeexecutor.source import read_text_file
+
+    if args.beam < 1 or args.max_length < 1:
+        raise UsageError("--beam and --max-length must be >= 1")
+    doc = read_text_file(args.docstring, "docstring file") if args.docstring else None
+    if args.batch:
+        text = read_text_file(args.batch, "batch file")
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+                code = item["code"]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise UsageError(f"{args.batch}:{n}: expected a JSON object with a \"code\" field ({exc})") from exc
+            rep = trace_program(code, item.get("stdin", ""), args.model, args.beam, args.max_length, args.compare, None, doc)
+            rep.pop("text")
+            print(json.dumps({"id": item.get("id", n), **rep}, ensure_ascii=False), flush=True)
+        return 0
+    if not args.program:
+        raise UsageError("give a PROGRAM (or --batch FILE.jsonl)")
+    source = read_text_file(args.program, "program")
+    stdin = read_text_file(args.stdin, "stdin file") if args.stdin else ""
+    report = trace_program(source, stdin, args.model, args.beam, args.max_length, args.compare, args.html, doc)
+    text = report.pop("text")
+    print(json.dumps(report, ensure_ascii=False) if args.json else text)
+    return 0
+
+
+register("trace", "predict a program's execution trace, output and runtime error with a trained model", _args, _run)
