@@ -15,6 +15,42 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from transformers.cache_utils import DynamicLayer
+
+
+class _BeamLayer(DynamicLayer):
+    """A key/value cache layer for beam search over a fixed code prefix.
+
+    Buffers are preallocated for code + trace length, so a step writes in place instead
+    of concatenating the whole cache; and reordering beams touches only the trace part:
+    beams are only ever permuted among the beams of one program, whose code keys/values
+    are identical, so positions before `frozen` never need to move.
+    """
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, capacity: int, frozen: int) -> None:
+        super().__init__()
+        N, H, L, D = keys.shape
+        self.kbuf = keys.new_empty((N, H, capacity, D))
+        self.vbuf = values.new_empty((N, H, capacity, D))
+        self.kbuf[:, :, :L] = keys
+        self.vbuf[:, :, :L] = values
+        self.length, self.frozen = L, frozen
+        self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
+        self.keys, self.values = self.kbuf[:, :, :L], self.vbuf[:, :, :L]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        end = self.length + key_states.shape[-2]
+        self.kbuf[:, :, self.length : end] = key_states
+        self.vbuf[:, :, self.length : end] = value_states
+        self.length = end
+        self.keys, self.values = self.kbuf[:, :, :end], self.vbuf[:, :, :end]
+        return self.keys, self.values
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        f, L = self.frozen, self.length
+        if L > f:
+            self.kbuf[:, :, f:L] = self.kbuf[:, :, f:L].index_select(0, beam_idx)
+            self.vbuf[:, :, f:L] = self.vbuf[:, :, f:L].index_select(0, beam_idx)
 
 
 @dataclass
@@ -58,6 +94,8 @@ class TraceGenerator:
         B = code_ids.shape[0]
         kv, code_len = m.encode(code_ids, code_mask)
         kv.batch_repeat_interleave(beam)  # (B*beam, ...)
+        S = code_ids.shape[1]
+        kv.layers = [_BeamLayer(layer.keys, layer.values, S + max_length + 2, S) for layer in kv.layers]
         key_mask = code_mask.bool().repeat_interleave(beam, 0)  # (B*beam, S)
         positions = code_len.repeat_interleave(beam, 0)  # (B*beam,)
         tokens = torch.full((B * beam,), enc.mask0, dtype=torch.long, device=self.device)

@@ -155,7 +155,12 @@ def render_html(code: str, report: dict, truth=None, offset: int = 0) -> str:
         cells = [f"<td>{i + 1}</td>", f"<td>{anchor['line']}</td>", f"<td class='code'>{src}</td>",
                  f"<td class='state'>{_state(p)}</td>"]
         if real is not None:
-            cells.append(f"<td class='state gt'>{_state(r)}</td>")
+            where = ""
+            if r is not None and p is not None and r["line"] != p["line"]:
+                rk = r["line"] + offset
+                rsrc = lines[rk - 1].strip() if 0 < rk <= len(lines) else ""
+                where = f"<b>line {r['line']}: {html.escape(rsrc)}</b>\n"
+            cells.append(f"<td class='state gt'>{where}{_state(r)}</td>")
         rows.append(f"<tr class='{'diff' if diff else 'same'}'>{''.join(cells)}</tr>")
     err = report["error"]
     badges = [f"<span class='badge {'err' if err else 'ok'}'>predicted: {html.escape(err['type'] + ' at line ' + str(err['line'])) if err else 'no runtime error'}</span>"]
