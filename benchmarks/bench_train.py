@@ -1,0 +1,139 @@
+"""Benchmark: training tokens per second of our DeepSpeed loop against plain Hugging Face
+`Trainer` (no DeepSpeed) for the same tiny model, same batches, same run, on CPU; on a
+GPU also the `base` config in bf16 with SDPA vs eager attention, and peak memory.
+
+    .venv/bin/python benchmarks/bench_train.py [--steps 40] [--data demo_out/data]
+
+Needs the demo datasets (`make demo`, or `python -m codeexecutor.demo --only data`).
+Writes benchmarks/results/bench_train.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+import time
+
+import torch
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def setup(data: pathlib.Path, preset: str = "tiny"):
+    import datasets
+
+    from codeexecutor.model import CodeExecutorConfig, CodeExecutorModel
+    from codeexecutor.tokenizer import Encoder, structural_ids, train_tokenizer
+    from codeexecutor.train import tokenize
+
+    ds = datasets.concatenate_datasets([datasets.load_from_disk(str(data / n))["train"] for n in
+                                        ("codenetmut/codenetmut", "tutorial/tutorial", "singleline/singleline")])
+    tok = train_tokenizer(list(ds["input"]) + list(ds["target"]), vocab_size=2000)
+    enc = Encoder(tok, 256, 512)
+    table = tokenize(ds, enc)
+    torch.manual_seed(0)
+    cfg = CodeExecutorConfig.preset(preset, vocab_size=len(tok), structural_token_ids=structural_ids(tok), pad_token_id=tok.pad_token_id)
+    return CodeExecutorModel(cfg), enc, table
+
+
+def batches(table, enc, steps: int, size: int):
+    import random
+
+    rng = random.Random(0)
+    out = []
+    for _ in range(steps):
+        rows = table[[rng.randrange(len(table)) for _ in range(size)]]
+        out.append(enc.collate([{"code_ids": c, "trace_ids": t} for c, t in zip(rows["code_ids"], rows["trace_ids"])]))
+    return out
+
+
+def ours(model, data, device: str) -> float:
+    import deepspeed
+
+    from codeexecutor.train import load_ds_config, setup_distributed, TrainArgs
+
+    setup_distributed()
+    cfg = load_ds_config(str(ROOT / "ds_configs" / "cpu.json"), TrainArgs(micro_batch_size=len(data[0]["code_ids"]), grad_accum=1), 1)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=cfg)
+    start = time.perf_counter()
+    for b in data:
+        loss = engine(**{k: v.to(device) for k, v in b.items()}).loss
+        engine.backward(loss)
+        engine.step()
+    return time.perf_counter() - start
+
+
+def trainer(model, data, device: str) -> float:
+    from transformers import Trainer, TrainingArguments
+
+    class Fixed(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(data)
+
+        def __getitem__(self, i):
+            return data[i]
+
+    args = TrainingArguments(output_dir="/tmp/bench_trainer", per_device_train_batch_size=1, max_steps=len(data), report_to=[],
+                             save_strategy="no", logging_strategy="no", use_cpu=device == "cpu", remove_unused_columns=False,
+                             dataloader_num_workers=0, learning_rate=1e-4, average_tokens_across_devices=False)
+    t = Trainer(model=model, args=args, train_dataset=Fixed(), data_collator=lambda rows: rows[0])
+    start = time.perf_counter()
+    t.train()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--data", default=str(ROOT / "demo_out" / "data"))
+    args = ap.parse_args()
+    data_dir = pathlib.Path(args.data)
+    if not (data_dir / "codenetmut" / "codenetmut").exists():
+        sys.exit(f"bench_train: no demo datasets in {data_dir}; run `python -m codeexecutor.demo --only data` first")
+    torch.set_num_threads(2)
+    model, enc, table = setup(data_dir)
+    data = batches(table, enc, args.steps, args.batch)
+    tokens = sum(int(b["code_mask"].sum() + b["trace_mask"].sum()) for b in data)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    ours(model, data[:3], "cpu")  # warm up (DeepSpeed setup, first-step allocations)
+    model.load_state_dict(state)
+    t_ours = ours(model, data, "cpu")
+    model.load_state_dict(state)
+    t_trainer = trainer(model, data, "cpu")
+    report = {"steps": args.steps, "batch": args.batch, "tokens": tokens, "ours_tokens_per_s": tokens / t_ours,
+              "trainer_tokens_per_s": tokens / t_trainer, "ratio": t_trainer / t_ours}
+    print(f"tiny model, CPU, {args.steps} steps x {args.batch}: ours (DeepSpeed engine) {tokens / t_ours:,.0f} tokens/s, "
+          f"plain Trainer {tokens / t_trainer:,.0f} tokens/s, ratio {t_trainer / t_ours:.2f}x")
+    if torch.cuda.is_available():
+        for impl in ("sdpa", "eager"):
+            m, enc, table = setup(data_dir, "base")
+            m.config._attn_implementation = impl
+            m = m.to("cuda", dtype=torch.bfloat16)
+            gdata = batches(table, enc, 20, 32)
+            opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+            torch.cuda.reset_peak_memory_stats()
+            start = time.perf_counter()
+            for b in gdata:
+                loss = m(**{k: v.cuda() for k, v in b.items()}).loss
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+            torch.cuda.synchronize()
+            toks = sum(int(b["code_mask"].sum() + b["trace_mask"].sum()) for b in gdata)
+            report[f"gpu_base_bf16_{impl}"] = {"tokens_per_s": toks / (time.perf_counter() - start), "peak_gib": torch.cuda.max_memory_allocated() / 2**30}
+            print(f"GPU base bf16 {impl}: {report[f'gpu_base_bf16_{impl}']}")
+    else:
+        print("no GPU here: base-config bf16 / SDPA figures are measured when one is available")
+    out = ROOT / "benchmarks" / "results"
+    out.mkdir(exist_ok=True)
+    (out / "bench_train.json").write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
