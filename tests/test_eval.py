@@ -1,0 +1,135 @@
+"""Metrics on hand-computed cases."""
+
+import math
+import os
+
+import pytest
+import torch
+
+from codeexecutor.execution import Step
+from codeexecutor.format import format_trace
+from eval.rerank import docstring_examples, pass_at_k
+from eval.search import mean_average_precision
+from eval.trace_metrics import TraceRecord, error_metrics, orca_metrics, trace_metrics, weighted_f1
+
+from .conftest import ROOT
+
+# The paper's Figure 3: six steps, the model gets nmin wrong (2 instead of 0) in step 5.
+GOLD = [
+    (1, {"rec": "['10', '3', '5']"}),
+    (2, {"rec": "['10', '3', '5']", "n": "10", "a": "3", "b": "5"}),
+    (3, {"rec": "['10', '3', '5']", "n": "10", "a": "3", "b": "5", "nin": "[3, 5]"}),
+    (4, {"rec": "['10', '3', '5']", "n": "10", "a": "3", "b": "5", "nin": "[3, 5]", "nmax": "3"}),
+    (5, {"rec": "['10', '3', '5']", "n": "10", "a": "3", "b": "5", "nin": "[3, 5]", "nmax": "3", "nmin": "0"}),
+    (6, {"rec": "['10', '3', '5']", "n": "10", "a": "3", "b": "5", "nin": "[3, 5]", "nmax": "3", "nmin": "0"}),
+]
+
+
+def rec(steps, exc=None, line=None, outputs=None):
+    outputs = outputs or {}
+    return TraceRecord.from_text(format_trace([Step(l, s, outputs.get(i, "")) for i, (l, s) in enumerate(steps)],
+                                              error=None) + (f" <exception> <{line - 1}> {exc}" if exc else ""))
+
+
+def test_figure3_hand_computed():
+    pred = [(l, dict(s)) for l, s in GOLD]
+    pred[4][1]["nmin"] = "2"
+    m = trace_metrics([rec(pred, outputs={5: "3 0\n"})], [rec(GOLD, outputs={5: "3 0\n"})])
+    assert m["trace_accuracy"] == 0.0
+    assert m["output_accuracy"] == 100.0
+    assert m["line_precision"] == m["line_recall"] == 100.0
+    # identifiers: 1 + 4 + 5 + 6 + 7 + 7 = 30 (name, value) pairs on each side; one is wrong
+    assert m["identifier_precision"] == pytest.approx(100 * 29 / 30)
+    assert m["identifier_recall"] == pytest.approx(100 * 29 / 30)
+
+
+def test_positional_vs_aligned_on_a_missing_step():
+    pred = GOLD[:2] + GOLD[3:]  # step 3 skipped
+    pos = trace_metrics([rec(pred)], [rec(GOLD)])
+    ali = trace_metrics([rec(pred)], [rec(GOLD)], aligned=True)
+    assert pos["line_precision"] == pytest.approx(100 * 2 / 5)  # positions 1-2 right, then all shifted
+    assert ali["line_precision"] == 100.0 and ali["line_recall"] == pytest.approx(100 * 5 / 6)
+    assert ali["identifier_recall"] > pos["identifier_recall"]
+
+
+def test_output_accuracy_counts_only_programs_with_output():
+    a = rec(GOLD[:1], outputs={0: "x\n"})
+    b = rec(GOLD[:1])
+    m = trace_metrics([a, a], [a, b])
+    assert m["output_accuracy"] == 100.0 and m["programs_with_output"] == 1
+
+
+def test_cut_final_segment_is_dropped_before_scoring():
+    text = format_trace([Step(l, s) for l, s in GOLD]) + " <line> <6> <state> rec : ['10'"
+    assert len(TraceRecord.from_text(text).steps) == 6
+
+
+def test_error_metrics_hand_computed():
+    crash = lambda t, l: rec(GOLD[:2], t, l)  # noqa: E731
+    ok = rec(GOLD[:2])
+    preds = [crash("KeyError", 2), crash("IndexError", 1), ok, crash("KeyError", 2), ok]
+    refs = [crash("KeyError", 2), crash("KeyError", 2), crash("TypeError", 2), ok, ok]
+    m = error_metrics(preds, refs)
+    assert (m["tp"], m["fp"], m["fn"], m["tn"]) == (2, 1, 1, 1)
+    assert m["detection_accuracy"] == 60.0
+    assert m["localisation_accuracy"] == pytest.approx(100 / 3)  # 1 of 3 real crashes at the right line
+    assert m["kind_accuracy"] == pytest.approx(100 / 3)
+    # classes: KeyError (support 2: p=1/1, r=1/2 -> f1 2/3), TypeError (support 1: f1 0)
+    assert m["kind_weighted_f1"] == pytest.approx(100 * (2 * (2 / 3) + 0) / 3)
+    assert weighted_f1(["a"], ["a"]) == 1.0
+
+
+def test_orca_metrics():
+    m = orca_metrics([rec(GOLD[:3] + GOLD[4:5])], [rec(GOLD)])
+    assert m["exact_match"] == 0.0
+    assert m["prefix_precision"] == 75.0 and m["prefix_recall"] == 50.0
+    assert m["coverage_precision"] == 100.0 and m["coverage_recall"] == pytest.approx(400 / 6)
+
+
+def test_pass_at_k():
+    assert pass_at_k(10, 0, 1) == 0.0 and pass_at_k(5, 0, 10) == 0.0
+    assert pass_at_k(10, 10, 1) == 1.0
+    assert pass_at_k(10, 3, 1) == pytest.approx(0.3)
+    assert pass_at_k(10, 3, 2) == pytest.approx(1 - math.comb(7, 2) / math.comb(10, 2))
+
+
+def test_docstring_examples():
+    prompt = 'def f(x):\n    """Doubles.\n    >>> f(2)\n    4\n    >>> f("a")\n    \'aa\'\n    f(3) == 6\n    """\n'
+    assert docstring_examples(prompt, "f") == [("f(2)", "4"), ('f("a")', "'aa'"), ("f(3)", "6")]
+
+
+def test_map():
+    scores = torch.tensor([[9, 5, 1, 0], [5, 9, 0, 1], [1, 0, 9, 5], [0, 1, 5, 9.0]])
+    assert mean_average_precision(scores, ["a", "a", "b", "b"]) == 100.0
+    scores = torch.tensor([[9, 0, 5, 1], [0, 9, 1, 5], [5, 1, 9, 0], [1, 5, 0, 9.0]])
+    assert mean_average_precision(scores, ["a", "a", "b", "b"]) == pytest.approx(100 * (1 / 3))  # relevant one ranked 3rd
+
+
+def test_local_metric_modules_load_offline(monkeypatch):
+    import evaluate
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    ce = evaluate.load(str(ROOT / "eval" / "metrics" / "code_execution"))
+    gold = format_trace([Step(l, s) for l, s in GOLD])
+    assert ce.compute(predictions=[gold], references=[gold])["trace_accuracy"] == 100.0
+    re_ = evaluate.load(str(ROOT / "eval" / "metrics" / "runtime_errors"))
+    out = re_.compute(predictions=[gold + " <exception> <5> KeyError"], references=[gold])
+    assert out["fp"] == 1 and out["detection_accuracy"] == 0.0
+
+
+def test_evaluate_and_rerank_end_to_end(overfit_model, demo_data, tmp_path):
+    from eval.evaluate import evaluate_model, table3
+    from eval.rerank import Problem, rerank
+
+    model, _ = overfit_model
+    rep = evaluate_model(str(model), str(demo_data), limit=5, beam=1, max_length=32, progress=False)
+    assert {"codenetmut", "tutorial", "singleline"} <= set(rep["datasets"])
+    assert "trace acc" in table3(rep)
+    prob = Problem("t/0", 'def add(a, b):\n    """>>> add(1, 2)\n    3\n    """\n', "add",
+                   "def check(f):\n    assert f(1, 2) == 3\n", [("add(1, 2)", "3")],
+                   ["    return a + b\n", "    return a - b\n", "    return b + a\n"])
+    out = rerank([prob], str(model), beam=1, max_length=16, progress=False)
+    assert out["per_problem"][0]["correct"] == 2
+    assert out["summary"]["oracle"]["pass@1"] == 100.0
+    assert out["summary"]["baseline"]["pass@1"] == pytest.approx(100 * 2 / 3)
