@@ -148,3 +148,57 @@ def test_syntax_error_is_a_result(pool):
 def test_untraced_runs_have_no_steps(pool, trace):
     r = pool.execute("x = 1\nprint(x)\n", trace=trace)
     assert r.stdout == "1\n" and bool(r.steps) is trace
+
+
+@pytest.mark.data
+def test_agrees_with_an_independent_reference_on_real_programs(pool, tmp_path):
+    """exec agrees with a minimal settrace reference (tests/reference_tracer.py) on status,
+    exception type and line, stdout, module-level line sequence and final module values."""
+    import ast
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import ROOT, real_programs
+
+    agree = total = 0
+    disagreements = []
+    for sid, source, stdin in real_programs(limit=120, seed=3):
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        inner = set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                inner.update(range(node.lineno + 1, node.end_lineno + 1))
+        prog, inp = tmp_path / "p.py", tmp_path / "in.txt"
+        prog.write_text(source)
+        inp.write_text(stdin)
+        ref = subprocess.run([sys.executable, str(ROOT / "tests" / "reference_tracer.py"), str(prog), str(inp)],
+                             capture_output=True, text=True, timeout=20, env={**os.environ, "PYTHONHASHSEED": "0"})
+        if ref.returncode != 0 or not ref.stdout.strip():
+            continue
+        want = json.loads(ref.stdout.strip().splitlines()[-1])
+        if len(want["lines"]) >= 1000:
+            continue  # beyond our 1024-step limit the two cannot be compared
+        got = pool.execute(source, stdin)
+        if got.status.value == "trace_limit":
+            continue  # our limit counts function lines too; the reference counts module lines only
+        total += 1
+        module_steps = [s for s in got.steps if s.line not in inner]
+        mine_lines = [s.line for s in module_steps]
+        final = dict(module_steps[-1].state) if module_steps else {}
+        same = (
+            got.status.value == want["status"]
+            and ([got.error.type, got.error.line] if want["error"] else None) == want["error"]
+            and got.stdout == want["stdout"]
+            and mine_lines == want["lines"]
+            and all(final.get(k) == v for k, v in want["final"].items() if v is not None and len(v) <= 100 and v[0] != "<")
+        )
+        agree += same
+        if not same:
+            disagreements.append(sid)
+    assert total >= 100
+    assert agree / total >= 0.99, disagreements
