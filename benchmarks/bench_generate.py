@@ -28,9 +28,7 @@ def demo_inputs() -> list[str]:
     from codeexecutor.demo import demo_programs
     from codeexecutor.format import format_code
 
-    progs = [src for _, src, _ in demo_programs()]
-    progs += [p.read_text() for p in sorted((ROOT / "curricula" / "demo" / "data").glob("*/Python/*.py"))]
-    return [format_code(p) for p in progs]
+    return [format_code(src) for _, src, _ in demo_programs()]
 
 
 def random_model(inputs: list[str]) -> str:

@@ -21,17 +21,23 @@ from codeexecutor.execution import ExecutorPool, Program
 from codeexecutor.execution.display import format_result
 from codeexecutor.inline import InlineError, inline_stdin
 
-PROGRAMS = pathlib.Path(__file__).with_name("demo_programs")
+DEMO = pathlib.Path(__file__).resolve().parent.parent / "curricula" / "demo"
+FIGURE3 = "s000000003"  # the paper's Figure 3 program (problem p00002)
 log = logging.getLogger("codeexecutor.demo")
+
+
+def demo_program_paths() -> list[tuple[str, pathlib.Path, pathlib.Path]]:
+    """(submission id, program, its input) of the built-in demo programs (CodeNet layout)."""
+    out = []
+    for path in sorted(DEMO.glob("data/p*/Python/*.py")):
+        pid = path.parent.parent.name
+        out.append((path.stem, path, DEMO / "derived" / "input_output" / "data" / pid / "input.txt"))
+    return out
 
 
 def demo_programs() -> list[tuple[str, str, str]]:
     """(name, source, stdin) of the built-in demo programs."""
-    out = []
-    for path in sorted(PROGRAMS.glob("*.py")):
-        stdin_path = path.with_suffix(".in")
-        out.append((path.stem, path.read_text(), stdin_path.read_text() if stdin_path.exists() else ""))
-    return out
+    return [(sid, p.read_text(), i.read_text() if i.exists() else "") for sid, p, i in demo_program_paths()]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,8 +80,8 @@ def trace_demo_programs(out: pathlib.Path) -> None:
     for name, code in inlined.items():
         r = results[name]
         log.info("  %-10s %-6s %3d steps%s", name, r.status, len(r.steps), f"  ({r.error.type} at line {r.error.line})" if r.error else "")
-    print("\nGround-truth trace of the inlined 'newspaper' program (paper Figure 3):\n")
-    print(format_result(inlined["newspaper"], results["newspaper"]))
+    print(f"\nGround-truth trace of the inlined program {FIGURE3} (the paper's Figure 3):\n")
+    print(format_result(inlined[FIGURE3], results[FIGURE3]))
 
 
 def build_demo_data(root: pathlib.Path) -> dict[str, pathlib.Path]:
@@ -85,7 +91,7 @@ def build_demo_data(root: pathlib.Path) -> dict[str, pathlib.Path]:
     from curricula.stats import dataset_stats, print_table
     from curricula.tutorial import build_tutorial
 
-    demo = pathlib.Path(__file__).resolve().parent.parent / "curricula" / "demo"
+    demo = DEMO
     folders = {name: root / name for name in ("codenetmut", "tutorial", "singleline")}
     CodeNetBuilder(str(demo), str(folders["codenetmut"]), mutants=20, workers=2).run()
     build_tutorial(str(folders["tutorial"]), sources=str(demo / "tutorial"), mutants=30, workers=2)
@@ -111,12 +117,13 @@ def generate_demo(out: pathlib.Path) -> None:
 
     root = pathlib.Path(__file__).resolve().parent.parent
     model = root / "demo_out" / "pretrain" / "final"
-    program = PROGRAMS / "newspaper.py"
-    print(f"\nPredicted trace of {program.name} by the demo model ({model}):\n")
-    report = trace_program(program.read_text(), program.with_suffix(".in").read_text(), str(model), beam=4,
-                           max_length=256, compare=True, html=str(out / "newspaper_trace.html"))
+    _, program, stdin = next(x for x in demo_program_paths() if x[0] == FIGURE3)
+    print(f"\nPredicted trace of {program} by the demo model ({model}):\n")
+    page = out / "figure3_trace.html"
+    report = trace_program(program.read_text(), stdin.read_text(), str(model), beam=4, max_length=256, compare=True,
+                           html_out=str(page))
     print(report["text"])
-    print(f"\nHTML view: {out / 'newspaper_trace.html'}")
+    print(f"\nHTML view: {page}")
 
 
 if __name__ == "__main__":

@@ -76,9 +76,19 @@ def test_initialise_from_a_local_unixcoder_format_checkpoint(tmp_path):
     src = RobertaModel(RobertaConfig(vocab_size=250, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                                      intermediate_size=128, max_position_embeddings=1026, type_vocab_size=10), add_pooling_layer=False)
     src.save_pretrained(tmp_path / "unixcoder")
-    cfg = CodeExecutorConfig.preset("tiny", vocab_size=260)  # 10 new special tokens
+    from codeexecutor.tokenizer import ROBERTA_SPECIALS, load_tokenizer
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(["x = 1", "print(x)"] * 50, vocab_size=250, special_tokens=ROBERTA_SPECIALS)
+    PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                            unk_token="<unk>", mask_token="<mask>").save_pretrained(tmp_path / "unixcoder")
+    tok = load_tokenizer(str(tmp_path / "unixcoder"))  # as --init does: its tokenizer + our special tokens
+    assert tok.convert_tokens_to_ids("<exception>") > tok.convert_tokens_to_ids("<line>") >= len(bpe.get_vocab())
+    cfg = CodeExecutorConfig.preset("tiny", vocab_size=max(len(tok), 260))
     m = CodeExecutorModel.from_unixcoder(str(tmp_path / "unixcoder"), cfg)
-    assert m.config.hidden_size == 64 and m.config.vocab_size == 260
+    assert m.config.hidden_size == 64 and m.config.vocab_size == max(len(tok), 260)
     assert torch.equal(m.roberta.embeddings.word_embeddings.weight[:250], src.embeddings.word_embeddings.weight)
     assert torch.equal(m.roberta.encoder.layer[1].attention.self.query.weight, src.encoder.layer[1].attention.self.query.weight)
     assert m.lm_head.weight.data_ptr() == m.roberta.embeddings.word_embeddings.weight.data_ptr()

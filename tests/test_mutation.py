@@ -123,7 +123,7 @@ def test_mutants_record_their_edits_and_differ():
 
 
 def test_same_seed_same_mutants_across_processes(tmp_path):
-    src = (ROOT / "codeexecutor" / "demo_programs" / "gcd_rec.py").read_text()
+    src = (ROOT / "curricula" / "demo" / "data" / "p00003" / "Python" / "s000000004.py").read_text()
     prog = tmp_path / "p.py"
     prog.write_text(src)
     here = [m.to_json() for m in mutate(src, n=20, seed=7)]
