@@ -1,19 +1,24 @@
-"""Child side of the sandbox: runs one compiled program under the tracer and never returns.
+"""Child side of the sandbox: a pre-forked child that runs one program under the tracer.
 
-The worker (worker.py) forks a child per program and calls `run_child`. The child:
+The worker (worker.py) forks a child in advance and calls `serve_one`. The child:
 
-1. puts itself in its own process group (the worker kills the group as a backstop),
-2. points fds 0/1/2 at files in its per-run scratch dir (stdin holds the program's
-   input, so `open(0)` and `os.read(0, n)` work) and replaces `sys.std*` with captures,
-3. sets resource limits (address space, CPU seconds, file size, no core dumps), a
-   wall-clock timer and a fixed random seed (the worker already scrubbed the environment),
-4. installs the tracer, then an audit hook that ends the run with VIOLATION on process
-   creation, signals to other processes, sockets, ctypes, threads, tracing changes and
-   file writes outside the scratch dir,
-5. runs the program and writes one JSON result to the result pipe, then `_exit`s.
+1. without waiting for a program: puts itself in its own process group (the worker
+   kills the group as a backstop), points fds 1/2 at files in its per-run scratch dir
+   and replaces `sys.stdout`/`sys.stderr` with captures, installs signal handlers, the
+   patches that keep the program from exiting around the result pipe, closing it,
+   starting threads or touching the timers, and an audit hook (inactive until the
+   program starts) that ends the run with VIOLATION on process creation, signals to
+   other processes, sockets, ctypes, tracing changes and file writes outside the
+   scratch dir;
+2. receives its program (code, limits, options): points fd 0 at the program's input
+   (so `open(0)` and `os.read(0, n)` work), sets resource limits (address space, CPU
+   seconds, file size, no core dumps) and the CPU and wall-clock timers;
+3. runs the program under the tracer and writes one JSON result to the result pipe.
 
 Every way out (normal end, uncaught exception, timer, step limit, output flood,
-violation, `os._exit`) goes through `_Run.finish`, which cannot be caught by the program.
+violation, `os._exit`) goes through `_Run.finish`, which the program cannot catch.
+The environment was scrubbed once by the worker; `random` is seeded with 0 when the
+program imports it.
 """
 
 from __future__ import annotations
