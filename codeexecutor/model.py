@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from transformers import RobertaConfig, RobertaModel
+from transformers import AutoConfig, AutoModel, RobertaConfig, RobertaModel
 from transformers.modeling_outputs import Seq2SeqLMOutput
 from transformers.modeling_utils import PreTrainedModel
 
@@ -193,3 +193,8 @@ class CodeExecutorModel(PreTrainedModel):
             raise ValueError(f"{path}: unexpected weights {unexpected[:5]}")
         model.tie_lm_head()
         return model
+
+
+# So that Auto* classes (AutoTokenizer reads config.json to pick a tokenizer) know the type.
+AutoConfig.register("codeexecutor", CodeExecutorConfig, exist_ok=True)
+AutoModel.register(CodeExecutorConfig, CodeExecutorModel, exist_ok=True)

@@ -49,6 +49,8 @@ def add_special_tokens(tok):
 def load_tokenizer(path: str):
     from transformers import AutoTokenizer
 
+    import codeexecutor.model  # noqa: F401  (registers the "codeexecutor" config type)
+
     return add_special_tokens(AutoTokenizer.from_pretrained(path))
 
 
@@ -63,6 +65,7 @@ class Encoder:
 
     def __init__(self, tok, max_code_length: int = 256, max_trace_length: int = 768) -> None:
         self.tok = tok
+        tok.model_max_length = 1 << 30  # we truncate code and trace ourselves; no length warning
         self.max_code = max_code_length
         self.max_trace = max_trace_length
         self.bos, self.eos, self.pad = tok.bos_token_id, tok.eos_token_id, tok.pad_token_id
