@@ -7,7 +7,6 @@ import html
 import json
 import logging
 import os
-import sys
 
 from codeexecutor.cli import register
 from codeexecutor.errors import UsageError

@@ -62,7 +62,7 @@ class InlineResult:
 
 
 def _value(read) -> object:
-    kind, value, is_bytes = read[0], read[1], read[2]
+    value, is_bytes = read[1], read[2]
     if is_bytes:
         if isinstance(value, list):
             return [v.encode("utf-8", "surrogateescape") for v in value]

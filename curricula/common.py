@@ -10,7 +10,7 @@ import shutil
 from typing import Iterable
 
 from codeexecutor.execution.records import ExecResult, ExecStatus
-from codeexecutor.format import FormatError, format_code, format_trace
+from codeexecutor.format import format_code, format_trace
 
 SPLITS = ("train", "valid", "test")
 
@@ -111,5 +111,5 @@ def write_json_atomic(obj, path: str) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["SPLITS", "FormatError", "assign_splits", "make_example", "is_error_trace", "max_states", "save_dataset",
+__all__ = ["SPLITS", "assign_splits", "make_example", "is_error_trace", "max_states", "save_dataset",
            "write_json_atomic"]

@@ -9,8 +9,6 @@ release did). Reported: MAP with embeddings alone and with the predicted outputs
 
 from __future__ import annotations
 
-import json
-import os
 import random
 from collections import defaultdict
 

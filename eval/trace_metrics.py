@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 

@@ -23,7 +23,7 @@ import tokenize
 from collections import Counter
 from dataclasses import dataclass, field
 
-from mutation.operators import LOOP_OPERATORS, OPERATORS, Site
+from mutation.operators import OPERATORS, Site
 from mutation.parsing import Edit, apply_edits, has_errors, overlaps, parse
 
 

@@ -388,7 +388,7 @@ class CRP(Operator):
             if text.startswith("-") and site.data[2]:
                 text = f"({text})"  # keep the structure: (-5) ** 2, -(-5), (-5).real
             return [Edit(site.start, site.end, text, self.name)]
-        content, escapes = site.data[1], site.data[2]
+        escapes = site.data[2]
         raw = source[site.start : site.end]
         # Byte offsets (within the content) that are not inside an escape sequence.
         inside = set()

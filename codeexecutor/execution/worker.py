@@ -248,7 +248,7 @@ def main() -> None:
 
     os.environ.clear()  # once per worker; children inherit it
     os.environ.update(SAFE_ENV)
-    os.environ["HOME"] = os.environ["TMPDIR"] = base = scratch_base()
+    os.environ["HOME"] = os.environ["TMPDIR"] = scratch_base()
     for name in PREIMPORT:
         try:
             importlib.import_module(name)
