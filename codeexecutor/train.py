@@ -64,6 +64,7 @@ class TrainArgs:
     max_grad_norm: float = 1.0
     seed: int = 0
     save_every: int = 500
+    keep_checkpoints: int = 2  # older DeepSpeed checkpoints are deleted (0 keeps all)
     log_every: int = 10
     mining_batch_size: int = 32
 
@@ -376,6 +377,18 @@ def _save(module, tok, path: str) -> None:
     os.replace(tmp, path)
 
 
+def save_checkpoint(engine, ckpt: str, step: int, keep: int, rank: int) -> None:
+    """Save a resumable checkpoint, then delete all but the newest `keep` ones."""
+    import torch.distributed as dist
+
+    engine.save_checkpoint(ckpt, tag=f"step{step}", client_state={"global_step": step})
+    if keep and rank == 0:
+        tags = sorted((d for d in os.listdir(ckpt) if d.startswith("step") and d[4:].isdigit()), key=lambda d: int(d[4:]))
+        for old in tags[:-keep]:
+            shutil.rmtree(os.path.join(ckpt, old), ignore_errors=True)
+    dist.barrier()
+
+
 def plot_losses(log_path: str, png: str) -> None:
     import matplotlib
 
@@ -503,7 +516,7 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
                         f.write(json.dumps({"step": global_step, "stage": stage.name, "loss": loss_value, "lr": lr,
                                             "tokens_per_s": tps}) + "\n")
             if global_step % cur.train.save_every == 0 or global_step == end_of:
-                engine.save_checkpoint(ckpt, tag=f"step{global_step}", client_state={"global_step": global_step})
+                save_checkpoint(engine, ckpt, global_step, cur.train.keep_checkpoints, rank)
         if bar is not None:
             bar.close()
         if global_step >= end_of:
@@ -512,7 +525,7 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
                 plot_losses(log_path, os.path.join(out, "loss.png"))
         start_of = end_of
     if global_step < total and global_step % cur.train.save_every:  # stopped early (--max-steps): resumable
-        engine.save_checkpoint(ckpt, tag=f"step{global_step}", client_state={"global_step": global_step})
+        save_checkpoint(engine, ckpt, global_step, cur.train.keep_checkpoints, rank)
     if global_step >= total:
         export_model(engine, tok, final, rank, zero_stage)
         if rank == 0:

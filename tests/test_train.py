@@ -96,6 +96,7 @@ def test_two_process_zero2_over_gloo_with_resume(tmp_path, demo_data):
     assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6]  # every step once, across the kill
     assert len(json.loads((run / "stage2-tutorial-hardest-0.json").read_text())) == 8
     assert (run / "loss.png").exists() and (run / "final" / "model.safetensors").exists()
+    assert sorted(d.name for d in (run / "checkpoints").iterdir() if d.name.startswith("step")) == ["step4", "step6"]
     from codeexecutor.generation import TraceGenerator
 
     gen = TraceGenerator(str(run / "final"))
