@@ -12,15 +12,13 @@ Writes benchmarks/results/bench_build.json (and the build itself to a temp folde
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import sys
 import tempfile
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-DATA = ROOT.parent / "shared" / "data" / "atcoder-python"
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _common import DATA, write_report  # noqa: E402
 
 
 def main() -> None:
@@ -48,9 +46,7 @@ def main() -> None:
     print(f"end to end: {executed} mutants executed in {seconds:.1f} s with {args.workers} workers = {rate:.0f}/s "
           f"({per_core:.0f}/s per core); 3.2 M mutants on a 16-core node: {hours:.1f} h")
     print(f"datasets: {stats['datasets']}")
-    res = ROOT / "benchmarks" / "results"
-    res.mkdir(exist_ok=True)
-    (res / "bench_build.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_report("bench_build", report)
 
 
 if __name__ == "__main__":

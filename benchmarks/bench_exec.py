@@ -17,30 +17,13 @@ import concurrent.futures as cf
 import json
 import os
 import pathlib
-import random
 import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
+from _common import DATA, ROOT, load_programs, write_report  # noqa: E402  (puts ROOT on sys.path)
 from codeexecutor.execution import ExecutorPool, Program  # noqa: E402
-
-DATA = ROOT.parent / "shared" / "data" / "atcoder-python"
-
-
-def load_programs(n: int, seed: int = 0) -> list[tuple[str, str]]:
-    records = [json.loads(line) for line in (DATA / "index.jsonl").open()]
-    records = random.Random(seed).sample(records, min(n, len(records)))
-    out = []
-    for rec in records:
-        pid, sid = rec["problem_id"], rec["submission_id"]
-        src = (DATA / "data" / pid / "Python" / f"{sid}.py").read_text(encoding="utf-8", errors="replace")
-        inp = DATA / "derived" / "input_output" / "data" / pid / "input_0.txt"
-        out.append((src, inp.read_text() if inp.exists() else ""))
-    return out
 
 
 def bench_pool(programs, workers: int) -> tuple[float, dict]:
@@ -127,9 +110,7 @@ def main() -> None:
           f"({overhead['untraced_s']:.3f} s untraced vs {overhead['traced_s']:.3f} s traced, best of 3, "
           f"over the {overhead['programs']} programs under the step limit)")
     print(f"statuses: {statuses}")
-    out = ROOT / "benchmarks" / "results"
-    out.mkdir(exist_ok=True)
-    (out / "bench_exec.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_report("bench_exec", report)
 
 
 if __name__ == "__main__":

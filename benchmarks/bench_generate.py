@@ -12,7 +12,6 @@ Writes benchmarks/results/bench_generate.json.
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import sys
 import tempfile
@@ -20,8 +19,8 @@ import time
 
 import torch
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _common import ROOT, write_report  # noqa: E402
 
 
 def demo_inputs() -> list[str]:
@@ -77,9 +76,7 @@ def main() -> None:
               f"ratio {slow_s / fast_s:.1f}x ({same}/{len(inputs)} identical outputs)")
     if not torch.cuda.is_available():
         print("no GPU here: GPU figures are measured when one is available")
-    out = ROOT / "benchmarks" / "results"
-    out.mkdir(exist_ok=True)
-    (out / "bench_generate.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_report("bench_generate", report)
 
 
 if __name__ == "__main__":

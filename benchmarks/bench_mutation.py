@@ -17,17 +17,14 @@ Writes benchmarks/results/bench_mutation.json.
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import sys
 import time
 from collections import Counter
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from bench_exec import DATA, load_programs  # noqa: E402
+from _common import DATA, load_programs, write_report  # noqa: E402
 from codeexecutor.execution import ExecutorPool, Program  # noqa: E402
 from mutation import OPERATORS, MutationError, MutationStats, mutate  # noqa: E402
 
@@ -101,9 +98,7 @@ def main() -> None:
         "statuses_all_operators": dict(statuses), "ok_share": ok_share, "yield_per_attempt": overall_yield,
         "paper_yield_per_attempt": PAPER_YIELD, "per_operator": table,
     }
-    out = ROOT / "benchmarks" / "results"
-    out.mkdir(exist_ok=True)
-    (out / "bench_mutation.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_report("bench_mutation", report)
 
 
 if __name__ == "__main__":

@@ -11,15 +11,14 @@ Writes benchmarks/results/bench_train.json.
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import sys
 import time
 
 import torch
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from _common import ROOT, write_report  # noqa: E402
 
 
 def setup(data: pathlib.Path, preset: str = "tiny"):
@@ -129,9 +128,7 @@ def main() -> None:
             print(f"GPU base bf16 {impl}: {report[f'gpu_base_bf16_{impl}']}")
     else:
         print("no GPU here: base-config bf16 / SDPA figures are measured when one is available")
-    out = ROOT / "benchmarks" / "results"
-    out.mkdir(exist_ok=True)
-    (out / "bench_train.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_report("bench_train", report)
 
 
 if __name__ == "__main__":

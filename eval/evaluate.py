@@ -15,7 +15,6 @@ specification prepended as a docstring (Bieber et al.). The report is written as
 from __future__ import annotations
 
 import ast
-import json
 import os
 from collections import defaultdict
 
@@ -63,14 +62,13 @@ def find_datasets(root: str) -> dict[str, str]:
 def _docstrings(path: str | None) -> dict[str, str]:
     if not path:
         return {}
+    from eval.rerank import read_jsonl
+
     out = {}
-    opener = __import__("gzip").open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            rec = json.loads(line)
-            spec = "\n".join(x for x in (rec.get("input_spec"), rec.get("constraints")) if x)
-            if spec:
-                out[rec["problem_id"]] = spec
+    for rec in read_jsonl(path):
+        spec = "\n".join(x for x in (rec.get("input_spec"), rec.get("constraints")) if x)
+        if spec:
+            out[rec["problem_id"]] = spec
     return out
 
 

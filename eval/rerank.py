@@ -36,7 +36,8 @@ class Problem:
     samples: list[str]  # completions
 
 
-def _read_jsonl(path: str) -> list[dict]:
+def read_jsonl(path: str) -> list[dict]:
+    """Records of a JSON-lines file, gzipped or not."""
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
@@ -78,8 +79,8 @@ def docstring_examples(prompt: str, entry_point: str) -> list[tuple[str, str]]:
 def load_problems(problems: str, samples: str, codet_prompts: str | None = None) -> list[Problem]:
     """Join HumanEval problems with a samples file ({prompt, samples} per line, CodeT's
     format, matched by prompt through CodeT's prompt file; or {task_id, completion} lines)."""
-    base = {p["task_id"]: p for p in _read_jsonl(problems)}
-    rows = _read_jsonl(samples)
+    base = {p["task_id"]: p for p in read_jsonl(problems)}
+    rows = read_jsonl(samples)
     by_task: dict[str, list[str]] = {}
     if rows and "task_id" in rows[0]:
         for r in rows:
@@ -87,7 +88,7 @@ def load_problems(problems: str, samples: str, codet_prompts: str | None = None)
     else:
         if not codet_prompts:
             raise ValueError("samples in CodeT's {prompt, samples} format need --codet-prompts (HumanEval_for_code_generation.jsonl)")
-        prompt_to_task = {p["prompt"]: p["task_id"] for p in _read_jsonl(codet_prompts)}
+        prompt_to_task = {p["prompt"]: p["task_id"] for p in read_jsonl(codet_prompts)}
         for r in rows:
             task = prompt_to_task.get(r["prompt"])
             if task is not None:

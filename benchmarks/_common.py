@@ -1,0 +1,34 @@
+"""What the benchmarks share: paths, the real programs they run on, writing their reports."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import random
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data" / "atcoder-python"
+RESULTS = ROOT / "benchmarks" / "results"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def load_programs(n: int, seed: int = 0) -> list[tuple[str, str]]:
+    records = [json.loads(line) for line in (DATA / "index.jsonl").open()]
+    records = random.Random(seed).sample(records, min(n, len(records)))
+    out = []
+    for rec in records:
+        pid, sid = rec["problem_id"], rec["submission_id"]
+        src = (DATA / "data" / pid / "Python" / f"{sid}.py").read_text(encoding="utf-8", errors="replace")
+        inp = DATA / "derived" / "input_output" / "data" / pid / "input_0.txt"
+        out.append((src, inp.read_text() if inp.exists() else ""))
+    return out
+
+
+def write_report(name: str, report: dict) -> pathlib.Path:
+    """Write benchmarks/results/NAME.json."""
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    return path
