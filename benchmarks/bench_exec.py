@@ -28,7 +28,7 @@ from codeexecutor.execution import ExecutorPool, Program  # noqa: E402
 
 def bench_pool(programs, workers: int) -> tuple[float, dict]:
     statuses: dict[str, int] = {}
-    with ExecutorPool(workers) as pool:
+    with ExecutorPool(workers, prestart=("numpy",)) as pool:
         pool.execute("pass\n")  # warm
         start = time.perf_counter()
         for _, r in pool.execute_many(Program(s, i) for s, i in programs):

@@ -48,7 +48,7 @@ def generation_rate(programs) -> dict:
 
 def execute(mutants, workers: int) -> tuple[float, Counter]:
     statuses = Counter()
-    with ExecutorPool(workers) as pool:
+    with ExecutorPool(workers, prestart=("numpy",)) as pool:
         start = time.perf_counter()
         for _, r in pool.execute_many(Program(code, stdin) for code, stdin, _ in mutants):
             statuses[r.status.value] += 1

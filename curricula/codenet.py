@@ -186,7 +186,7 @@ class CodeNetBuilder:
             bar = tqdm(total=len(mine), initial=len(mine) - len(todo), desc="codenetmut", unit="prog")
         start = time.perf_counter()
         limits = Limits(timeout=self.timeout, max_steps=self.max_steps)
-        with ExecutorPool(self.workers, limits) as pool, cf.ThreadPoolExecutor(self.workers + 1) as threads:
+        with ExecutorPool(self.workers, limits, prestart=("numpy",)) as pool, cf.ThreadPoolExecutor(self.workers + 1) as threads:
             def task(sub):
                 files = inputs.get(sub.problem_id) or [None]
                 return sub, self.process(pool, sub, splits[sub.problem_id], files[0])

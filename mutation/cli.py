@@ -51,7 +51,7 @@ def _run(args: argparse.Namespace) -> int:
         from codeexecutor.execution import ExecutorPool, Limits, Program
 
         stdin = read_text_file(args.stdin, "stdin file") if args.stdin else ""
-        with ExecutorPool(workers=2, limits=Limits(timeout=args.timeout)) as pool:
+        with ExecutorPool(workers=2, limits=Limits(timeout=args.timeout), prestart=("numpy",)) as pool:
             for key, result in pool.execute_many(Program(r["code"], stdin, i) for i, r in enumerate(records)):
                 records[key].update(result.to_json())
     if args.jsonl:

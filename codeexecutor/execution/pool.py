@@ -10,6 +10,11 @@ code object travels to a worker as marshal bytes. Workers are started with
 `subprocess` (never forked from this process, which may have imported torch), so a
 fork per program stays cheap. A worker that dies is replaced and the program it was
 running gets an error result; the pool itself keeps going.
+
+Flavors: a program that imports numpy (or a library built on it) runs in a worker that
+pre-imported numpy (the import costs a fresh process ~110 ms; pre-importing it in every
+worker would cost every fork ~0.3 ms). Such workers are started on first need, up to
+`workers` of them; they sit idle otherwise.
 """
 
 from __future__ import annotations
@@ -19,18 +24,20 @@ import json
 import logging
 import marshal
 import os
+import pickle
 import queue
 import re
 import subprocess
 import sys
 import threading
+import types
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 import codeexecutor
 from codeexecutor.execution.records import ExecError, ExecResult, ExecStatus, Limits
 from codeexecutor.execution.tracer import PROGRAM_FILENAME
-from codeexecutor.execution.framing import recv, send
+from codeexecutor.execution.framing import REQUEST, recv, recv_bytes, send_bytes
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +59,34 @@ class Program:
     key: Any = None
 
 
+# Top-level packages whose import pulls numpy in: programs importing them run in a
+# numpy worker (worker.FLAVORS). A program that imports numpy some other way
+# (`__import__`) is still correct in a base worker, only slower.
+_NUMPY_USERS = ("numpy", "scipy", "pandas", "sklearn")
+
+
+def flavor_of(source: str, code: types.CodeType) -> str:
+    """The worker flavor for a compiled program: "numpy" when it imports numpy (or scipy,
+    pandas, sklearn) anywhere, else "base"."""
+    if not any(name in source for name in _NUMPY_USERS):
+        return "base"
+    todo = [code]
+    while todo:
+        c = todo.pop()
+        for name in c.co_names:
+            if name.partition(".")[0] in _NUMPY_USERS:
+                return "numpy"
+        todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return "base"
+
+
 def compile_program(source: str) -> bytes | ExecResult:
     """marshal bytes of the compiled program, or a SYNTAX_ERROR result saying why not."""
+    code = _compile(source)
+    return code if isinstance(code, ExecResult) else marshal.dumps(code)
+
+
+def _compile(source: str) -> types.CodeType | ExecResult:
     if "\x00" in source:
         return ExecResult(ExecStatus.SYNTAX_ERROR, error=ExecError("ValueError", "source contains NUL bytes (is this a binary file?)", None))
     try:
@@ -65,7 +98,7 @@ def compile_program(source: str) -> bytes | ExecResult:
         return ExecResult(ExecStatus.SYNTAX_ERROR, error=ExecError(type(exc).__name__, message, exc.lineno))
     except (RecursionError, MemoryError) as exc:  # absurdly nested source
         return ExecResult(ExecStatus.SYNTAX_ERROR, error=ExecError(type(exc).__name__, "source too deeply nested to compile", None))
-    return marshal.dumps(code)
+    return code
 
 
 def _result_from_dict(d: dict | bytes) -> ExecResult:
@@ -76,22 +109,32 @@ def _result_from_dict(d: dict | bytes) -> ExecResult:
         return ExecResult(ExecStatus.ERROR, error=ExecError("SandboxError", f"malformed result: {exc}", None))
 
 
+def _worker_path() -> str:
+    """PYTHONPATH of a worker: this package's root, then the site-packages of this
+    interpreter (workers run with -S: no site processing, whose .pth hooks would add
+    ~2 MB of imported heap that every fork copies)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(codeexecutor.__file__)))
+    sites = [p for p in sys.path if p.rstrip(os.sep).endswith(("site-packages", "dist-packages")) and p != root]
+    return os.pathsep.join([root, *sites])
+
+
 class _Worker:
     """One worker process and its pipes; used by one thread at a time."""
 
-    def __init__(self) -> None:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(codeexecutor.__file__)))
+    def __init__(self, flavor: str = "base", wait: bool = True) -> None:
+        self.flavor = flavor
+        self.network_isolated = False
         env = {
             "PATH": "/usr/bin:/bin",
             "LANG": "C.UTF-8",
             "PYTHONHASHSEED": "0",  # set before the interpreter starts: fixes set iteration order
             "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONPATH": root,
+            "PYTHONPATH": _worker_path(),
             "OPENBLAS_NUM_THREADS": "1",
             "OMP_NUM_THREADS": "1",
         }
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "codeexecutor.execution.worker"],
+            [sys.executable, "-S", "-m", "codeexecutor.execution.worker", "--flavor", flavor],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -99,17 +142,35 @@ class _Worker:
             cwd="/",
             start_new_session=True,
         )
-        hello = recv(self.proc.stdout.fileno())
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> "_Worker":
+        """Read the worker's hello (it has imported everything and is ready to fork)."""
+        try:
+            hello = recv(self.proc.stdout.fileno())
+        except (OSError, EOFError):
+            hello = None
         if not hello or not hello.get("ready"):
             self.close()
             raise RuntimeError("a sandbox worker failed to start (is the codeexecutor package importable?)")
         self.network_isolated = hello.get("network_isolated", False)
+        return self
 
     def run(self, code_bytes: bytes, stdin: bytes, limits: Limits, options: dict | None = None) -> dict | bytes | None:
+        request = pickle.dumps((code_bytes, stdin, limits.to_wire(), options), protocol=pickle.HIGHEST_PROTOCOL)
         try:
-            send(self.proc.stdin.fileno(), (code_bytes, stdin, limits.to_wire(), options))
-            return recv(self.proc.stdout.fileno())
-        except (OSError, EOFError):
+            send_bytes(self.proc.stdin.fileno(), REQUEST.pack(limits.wall, limits.timeout) + request)
+            reply = recv_bytes(self.proc.stdout.fileno())
+        except OSError:
+            return None
+        if not reply:
+            return None
+        if reply[:1] == b"J":  # the child's JSON, passed through
+            return reply[1:]
+        try:
+            return pickle.loads(reply[1:])
+        except Exception:
             return None
 
     def close(self) -> None:
@@ -128,24 +189,64 @@ class _Worker:
 class ExecutorPool:
     """A pool of warm sandbox workers. Thread-safe; use as a context manager."""
 
-    def __init__(self, workers: int = 2, limits: Limits | None = None) -> None:
+    def __init__(self, workers: int = 2, limits: Limits | None = None, prestart: Iterable[str] = ()) -> None:
+        """`workers` base workers start now (in parallel). Workers of another flavor
+        (see `flavor_of`) start when a program first needs one, except one of each flavor
+        in `prestart` (e.g. ("numpy",) for large batches of contest programs)."""
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
+        prestart = tuple(prestart)
+        unknown = [f for f in prestart if f not in ("base", "numpy")]
+        if unknown:
+            raise ValueError(f"unknown worker flavor(s) {unknown}: known are 'base' and 'numpy'")
         self.limits = limits or Limits()
         self.size = workers
-        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._idle: dict[str, queue.Queue[_Worker]] = {"base": queue.Queue(), "numpy": queue.Queue()}
+        self._started: dict[str, int] = {"base": 0, "numpy": 0}
         self._all: list[_Worker] = []
         self._lock = threading.Lock()
         self._closed = False
-        for _ in range(workers):
-            self._add_worker()
+        flavors = ["base"] * workers + [f for f in dict.fromkeys(prestart) if f != "base"]
+        starting = [_Worker(f, wait=False) for f in flavors]  # all start at once
+        with self._lock:
+            self._all.extend(starting)
+        try:
+            for worker in starting:
+                worker.wait_ready()
+        except Exception:
+            self.close()
+            raise
+        for worker in starting:
+            if worker.flavor != "base":
+                self._started[worker.flavor] += 1
+            self._idle[worker.flavor].put(worker)
 
-    def _add_worker(self) -> _Worker:
-        worker = _Worker()
+    def _start_worker(self, flavor: str) -> _Worker:
+        worker = _Worker(flavor)
         with self._lock:
             self._all.append(worker)
-        self._idle.put(worker)
         return worker
+
+    def _acquire(self, flavor: str) -> _Worker:
+        """An idle worker of this flavor; non-base flavors are started on first need,
+        up to `size` of them."""
+        idle = self._idle[flavor]
+        if flavor != "base":
+            try:
+                return idle.get_nowait()
+            except queue.Empty:
+                with self._lock:
+                    start = self._started[flavor] < self.size
+                    if start:
+                        self._started[flavor] += 1
+                if start:
+                    try:
+                        return self._start_worker(flavor)
+                    except Exception:
+                        with self._lock:
+                            self._started[flavor] -= 1
+                        raise
+        return idle.get()
 
     @property
     def network_isolated(self) -> bool:
@@ -162,25 +263,24 @@ class ExecutorPool:
         if self._closed:
             raise RuntimeError("the ExecutorPool is closed")
         limits = limits or self.limits
-        compiled = compile_program(source)
-        if isinstance(compiled, ExecResult):
-            return compiled
-        worker = self._idle.get()
+        code = _compile(source)
+        if isinstance(code, ExecResult):
+            return code
+        flavor = flavor_of(source, code)
+        worker = self._acquire(flavor)
         try:
             options = {"trace": trace, "record_reads": record_reads}
-            raw = worker.run(compiled, stdin.encode("utf-8", "surrogateescape"), limits, options)
+            raw = worker.run(marshal.dumps(code), stdin.encode("utf-8", "surrogateescape"), limits, options)
             if raw is None:  # the worker died: replace it, report the program
                 log.warning("a sandbox worker died; starting a new one")
                 with self._lock:
                     self._all.remove(worker)
                 worker.close()
-                worker = _Worker()
-                with self._lock:
-                    self._all.append(worker)
+                worker = self._start_worker(flavor)
                 return ExecResult(ExecStatus.ERROR, error=ExecError("SandboxError", "the sandbox worker died while running this program", None))
             return _result_from_dict(raw)
         finally:
-            self._idle.put(worker)
+            self._idle[flavor].put(worker)
 
     def execute_many(
         self,

@@ -1,15 +1,20 @@
 """Child side of the sandbox: a pre-forked child that runs one program under the tracer.
 
-The worker (worker.py) forks a child in advance and calls `serve_one`. The child:
+Program-independent setup happens once, in the worker, before it forks any child
+(`prepare_zygote`): the run object with its output captures and tracer, signal handlers,
+the patches that keep the program from exiting around the result pipe, closing it,
+starting threads or touching the timers, and an audit hook that ends the run with
+VIOLATION on process creation, signals to other processes, sockets, ctypes, tracing
+changes and file writes outside the scratch dir. All of it stays inert in the worker
+(`_Run.active` is false there) and every forked child starts from a pristine copy, so a
+child does not pay for building it (each object a child creates or first writes costs
+it a copy-on-write page fault).
 
-1. without waiting for a program: puts itself in its own process group (the worker
-   kills the group as a backstop), points fds 1/2 at files in its per-run scratch dir
-   and replaces `sys.stdout`/`sys.stderr` with captures, installs signal handlers, the
-   patches that keep the program from exiting around the result pipe, closing it,
-   starting threads or touching the timers, and an audit hook (inactive until the
-   program starts) that ends the run with VIOLATION on process creation, signals to
-   other processes, sockets, ctypes, tracing changes and file writes outside the
-   scratch dir;
+The worker then forks a child in advance and calls `serve_one`. The child:
+
+1. without waiting for a program: activates the run, puts itself in its own process
+   group (the worker kills the group as a backstop) and points fds 1/2 at files in its
+   per-run scratch dir;
 2. receives its program (code, limits, options): points fd 0 at the program's input
    (so `open(0)` and `os.read(0, n)` work), sets resource limits (address space, CPU
    seconds, file size, no core dumps) and the CPU and wall-clock timers;
@@ -17,8 +22,8 @@ The worker (worker.py) forks a child in advance and calls `serve_one`. The child
 
 Every way out (normal end, uncaught exception, timer, step limit, output flood,
 violation, `os._exit`) goes through `_Run.finish`, which the program cannot catch.
-The environment was scrubbed once by the worker; `random` is seeded with 0 when the
-program imports it.
+The environment was scrubbed once by the worker; `random` (and `numpy.random`) are
+seeded with 0 when the program imports them.
 """
 
 from __future__ import annotations
@@ -132,31 +137,47 @@ class WireLimits:
 
 
 class _Run:
-    """State of the one run in this child process."""
+    """State of the one run of a child process.
 
-    def __init__(self, result_fd: int, scratch: str) -> None:
-        os.dup2(result_fd, RESULT_FD)  # out of the program's way; os.close refuses it
-        os.close(result_fd)
+    Built once in the worker (see `prepare_zygote`) and inherited by every child, which
+    calls `attach`; until then `active` is false and every way out is refused, so that
+    nothing the worker itself does can trigger a run's exit.
+    """
+
+    def __init__(self) -> None:
+        self.active = False
         self.result_fd = RESULT_FD
-        self.scratch = os.path.realpath(scratch)
+        self.scratch = ""
+        self.fd1_inode = -1
         self.limits: WireLimits | None = None
         self.finishing = False
         self.guard_on = False
         self.real_exit = _REAL_EXIT
         self.stdout = OutputSink(1 << 20, self._on_flood)
         self.stderr = OutputSink(64 * 1024, lambda: None)  # first 64 KiB kept; never an error
+        self.stdout_text = io.TextIOWrapper(self.stdout, encoding="utf-8", errors="replace", write_through=True)
+        self.stderr_text = io.TextIOWrapper(self.stderr, encoding="utf-8", errors="replace", write_through=True)
+        # Over fd 0, which each child points at its program's input before the run.
+        self.stdin_text = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "rb", closefd=False)), encoding="utf-8", errors="replace")
         self.tracer = Tracer(1024, self.stdout, self._on_step_limit)
         self.recorder = None
+
+    def attach(self, result_fd: int, scratch: str) -> None:
+        """In the child: take over the result pipe and the scratch dir (already a real path)."""
+        os.dup2(result_fd, RESULT_FD)  # out of the program's way; os.close refuses it
+        _real_close(result_fd)
+        self.scratch = scratch
+        self.active = True
 
     def configure(self, limits: WireLimits) -> None:
         self.limits = limits
         self.stdout.cap = limits.max_output
         self.tracer.configure(limits.max_steps, limits.value_limit)
 
-    def start(self, code_bytes: bytes, limits: WireLimits, options: dict) -> None:
+    def start(self, code_bytes: bytes, stdin: bytes, limits: WireLimits, options: dict) -> None:
         """Run the program; never returns."""
         try:
-            _prepare_run(self, self.scratch, limits)
+            _prepare_run(self, stdin, limits)
             if options.get("record_reads"):
                 from codeexecutor.inline_record import install_recorder
 
@@ -187,6 +208,8 @@ class _Run:
     # -- ways out ------------------------------------------------------------------
     def finish(self, status: ExecStatus, error_type: str | None = None, message: str = "", line=None):
         """Write the one result of this run to the result pipe and exit. Never returns."""
+        if not self.active:  # in the worker: nothing here may end the process
+            raise RuntimeError(f"sandbox run is not active ({status.value}: {error_type} {message})")
         if self.finishing:  # re-entered (a signal during finish): the first call completes
             return
         self.finishing = True
@@ -195,7 +218,7 @@ class _Run:
         except BaseException as exc:  # never leave without a result
             payload = {"status": ExecStatus.ERROR.value, "steps": [], "stdout": "", "stderr": "",
                        "error": {"type": "SandboxError", "message": f"building the result failed: {exc!r}", "line": None}}
-        data = json.dumps(payload, ensure_ascii=False).encode("utf-8", "replace")
+        data = _to_json(payload).encode("utf-8", "replace")
         view = memoryview(data)
         try:
             while view:
@@ -228,7 +251,7 @@ class _Run:
         return {
             "status": status.value,
             "steps": tracer.steps,
-            "stdout": self.stdout.text() + _read_fd_file(os.path.join(self.scratch, ".fd1")),
+            "stdout": self.stdout.text() + _read_fd1(os.path.join(self.scratch, ".fd1"), self.fd1_inode),
             "error": None if error_type is None else {"type": error_type, "message": message[:1000], "line": line},
             "stderr": self.stderr.text()[-4000:],
             "reads": self.recorder.reads if self.recorder is not None else None,
@@ -296,13 +319,39 @@ def _from_program() -> bool:
     return False
 
 
-def _read_fd_file(path: str) -> str:
-    """What the program wrote to fd 1 directly (os.write(1, ...), open(1, 'w'))."""
+def _read_fd1(path: str, inode: int) -> str:
+    """What the program wrote to fd 1 directly (os.write(1, ...), open(1, 'w')): read
+    through fd 1 itself while it is still the scratch file, else from the file."""
+    try:
+        st = os.fstat(1)
+        if st.st_ino == inode:
+            if st.st_size == 0:
+                return ""
+            return os.pread(1, min(st.st_size, 1 << 20), 0).decode("utf-8", "replace")
+    except OSError:
+        pass
     try:
         with open(path, "rb") as f:
             return f.read(1 << 20).decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+def _json_encoder():
+    """json.dumps(obj, ensure_ascii=False) without building an encoder on every call
+    (the C encoder, made once in the worker; the pure-Python fallback otherwise)."""
+    from json import encoder
+
+    if encoder.c_make_encoder is None:
+        return lambda obj: json.dumps(obj, ensure_ascii=False)
+    make = encoder.c_make_encoder(
+        None, lambda o: encoder.JSONEncoder().default(o), encoder.encode_basestring,
+        None, ": ", ", ", False, False, True,
+    )
+    return lambda obj: "".join(make(obj, 0))
+
+
+_to_json = _json_encoder()
 
 
 def _refuse(run: _Run, what: str):
@@ -318,10 +367,11 @@ RESULT_FD = 1023  # out of the way of the fds a program opens
 def serve_one(request_fd: int, result_fd: int, scratch: str) -> None:
     """Entry point of a pre-forked child; never returns.
 
-    Everything that does not depend on the program is set up first, while the worker
-    has no request for this child yet (so it costs no latency); then the child waits for
-    its program (code, limits, options), applies the limits and runs it. It exits
-    quietly when the worker closes the request pipe without sending one.
+    `scratch` is the real path of this run's scratch dir. What does not depend on the
+    program is done first, while the worker has no request for this child yet (so it
+    costs no latency); then the child waits for its program (code, limits, options),
+    applies the limits and runs it. It exits quietly when the worker closes the request
+    pipe without sending one.
 
     options: {"trace": False} runs without the tracer (for timing and verification);
     {"record_reads": True} records every stdin read with the program span that made it
@@ -329,36 +379,33 @@ def serve_one(request_fd: int, result_fd: int, scratch: str) -> None:
     """
     from codeexecutor.execution.framing import recv
 
-    run = _Run(result_fd, scratch)
+    run = _TEMPLATE if _TEMPLATE is not None else prepare_zygote()
     setup_error = None
     try:
-        _prepare_idle(run, scratch)
+        run.attach(result_fd, scratch)
+        _prepare_child(run, scratch)
     except BaseException as exc:  # reported once there is a request to answer
         setup_error = exc
     request = recv(request_fd)
     _real_close(request_fd)
     if request is None:
         _REAL_EXIT(0)
-    code_bytes, limits, options = request
+    code_bytes, stdin, limits, options = request
     if setup_error is not None:
         run.finish(ExecStatus.ERROR, "SandboxSetupError", f"{type(setup_error).__name__}: {setup_error}")
-    run.start(code_bytes, WireLimits(limits), options or {})
+    run.start(code_bytes, stdin, WireLimits(limits), options or {})
 
 
-def _prepare_idle(run: _Run, scratch: str) -> None:
-    """Program-independent setup: process group, scratch dir, captured stdout/stderr,
-    signal handlers, the patches that keep the program inside, and the audit hook
-    (inactive until the program starts)."""
-    os.setpgid(0, 0)
-    os.chdir(scratch)
-    for fd, name in ((1, ".fd1"), (2, ".fd2")):
-        new = os.open(os.path.join(scratch, name), os.O_WRONLY | os.O_CREAT, 0o600)
-        os.dup2(new, fd)
-        os.close(new)
-    # The environment was scrubbed once in the worker (clearing it here costs 0.3 ms a run).
-    sys.stdout = io.TextIOWrapper(run.stdout, encoding="utf-8", errors="replace", write_through=True)
-    sys.stderr = io.TextIOWrapper(run.stderr, encoding="utf-8", errors="replace", write_through=True)
-    sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
+_TEMPLATE: _Run | None = None
+
+
+def prepare_zygote() -> _Run:
+    """Once per worker, before it forks: everything a run needs that does not depend on
+    the child or the program. Inert in the worker; returns the run every child inherits."""
+    global _TEMPLATE
+    if _TEMPLATE is not None:
+        return _TEMPLATE
+    run = _Run()
     _seed_random_on_import()
     _signal(signal.SIGALRM, run._on_alarm)
     _signal(signal.SIGPROF, run._on_cpu)
@@ -376,18 +423,44 @@ def _prepare_idle(run: _Run, scratch: str) -> None:
     for name in ("signal", "alarm", "setitimer", "pthread_sigmask", "siginterrupt", "sigwait"):
         if hasattr(signal, name):
             setattr(signal, name, _refuse(run, f"signal.{name}"))
-    sys.addaudithook(run.audit)
+    sys.addaudithook(run.audit)  # inactive until the program starts (run.guard_on)
+    _TEMPLATE = run
+    return run
 
 
-def _prepare_run(run: _Run, scratch: str, limits: WireLimits) -> None:
+def _prepare_child(run: _Run, scratch: str) -> None:
+    """Child-specific, program-independent setup: process group, scratch dir as the
+    working directory, fd 1 into it (what the program writes to fd 1 directly is part
+    of its stdout; fd 2 stays the worker's /dev/null), stdout/stderr captured."""
+    os.setpgid(0, 0)
+    os.chdir(scratch)
+    new = os.open(".fd1", os.O_RDWR | os.O_CREAT, 0o600)
+    os.dup2(new, 1)
+    _real_close(new)
+    run.fd1_inode = os.fstat(1).st_ino
+    # The environment was scrubbed once in the worker (clearing it here costs 0.3 ms a run).
+    sys.stdout = sys.__stdout__ = run.stdout_text
+    sys.stderr = sys.__stderr__ = run.stderr_text
+    if "random" in sys.modules:  # imported in the worker: it re-seeded from the OS at fork
+        sys.modules["random"].seed(0)
+    # numpy.random (numpy workers) was seeded at import in the worker and has no fork hook.
+
+
+def _prepare_run(run: _Run, stdin: bytes, limits: WireLimits) -> None:
     """Program-dependent setup: its stdin, its limits and timers."""
     run.configure(limits)
-    new = os.open(os.path.join(scratch, ".stdin"), os.O_RDONLY)
-    os.dup2(new, 0)
-    os.close(new)
-    sys.stdin = sys.__stdin__ = io.TextIOWrapper(
-        io.BufferedReader(io.FileIO(0, "rb", closefd=False)), encoding="utf-8", errors="replace"
-    )
+    if stdin:  # fd 0 is the worker's /dev/null until then
+        try:
+            fd = os.memfd_create("stdin")
+        except (AttributeError, OSError):  # no memfd: a file in the scratch dir
+            fd = os.open(".stdin", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        view = memoryview(stdin)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.dup2(fd, 0)
+        _real_close(fd)
+    sys.stdin = sys.__stdin__ = run.stdin_text
     # CPU time: a precise profiling timer, and RLIMIT_CPU (whole seconds) as the backstop.
     cpu = math.ceil(limits.timeout) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
@@ -400,14 +473,17 @@ def _prepare_run(run: _Run, scratch: str, limits: WireLimits) -> None:
 
 
 class _SeededRandomFinder:
-    """Meta-path finder that seeds `random` with 0 right after the program imports it.
+    """Meta-path finder that seeds `random` and `numpy.random` with 0 right after they
+    are imported, so that programs using them without a seed give reproducible traces.
 
     The worker does not import `random` itself: the module re-seeds from the OS in every
     forked child (an at-fork hook), which costs each fork ~0.1 ms.
     """
 
+    SEEDED = frozenset({"random", "numpy.random"})
+
     def find_spec(self, name, path=None, target=None):
-        if name != "random":
+        if name not in self.SEEDED:
             return None
         import importlib.machinery
 
@@ -425,9 +501,7 @@ class _SeededRandomFinder:
 
 
 def _seed_random_on_import() -> None:
-    if "random" in sys.modules:
-        sys.modules["random"].seed(0)
-    else:
+    if not any(isinstance(f, _SeededRandomFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _SeededRandomFinder())
 
 

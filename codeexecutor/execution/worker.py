@@ -11,9 +11,12 @@ Pre-forking: the worker keeps one child forked in advance, waiting for its progr
 the fork (about 1 ms) and the reaping of the previous child happen while the worker
 would otherwise wait for the next request.
 
-Framing (framing.py): length-prefixed pickles from the trusted parent to the worker and
-from the worker to its not-yet-running child. What a child sends back is parsed as
-JSON, never unpickled.
+Protocol (framing.py frames). Pool -> worker: REQUEST header (wall and CPU seconds, which
+the worker needs for its deadline and messages) + the child's request, a pickle of
+(code, stdin, limits, options) from the trusted parent that the worker forwards to its
+not-yet-running child without decoding. Worker -> pool: b"J" + the child's JSON result
+as it came (the pool parses it once; it is never unpickled), or b"P" + a pickled dict
+the worker made itself (timeouts, crashes).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import gc
 import importlib
 import json
 import os
+import pickle
 import select
 import shutil
 import signal
@@ -29,16 +33,28 @@ import sys
 import time
 import traceback
 
-from codeexecutor.execution.framing import recv, send
+from codeexecutor.execution.framing import REQUEST, recv_bytes, send, send_bytes
 
-_real_exit = os._exit  # the sandbox replaces os._exit inside children
+_real_exit = os._exit  # the sandbox replaces os._exit and os.close (see sandbox.prepare_zygote)
+_close = os.close
+serve_one = None  # sandbox.serve_one, bound by main() before the first fork
 GRACE = 0.5  # seconds past the wall limit before the worker kills the child
-# What contest programs import most (counted on the shared AtCoder corpus: sys 91, math 56,
-# collections 40, itertools 37, bisect 27, functools 16, operator 12, heapq 11 per 100
-# importing files). Every pre-imported module makes each fork slower, so rarer ones
-# (fractions, typing, re, decimal, ...) are imported by the programs that use them.
-# `random` is left out on purpose: see sandbox._SeededRandomFinder.
-PREIMPORT = ("collections", "itertools", "heapq", "bisect", "functools", "operator", "math")
+# What contest programs import (counted on the 2,901 shared AtCoder programs: sys 266,
+# math 116, collections 110, itertools 86, bisect 45, fractions 33, functools 22, heapq 21,
+# numpy 13, re 13, operator 12, typing 9, string 4, datetime/copy/queue 2, decimal 1).
+# A pre-imported module costs every fork only the page-table entries of its heap; for
+# these standard-library modules that is not measurable (bench: fork + exit 0.55 ms either
+# way), so the programs that use them no longer pay 1-10 ms of import each.
+# Left out on purpose: `random` (it re-seeds from the OS in every forked child; see
+# sandbox._SeededRandomFinder), `queue` (imports threading, whose at-fork hooks run in
+# every child) and numpy (+0.3 ms a fork: programs importing it go to a worker started
+# with `--flavor numpy` instead; see pool.FLAVORS).
+PREIMPORT = (
+    "collections", "itertools", "heapq", "bisect", "functools", "operator", "math",
+    "fractions", "decimal", "typing", "string", "datetime", "copy",
+)
+# Extra modules a worker of each flavor pre-imports (the pool routes programs by them).
+FLAVORS = {"base": (), "numpy": ("numpy",)}
 def isolate_network() -> bool:
     """Enter a new, empty network namespace (needs root). True when it worked."""
     try:
@@ -65,7 +81,7 @@ class Server:
     def __init__(self, proto_in: int, proto_out: int) -> None:
         self.proto_in = proto_in
         self.proto_out = proto_out
-        self.base = scratch_base()
+        self.base = os.path.realpath(scratch_base())
         self.runs = 0
         self.ready: tuple[int, int, int, str] | None = None  # pid, request fd, result fd, scratch
         self.pending_reap: tuple[int, str] | None = None
@@ -75,14 +91,18 @@ class Server:
             while True:
                 if self.ready is None:
                     self.ready = self._spawn()
-                request = recv(self.proto_in)
+                request = recv_bytes(self.proto_in)
                 if request is None:
                     return
                 try:
-                    result = self.run_one(*request)
+                    wall, cpu = REQUEST.unpack_from(request)
+                    result = self.run_one(memoryview(request)[REQUEST.size :], wall, cpu)
                 except Exception:
                     result = _error("SandboxError", traceback.format_exc(limit=5))
-                send(self.proto_out, result)
+                if isinstance(result, bytes):
+                    send_bytes(self.proto_out, b"J" + result)
+                else:
+                    send_bytes(self.proto_out, b"P" + pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
                 self._reap()
         finally:
             self._discard_ready()
@@ -98,14 +118,12 @@ class Server:
         if pid == 0:  # child
             try:
                 for fd in (req_w, res_r, self.proto_in, self.proto_out):
-                    os.close(fd)
-                from codeexecutor.execution.sandbox import serve_one
-
+                    _close(fd)
                 serve_one(req_r, res_w, scratch)
             finally:
                 _real_exit(70)
-        os.close(req_r)
-        os.close(res_w)
+        _close(req_r)
+        _close(res_w)
         return pid, req_w, res_r, scratch
 
     def _reap(self) -> None:
@@ -113,34 +131,33 @@ class Server:
             pid, scratch = self.pending_reap
             self.pending_reap = None
             os.waitpid(pid, 0)
-            shutil.rmtree(scratch, ignore_errors=True)
+            _remove_scratch(scratch)
 
     def _discard_ready(self) -> None:
         if self.ready is not None:
             pid, req_w, res_r, scratch = self.ready
             self.ready = None
-            os.close(req_w)  # the waiting child reads EOF and exits
-            os.close(res_r)
+            _close(req_w)  # the waiting child reads EOF and exits
+            _close(res_r)
             os.waitpid(pid, 0)
-            shutil.rmtree(scratch, ignore_errors=True)
+            _remove_scratch(scratch)
         self._reap()
 
-    def run_one(self, code_bytes: bytes, stdin: bytes, limits, options: dict | None = None) -> dict | bytes:
-        """Run one program in the waiting child. When the child ended normally with a
-        result, its reaping and scratch cleanup are left in `pending_reap` for after the reply."""
+    def run_one(self, request, wall: float, cpu: float) -> dict | bytes:
+        """Run one program (`request`: the child's frame) in the waiting child. When the
+        child ended normally with a result, its reaping and scratch cleanup are left in
+        `pending_reap` for after the reply."""
         pid, req_w, res_r, scratch = self.ready or self._spawn()
         self.ready = None
         deferred = False
         try:
-            with open(os.path.join(scratch, ".stdin"), "wb") as f:
-                f.write(stdin)
             try:
-                send(req_w, (code_bytes, limits, options))
+                send_bytes(req_w, request)
             except BrokenPipeError:
                 pass  # the child died before its program: reported below from its exit status
-            os.close(req_w)
-            data, killed, wstatus = _collect(res_r, pid, time.monotonic() + limits["wall"] + GRACE)
-            os.close(res_r)
+            _close(req_w)
+            data, killed, wstatus = _collect(res_r, pid, time.monotonic() + wall + GRACE)
+            _close(res_r)
             if data.startswith(b'{"status": ') and data.endswith(b"}") and not killed:
                 # The child wrote its (JSON) result and is exiting: pass the bytes on as they
                 # are (the parent parses them once) and reap the child after replying.
@@ -148,10 +165,23 @@ class Server:
                 return data
             if wstatus is None:
                 _, wstatus = os.waitpid(pid, 0)
-            return _interpret(data, wstatus, killed, limits)
+            return _interpret(data, wstatus, killed, wall, cpu)
         finally:
             if not deferred:
-                shutil.rmtree(scratch, ignore_errors=True)
+                _remove_scratch(scratch)
+
+
+def _remove_scratch(scratch: str) -> None:
+    """Remove a run's scratch dir: the usual case (only the child's .fd1 left) without
+    walking it; anything the program wrote there by shutil.rmtree."""
+    try:
+        os.unlink(os.path.join(scratch, ".fd1"))
+    except OSError:
+        pass
+    try:
+        os.rmdir(scratch)
+    except OSError:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _collect(fd: int, pid: int, deadline: float) -> tuple[bytes, bool, int | None]:
@@ -193,7 +223,7 @@ def _collect(fd: int, pid: int, deadline: float) -> tuple[bytes, bool, int | Non
                 time.sleep(min(left, 0.0005))
     finally:
         if pidfd is not None:
-            os.close(pidfd)
+            _close(pidfd)
     _kill(pid)
     return b"".join(parts), True, None
 
@@ -221,44 +251,59 @@ def _parse(data: bytes) -> dict | None:
     return None
 
 
-def _interpret(data: bytes, wstatus: int, killed: bool, limits) -> dict:
+def _interpret(data: bytes, wstatus: int, killed: bool, wall: float, cpu: float) -> dict:
     result = _parse(data)
     if result is not None:
         return result
     if killed:
-        return _error("Timeout", f"killed after the wall-clock limit of {limits['wall']:g} s", "timeout")
+        return _error("Timeout", f"killed after the wall-clock limit of {wall:g} s", "timeout")
     if os.WIFSIGNALED(wstatus):
         sig = os.WTERMSIG(wstatus)
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
         if sig in (signal.SIGXCPU, signal.SIGKILL):
-            return _error("Timeout", f"CPU limit of {limits['timeout']:g} s ({name})", "timeout")
+            return _error("Timeout", f"CPU limit of {cpu:g} s ({name})", "timeout")
         return _error(name, f"the program crashed with signal {name}")
     code = os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else -1
     return _error("SandboxError", f"the run ended (exit code {code}) without a result; did the program close its file descriptors?")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    flavor = argv[argv.index("--flavor") + 1] if "--flavor" in argv else "base"
+    if flavor not in FLAVORS:
+        raise SystemExit(f"worker: unknown flavor {flavor!r} (one of {', '.join(FLAVORS)})")
     proto_in = os.dup(0)
     proto_out = os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
     isolated = isolate_network()
+    import site  # the worker runs with -S; take only the builtins site adds (exit, quit, help, ...)
+
+    site.setquit()
+    site.setcopyright()
+    site.sethelper()
     from codeexecutor.execution.sandbox import SAFE_ENV
 
     os.environ.clear()  # once per worker; children inherit it
     os.environ.update(SAFE_ENV)
     os.environ["HOME"] = os.environ["TMPDIR"] = scratch_base()
-    for name in PREIMPORT:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
-    import codeexecutor.execution.sandbox  # noqa: F401  (import once, before forking)
+    import codeexecutor.execution.sandbox as sandbox  # import once, before forking
     import codeexecutor.inline_record  # noqa: F401
 
+    sandbox.prepare_zygote()  # the seeded-random finder is in place before any import below
+    loaded = []
+    for name in PREIMPORT + FLAVORS[flavor]:
+        try:
+            importlib.import_module(name)
+            loaded.append(name)
+        except ImportError:
+            pass
+    global serve_one
+    serve_one = sandbox.serve_one
+    gc.collect()
     gc.freeze()  # keep the imported heap out of the collector: fewer copy-on-write faults per fork
-    send(proto_out, {"ready": True, "network_isolated": isolated, "pid": os.getpid()})
+    send(proto_out, {"ready": True, "network_isolated": isolated, "pid": os.getpid(), "flavor": flavor, "preimported": loaded})
     Server(proto_in, proto_out).serve()
 
 
