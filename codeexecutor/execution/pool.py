@@ -35,6 +35,11 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 import codeexecutor
+
+try:
+    import orjson
+except ImportError:  # optional: json does the same, slower
+    orjson = None
 from codeexecutor.execution.records import ExecError, ExecResult, ExecStatus, Limits
 from codeexecutor.execution.tracer import PROGRAM_FILENAME
 from codeexecutor.execution.framing import REQUEST, recv, recv_bytes, send_bytes
@@ -96,15 +101,26 @@ def _compile(source: str) -> types.CodeType | ExecResult:
         if any(p.search(source) for p in _PY2_HINTS):
             message += " (this looks like Python 2 code; only Python 3 runs here: convert it with 2to3)"
         return ExecResult(ExecStatus.SYNTAX_ERROR, error=ExecError(type(exc).__name__, message, exc.lineno))
+    except UnicodeError as exc:  # lone surrogates (undecodable bytes read with surrogateescape)
+        return ExecResult(ExecStatus.SYNTAX_ERROR, error=ExecError(type(exc).__name__, "source is not valid UTF-8 text (is this a binary file?)", None))
     except (RecursionError, MemoryError) as exc:  # absurdly nested source
         return ExecResult(ExecStatus.SYNTAX_ERROR, error=ExecError(type(exc).__name__, "source too deeply nested to compile", None))
     return code
 
 
+def _loads(data: bytes):
+    if orjson is not None:
+        try:
+            return orjson.loads(data)
+        except ValueError:
+            pass
+    return json.loads(data)
+
+
 def _result_from_dict(d: dict | bytes) -> ExecResult:
     """A worker answers with a dict, or with the child's JSON bytes passed through."""
     try:
-        return ExecResult.from_json(json.loads(d) if isinstance(d, bytes) else d)
+        return ExecResult.from_json(_loads(d) if isinstance(d, bytes) else d)
     except (KeyError, TypeError, ValueError) as exc:
         return ExecResult(ExecStatus.ERROR, error=ExecError("SandboxError", f"malformed result: {exc}", None))
 

@@ -158,7 +158,7 @@ class Server:
             _close(req_w)
             data, killed, wstatus = _collect(res_r, pid, time.monotonic() + wall + GRACE)
             _close(res_r)
-            if data.startswith(b'{"status": ') and data.endswith(b"}") and not killed:
+            if data.startswith(b'{"status":') and data.endswith(b"}") and not killed:
                 # The child wrote its (JSON) result and is exiting: pass the bytes on as they
                 # are (the parent parses them once) and reap the child after replying.
                 self.pending_reap, deferred = (pid, scratch), True
