@@ -20,6 +20,7 @@ worker would cost every fork ~0.3 ms). Such workers are started on first need, u
 from __future__ import annotations
 
 import atexit
+import collections
 import json
 import logging
 import marshal
@@ -27,6 +28,7 @@ import os
 import pickle
 import queue
 import re
+import selectors
 import subprocess
 import sys
 import threading
@@ -174,9 +176,20 @@ class _Worker:
         return self
 
     def run(self, code_bytes: bytes, stdin: bytes, limits: Limits, options: dict | None = None) -> dict | bytes | None:
-        request = pickle.dumps((code_bytes, stdin, limits.to_wire(), options), protocol=pickle.HIGHEST_PROTOCOL)
+        """Send one request and wait for its reply (None when the worker died)."""
         try:
-            send_bytes(self.proc.stdin.fileno(), REQUEST.pack(limits.wall, limits.timeout) + request)
+            self.send(code_bytes, stdin, limits, options)
+        except OSError:
+            return None
+        return self.receive()
+
+    def send(self, code_bytes: bytes, stdin: bytes, limits: Limits, options: dict | None = None) -> None:
+        request = pickle.dumps((code_bytes, stdin, limits.to_wire(), options), protocol=pickle.HIGHEST_PROTOCOL)
+        send_bytes(self.proc.stdin.fileno(), REQUEST.pack(limits.wall, limits.timeout) + request)
+
+    def receive(self) -> dict | bytes | None:
+        """The worker's reply: the child's JSON bytes or a dict; None when the worker died."""
+        try:
             reply = recv_bytes(self.proc.stdout.fileno())
         except OSError:
             return None
@@ -243,26 +256,36 @@ class ExecutorPool:
             self._all.append(worker)
         return worker
 
-    def _acquire(self, flavor: str) -> _Worker:
+    def _replace(self, dead: _Worker) -> _Worker:
+        """A new worker of the same flavor in place of one that died."""
+        log.warning("a sandbox worker died; starting a new one")
+        with self._lock:
+            if dead in self._all:
+                self._all.remove(dead)
+        dead.close()
+        return self._start_worker(dead.flavor)
+
+    def _acquire(self, flavor: str, block: bool = True) -> _Worker:
         """An idle worker of this flavor; non-base flavors are started on first need,
-        up to `size` of them."""
+        up to `size` of them. Without `block`, raises queue.Empty rather than wait."""
         idle = self._idle[flavor]
+        try:
+            return idle.get_nowait()
+        except queue.Empty:
+            pass
         if flavor != "base":
-            try:
-                return idle.get_nowait()
-            except queue.Empty:
-                with self._lock:
-                    start = self._started[flavor] < self.size
-                    if start:
-                        self._started[flavor] += 1
+            with self._lock:
+                start = self._started[flavor] < self.size
                 if start:
-                    try:
-                        return self._start_worker(flavor)
-                    except Exception:
-                        with self._lock:
-                            self._started[flavor] -= 1
-                        raise
-        return idle.get()
+                    self._started[flavor] += 1
+            if start:
+                try:
+                    return self._start_worker(flavor)
+                except Exception:
+                    with self._lock:
+                        self._started[flavor] -= 1
+                    raise
+        return idle.get(block=block)
 
     @property
     def network_isolated(self) -> bool:
@@ -288,11 +311,7 @@ class ExecutorPool:
             options = {"trace": trace, "record_reads": record_reads}
             raw = worker.run(marshal.dumps(code), stdin.encode("utf-8", "surrogateescape"), limits, options)
             if raw is None:  # the worker died: replace it, report the program
-                log.warning("a sandbox worker died; starting a new one")
-                with self._lock:
-                    self._all.remove(worker)
-                worker.close()
-                worker = self._start_worker(flavor)
+                worker = self._replace(worker)
                 return ExecResult(ExecStatus.ERROR, error=ExecError("SandboxError", "the sandbox worker died while running this program", None))
             return _result_from_dict(raw)
         finally:
@@ -308,63 +327,32 @@ class ExecutorPool:
 
         A program given as a str or (source, stdin) tuple gets its index as key.
         `progress` shows a tqdm bar (a str is used as its description).
+
+        One thread drives every worker it holds through a selector: it compiles the next
+        programs, sends each to a free worker of its flavor, and collects replies as they
+        come. Workers are refilled before results are handed to the caller, so they run
+        while the caller works on a result. Workers held by other threads' `execute`
+        calls are left alone; stopping early returns every worker to the pool.
         """
-        items = iter(enumerate(programs))
-        feed_lock = threading.Lock()
-        results: queue.Queue = queue.Queue(maxsize=4 * self.size)
-        done_marker = object()
-        stop = threading.Event()  # set when the consumer stops early
-
-        def put(item) -> None:
-            while not stop.is_set():
-                try:
-                    results.put(item, timeout=0.1)
-                    return
-                except queue.Full:
-                    continue
-
-        def feeder() -> None:
-            try:
-                while not stop.is_set():
-                    with feed_lock:
-                        try:
-                            index, prog = next(items)
-                        except StopIteration:
-                            return
-                    if isinstance(prog, str):
-                        prog = Program(prog, "", index)
-                    elif isinstance(prog, tuple):
-                        prog = Program(prog[0], prog[1] if len(prog) > 1 else "", index)
-                    elif prog.key is None:
-                        prog = Program(prog.source, prog.stdin, index)
-                    try:
-                        result = self.execute(prog.source, prog.stdin, limits)
-                    except Exception as exc:  # never let one program stop the batch
-                        result = ExecResult(ExecStatus.ERROR, error=ExecError("SandboxError", repr(exc), None))
-                    put((prog.key, result))
-            finally:
-                put(done_marker)
-
-        threads = [threading.Thread(target=feeder, daemon=True) for _ in range(self.size)]
-        for t in threads:
-            t.start()
+        if self._closed:
+            raise RuntimeError("the ExecutorPool is closed")
+        batch = _Batch(self, limits or self.limits, iter(enumerate(programs)))
         bar = None
         if progress:
             from tqdm import tqdm
 
             bar = tqdm(desc=progress if isinstance(progress, str) else "executing", unit="prog", mininterval=0.5)
-        running = len(threads)
         try:
-            while running:
-                item = results.get()
-                if item is done_marker:
-                    running -= 1
-                    continue
-                if bar is not None:
-                    bar.update(1)
-                yield item
+            while True:
+                done = batch.step()
+                if done is None:
+                    return
+                for item in done:
+                    if bar is not None:
+                        bar.update(1)
+                    yield item
         finally:
-            stop.set()
+            batch.close()
             if bar is not None:
                 bar.close()
 
@@ -380,6 +368,128 @@ class ExecutorPool:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _Batch:
+    """The state of one `execute_many` call: the workers it holds, the programs waiting for
+    a worker of their flavor, and the replies in flight (keyed by the worker's pipe)."""
+
+    def __init__(self, pool: ExecutorPool, limits: Limits, items: Iterator) -> None:
+        self.pool = pool
+        self.limits = limits
+        self.items = items
+        self.exhausted = False
+        self.selector = selectors.DefaultSelector()
+        self.free: dict[str, list[_Worker]] = {"base": [], "numpy": []}
+        self.held: dict[str, int] = {"base": 0, "numpy": 0}
+        self.waiting: dict[str, collections.deque] = {"base": collections.deque(), "numpy": collections.deque()}
+        self.busy: dict[int, tuple[_Worker, Any]] = {}
+        self.options = {"trace": True, "record_reads": False}
+        # Every base worker that is idle now (at least one: wait for it).
+        self._take("base", block=True)
+        while self.held["base"] < pool.size and self._take("base", block=False):
+            pass
+
+    def _take(self, flavor: str, block: bool) -> bool:
+        try:
+            worker = self.pool._acquire(flavor, block)  # a numpy worker may be started
+        except queue.Empty:
+            return False
+        self.free[flavor].append(worker)
+        self.held[flavor] += 1
+        return True
+
+    def _pull(self) -> tuple[Any, ExecResult] | None:
+        """Move the next program to its flavor's waiting line; a program that does not
+        compile is answered at once."""
+        try:
+            index, prog = next(self.items)
+        except StopIteration:
+            self.exhausted = True
+            return None
+        if isinstance(prog, str):
+            prog = Program(prog, "", index)
+        elif isinstance(prog, tuple):
+            prog = Program(prog[0], prog[1] if len(prog) > 1 else "", index)
+        elif prog.key is None:
+            prog = Program(prog.source, prog.stdin, index)
+        code = _compile(prog.source)
+        if isinstance(code, ExecResult):
+            return prog.key, code
+        self.waiting[flavor_of(prog.source, code)].append((prog.key, code, prog.stdin))
+        return None
+
+    def _fill(self, out: list) -> None:
+        """Give every free worker a program, pulling programs as needed (at most a few
+        waiting for a busy flavor)."""
+        while True:
+            for flavor, line in self.waiting.items():
+                # Hold one more worker of a flavor while its line waits (up to the pool size;
+                # when this batch holds none, wait for one that other threads hold).
+                while line and (
+                    self.free[flavor]
+                    or (self.held[flavor] < self.pool.size and self._take(flavor, block=self.held[flavor] == 0))
+                ):
+                    self._send(self.free[flavor].pop(), *line.popleft())
+            queued = sum(map(len, self.waiting.values()))
+            if self.exhausted or queued >= 4 * self.pool.size or not (self.free["base"] or queued == 0):
+                return
+            answered = self._pull()
+            if answered is not None:
+                out.append(answered)
+
+    def _send(self, worker: _Worker, key, code, stdin: str) -> None:
+        try:
+            worker.send(marshal.dumps(code), stdin.encode("utf-8", "surrogateescape"), self.limits, self.options)
+        except OSError:
+            pass  # a dead worker: its reply reads as end of file, handled in step()
+        self.busy[worker.proc.stdout.fileno()] = (worker, key)
+        self.selector.register(worker.proc.stdout.fileno(), selectors.EVENT_READ)
+
+    def step(self) -> list | None:
+        """Results that came in (after refilling the workers), or None when all are done."""
+        out: list = []
+        self._fill(out)
+        if out:
+            return out
+        if not self.busy:
+            return None if self.exhausted and not any(self.waiting.values()) else out
+        replies = []
+        for sel_key, _ in self.selector.select():
+            fd = sel_key.fd
+            self.selector.unregister(fd)
+            worker, key = self.busy.pop(fd)
+            replies.append((key, self._receive(worker)))
+        self._fill(out)  # the workers run on while the replies are parsed here
+        for key, raw in replies:
+            if raw is None:
+                out.append((key, ExecResult(ExecStatus.ERROR, error=ExecError("SandboxError", "the sandbox worker died while running this program", None))))
+            else:
+                out.append((key, _result_from_dict(raw)))
+        return out
+
+    def _receive(self, worker: _Worker) -> dict | bytes | None:
+        """The worker's raw reply (None when it died: it is replaced); the worker is free again."""
+        raw = worker.receive()
+        if raw is None:
+            worker = self.pool._replace(worker)
+        self.free[worker.flavor].append(worker)
+        return raw
+
+    def close(self) -> None:
+        """Collect the replies still in flight (a worker must not keep a stale reply) and
+        give every held worker back to the pool."""
+        for fd, (worker, _) in list(self.busy.items()):
+            self.selector.unregister(fd)
+            if worker.receive() is None:
+                worker = self.pool._replace(worker)
+            self.free[worker.flavor].append(worker)
+        self.busy.clear()
+        self.selector.close()
+        for flavor, workers in self.free.items():
+            for worker in workers:
+                self.pool._idle[flavor].put(worker)
+            workers.clear()
 
 
 _default_pool: ExecutorPool | None = None
