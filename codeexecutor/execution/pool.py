@@ -37,14 +37,15 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 import codeexecutor
+from codeexecutor.execution.framing import REQUEST, recv, recv_bytes, send_bytes
+from codeexecutor.execution.records import ExecError, ExecResult, ExecStatus, Limits
+from codeexecutor.execution.tracer import PROGRAM_FILENAME
+from codeexecutor.execution.worker import FLAVORS
 
 try:
     import orjson
 except ImportError:  # optional: json does the same, slower
     orjson = None
-from codeexecutor.execution.records import ExecError, ExecResult, ExecStatus, Limits
-from codeexecutor.execution.tracer import PROGRAM_FILENAME
-from codeexecutor.execution.framing import REQUEST, recv, recv_bytes, send_bytes
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class Program:
 
 
 # Top-level packages whose import pulls numpy in: programs importing them run in a
-# numpy worker (worker.FLAVORS). A program that imports numpy some other way
+# numpy worker (worker.FLAVORS names each flavor and what it pre-imports). A program that imports numpy some other way
 # (`__import__`) is still correct in a base worker, only slower.
 _NUMPY_USERS = ("numpy", "scipy", "pandas", "sklearn")
 
@@ -119,8 +120,11 @@ def _loads(data: bytes):
     return json.loads(data)
 
 
-def _result_from_dict(d: dict | bytes) -> ExecResult:
-    """A worker answers with a dict, or with the child's JSON bytes passed through."""
+def _result_from_dict(d: dict | bytes | None) -> ExecResult:
+    """A worker answers with a dict, or with the child's JSON bytes passed through;
+    None stands for a worker that died while running the program."""
+    if d is None:
+        return ExecResult(ExecStatus.ERROR, error=ExecError("SandboxError", "the sandbox worker died while running this program", None))
     try:
         return ExecResult.from_json(_loads(d) if isinstance(d, bytes) else d)
     except (KeyError, TypeError, ValueError) as exc:
@@ -225,13 +229,13 @@ class ExecutorPool:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         prestart = tuple(prestart)
-        unknown = [f for f in prestart if f not in ("base", "numpy")]
+        unknown = [f for f in prestart if f not in FLAVORS]
         if unknown:
-            raise ValueError(f"unknown worker flavor(s) {unknown}: known are 'base' and 'numpy'")
+            raise ValueError(f"unknown worker flavor(s) {unknown}: known are {', '.join(FLAVORS)}")
         self.limits = limits or Limits()
         self.size = workers
-        self._idle: dict[str, queue.Queue[_Worker]] = {"base": queue.Queue(), "numpy": queue.Queue()}
-        self._started: dict[str, int] = {"base": 0, "numpy": 0}
+        self._idle: dict[str, queue.Queue[_Worker]] = {f: queue.Queue() for f in FLAVORS}
+        self._started: dict[str, int] = dict.fromkeys(FLAVORS, 0)  # non-base workers started
         self._all: list[_Worker] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -312,7 +316,6 @@ class ExecutorPool:
             raw = worker.run(marshal.dumps(code), stdin.encode("utf-8", "surrogateescape"), limits, options)
             if raw is None:  # the worker died: replace it, report the program
                 worker = self._replace(worker)
-                return ExecResult(ExecStatus.ERROR, error=ExecError("SandboxError", "the sandbox worker died while running this program", None))
             return _result_from_dict(raw)
         finally:
             self._idle[flavor].put(worker)
@@ -380,9 +383,9 @@ class _Batch:
         self.items = items
         self.exhausted = False
         self.selector = selectors.DefaultSelector()
-        self.free: dict[str, list[_Worker]] = {"base": [], "numpy": []}
-        self.held: dict[str, int] = {"base": 0, "numpy": 0}
-        self.waiting: dict[str, collections.deque] = {"base": collections.deque(), "numpy": collections.deque()}
+        self.free: dict[str, list[_Worker]] = {f: [] for f in FLAVORS}
+        self.held: dict[str, int] = dict.fromkeys(FLAVORS, 0)
+        self.waiting: dict[str, collections.deque] = {f: collections.deque() for f in FLAVORS}
         self.busy: dict[int, tuple[_Worker, Any]] = {}
         self.options = {"trace": True, "record_reads": False}
         # Every base worker that is idle now (at least one: wait for it).
@@ -461,11 +464,7 @@ class _Batch:
             worker, key = self.busy.pop(fd)
             replies.append((key, self._receive(worker)))
         self._fill(out)  # the workers run on while the replies are parsed here
-        for key, raw in replies:
-            if raw is None:
-                out.append((key, ExecResult(ExecStatus.ERROR, error=ExecError("SandboxError", "the sandbox worker died while running this program", None))))
-            else:
-                out.append((key, _result_from_dict(raw)))
+        out.extend((key, _result_from_dict(raw)) for key, raw in replies)
         return out
 
     def _receive(self, worker: _Worker) -> dict | bytes | None:
@@ -481,9 +480,7 @@ class _Batch:
         give every held worker back to the pool."""
         for fd, (worker, _) in list(self.busy.items()):
             self.selector.unregister(fd)
-            if worker.receive() is None:
-                worker = self.pool._replace(worker)
-            self.free[worker.flavor].append(worker)
+            self._receive(worker)
         self.busy.clear()
         self.selector.close()
         for flavor, workers in self.free.items():

@@ -13,9 +13,9 @@ it a copy-on-write page fault).
 The worker then forks a child in advance and calls `serve_one`. The child:
 
 1. without waiting for a program: activates the run, puts itself in its own process
-   group (the worker kills the group as a backstop) and points fds 1/2 at files in its
-   per-run scratch dir;
-2. receives its program (code, limits, options): points fd 0 at the program's input
+   group (the worker kills the group as a backstop) and points fd 1 at a file in its
+   per-run scratch dir (fd 2 stays the worker's /dev/null);
+2. receives its program (code, stdin, limits, options): points fd 0 at the program's input
    (so `open(0)` and `os.read(0, n)` work), sets resource limits (address space, CPU
    seconds, file size, no core dumps) and the CPU and wall-clock timers;
 3. runs the program under the tracer and writes one JSON result to the result pipe.
@@ -369,7 +369,7 @@ def serve_one(request_fd: int, result_fd: int, scratch: str) -> None:
 
     `scratch` is the real path of this run's scratch dir. What does not depend on the
     program is done first, while the worker has no request for this child yet (so it
-    costs no latency); then the child waits for its program (code, limits, options),
+    costs no latency); then the child waits for its program (code, stdin, limits, options),
     applies the limits and runs it. It exits quietly when the worker closes the request
     pipe without sending one.
 
@@ -379,7 +379,7 @@ def serve_one(request_fd: int, result_fd: int, scratch: str) -> None:
     """
     from codeexecutor.execution.framing import recv
 
-    run = _TEMPLATE if _TEMPLATE is not None else prepare_zygote()
+    run = prepare_zygote()  # made by the worker before it forked; here only when called alone
     setup_error = None
     try:
         run.attach(result_fd, scratch)

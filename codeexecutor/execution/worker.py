@@ -48,7 +48,7 @@ GRACE = 0.5  # seconds past the wall limit before the worker kills the child
 # Left out on purpose: `random` (it re-seeds from the OS in every forked child; see
 # sandbox._SeededRandomFinder), `queue` (imports threading, whose at-fork hooks run in
 # every child) and numpy (+0.3 ms a fork: programs importing it go to a worker started
-# with `--flavor numpy` instead; see pool.FLAVORS).
+# with `--flavor numpy` instead; see FLAVORS and pool.flavor_of).
 PREIMPORT = (
     "collections", "itertools", "heapq", "bisect", "functools", "operator", "math",
     "fractions", "decimal", "typing", "string", "datetime", "copy",
