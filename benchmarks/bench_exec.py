@@ -12,7 +12,7 @@ and then the baseline over the same programs. The ratio is the median of the rou
 ratios; every pass and round is printed. Also reports the tracing overhead in-process
 (traced vs untraced time of the same programs).
 
-    .venv/bin/python benchmarks/bench_exec.py [--programs 300] [--workers 2] [--rounds 3]
+    .venv/bin/python benchmarks/bench_exec.py [--programs 300] [--workers 2] [--rounds 5]
 
 Writes benchmarks/results/bench_exec.json.
 """
@@ -86,7 +86,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--programs", type=int, default=300)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=3, help="paired pool/baseline rounds (the ratio is their median)")
+    ap.add_argument("--rounds", type=int, default=5, help="paired pool/baseline rounds (the ratio is their median)")
     args = ap.parse_args()
     if not DATA.exists():
         sys.exit(f"bench_exec: {DATA} not found: the benchmark runs on the shared real programs")
