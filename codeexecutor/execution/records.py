@@ -65,12 +65,18 @@ class ExecResult:
         err = obj.get("error")
         return cls(
             status=ExecStatus(obj["status"]),
-            steps=tuple(_step(s) for s in obj["steps"]),
+            steps=_steps(obj["steps"]),
             stdout=obj.get("stdout", ""),
             error=ExecError(err["type"], err["message"], err["line"]) if err else None,
             stderr=obj.get("stderr", ""),
             reads=tuple(tuple(r) for r in obj["reads"]) if obj.get("reads") is not None else None,
         )
+
+
+def _steps(raw: list) -> tuple[Step, ...]:
+    if raw and isinstance(raw[0], list):  # the sandbox's compact form, one check for all
+        return tuple([Step(line, state or {}, output) for line, state, output in raw])
+    return tuple(_step(s) for s in raw)
 
 
 def _step(s: Any) -> Step:
