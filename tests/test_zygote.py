@@ -65,7 +65,7 @@ def test_numpy_programs_run_in_a_numpy_worker_with_seeded_random():
         assert len(pool._all) == 2  # the numpy worker is reused
         # numpy imported by a base worker (not recognised) is seeded the same way
         c = pool.execute("np = __import__('numpy')\nx = np.random.randint(100)\nprint(x)\n")
-    assert a.ok and a.stdout == b.stdout == c.stdout
+    assert a.ok and a.stdout == b.stdout == c.stdout, (a, b, c)
     assert a.steps[-1].state["x"] == a.stdout.strip()
 
 
@@ -169,3 +169,59 @@ def test_free_blocks_are_read_and_filled():
     assert kept >= sum(before.values()) // 2
     # every size class that had holes is filled, but for the fresh pages the fill itself took
     assert sum(1 for n in after.values() if n) <= sum(1 for n in before.values() if n) // 2
+
+
+def test_a_scratch_dir_name_already_taken_is_skipped():
+    # Pids are reused (pid_max is often 32768): a dir left by a dead worker must not
+    # kill a new one that happens to want the same name.
+    import os
+
+    with ExecutorPool(1) as pool:
+        worker = pool._all[0]
+        taken = [f"{worker.scratch_prefix}{n}" for n in range(2, 6)]
+        for path in taken:
+            os.mkdir(path)
+        try:
+            results = [pool.execute(f"print({i})\n") for i in range(3)]
+            assert [r.stdout for r in results] == ["0\n", "1\n", "2\n"]
+            assert pool._all == [worker] and worker.proc.poll() is None  # not replaced
+        finally:
+            for path in taken:
+                os.rmdir(path)
+
+
+def test_the_waiting_child_of_a_killed_worker_removes_its_scratch_dir():
+    import os
+    import signal
+    import time
+
+    with ExecutorPool(1) as pool:
+        worker = pool._all[0]
+        assert pool.execute("print(1)\n").ok
+        base, name = os.path.split(worker.scratch_prefix)
+        time.sleep(0.3)  # the worker reaps the last child and forks the next, which waits
+        assert [e for e in os.listdir(base) if e.startswith(name)] == [f"{name}2"]  # 1 ran, 2 waits
+        os.kill(worker.proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while any(entry.startswith(name) for entry in os.listdir(base)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(entry.startswith(name) for entry in os.listdir(base))
+
+
+def test_stale_scratch_dirs_of_dead_pids_are_removed(tmp_path):
+    import os
+    import subprocess
+
+    from codeexecutor.execution.worker import remove_stale_scratch
+
+    done = subprocess.Popen(["true"])
+    done.wait()
+    dead = tmp_path / f"codeexecutor-{done.pid}-1-7"
+    dead.mkdir()
+    (dead / ".fd1").write_text("left over")
+    alive = tmp_path / f"codeexecutor-{os.getpid()}-1-1"
+    alive.mkdir()
+    other = tmp_path / "codeexecutor-notapid"
+    other.mkdir()
+    assert remove_stale_scratch(str(tmp_path)) == 1
+    assert not dead.exists() and alive.exists() and other.exists()

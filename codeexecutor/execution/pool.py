@@ -147,6 +147,7 @@ class _Worker:
         self.flavor = flavor
         self.network_isolated = False
         self.rehearsed = False
+        self.scratch_prefix = ""
         env = {
             "PATH": "/usr/bin:/bin",
             "LANG": "C.UTF-8",
@@ -179,6 +180,7 @@ class _Worker:
             raise RuntimeError("a sandbox worker failed to start (is the codeexecutor package importable?)")
         self.network_isolated = hello.get("network_isolated", False)
         self.rehearsed = hello.get("rehearsed", False)  # see sandbox.rehearse
+        self.scratch_prefix = hello.get("scratch_prefix", "")  # its runs' dirs: prefix + N
         return self
 
     def run(self, code_bytes: bytes, stdin: bytes, limits: Limits, options: dict | None = None) -> dict | bytes | None:

@@ -396,12 +396,29 @@ def serve_one(request_fd: int, result_fd: int, scratch: str) -> None:
         setup_error = exc
     request = recv(request_fd)
     _real_close(request_fd)
-    if request is None:
+    if request is None:  # no program: the worker is shutting down, or was killed
+        _remove_own_scratch(scratch)
         _REAL_EXIT(0)
     code_bytes, stdin, limits, options = request
     if setup_error is not None:
         run.finish(ExecStatus.ERROR, "SandboxSetupError", f"{type(setup_error).__name__}: {setup_error}")
     run.start(code_bytes, stdin, WireLimits(limits), options or {})
+
+
+def _remove_own_scratch(scratch: str) -> None:
+    """The worker removes a child's scratch dir after reaping it, but a worker that was
+    killed cannot: its waiting child, which gets no program, removes its own. (A worker
+    killed between creating a dir and forking, or before reaping a finished child, still
+    leaves one: the next worker to start removes those of dead pids, see
+    worker.remove_stale_scratch.)"""
+    try:
+        os.unlink(os.path.join(scratch, ".fd1"))
+    except OSError:
+        pass
+    try:
+        os.rmdir(scratch)
+    except OSError:
+        pass
 
 
 _TEMPLATE: _Run | None = None

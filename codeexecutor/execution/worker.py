@@ -85,6 +85,9 @@ class Server:
         self.proto_in = proto_in
         self.proto_out = proto_out
         self.base = os.path.realpath(scratch_base())
+        # Scratch dirs are named by this worker's pid and start time (pids are reused:
+        # pid_max is often 32768, and every run is a process).
+        self.prefix = os.path.join(self.base, f"codeexecutor-{os.getpid()}-{time.time_ns()}-")
         self.runs = 0
         self.ready: tuple[int, int, int, str] | None = None  # pid, request fd, result fd, scratch
         self.pending_reap: tuple[int, str] | None = None
@@ -112,9 +115,7 @@ class Server:
 
     def _spawn(self) -> tuple[int, int, int, str]:
         """Fork a child that prepares itself and waits for one program."""
-        self.runs += 1
-        scratch = os.path.join(self.base, f"codeexecutor-{os.getpid()}-{self.runs}")
-        os.mkdir(scratch, 0o700)
+        scratch = self._new_scratch()
         req_r, req_w = os.pipe()
         res_r, res_w = os.pipe()
         pid = os.fork()
@@ -128,6 +129,19 @@ class Server:
         _close(req_r)
         _close(res_w)
         return pid, req_w, res_r, scratch
+
+    def _new_scratch(self) -> str:
+        """A new, empty, private scratch dir; a name that exists (left by someone else)
+        is skipped, never reused."""
+        for _ in range(100):
+            self.runs += 1
+            scratch = f"{self.prefix}{self.runs}"
+            try:
+                os.mkdir(scratch, 0o700)
+                return scratch
+            except FileExistsError:
+                continue
+        raise RuntimeError(f"cannot create a scratch dir named {self.prefix}N in {self.base}")
 
     def _reap(self) -> None:
         if self.pending_reap is not None:
@@ -172,6 +186,34 @@ class Server:
         finally:
             if not deferred:
                 _remove_scratch(scratch)
+
+
+_STALE = re.compile(r"codeexecutor-(\d+)-")
+
+
+def remove_stale_scratch(base: str) -> int:
+    """Remove the scratch dirs in `base` that this user's workers left behind when they
+    were killed (their pid no longer runs). Returns how many were removed."""
+    removed = 0
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return 0
+    for entry in entries:
+        match = _STALE.match(entry.name)
+        if not match:
+            continue
+        try:
+            if entry.stat(follow_symlinks=False).st_uid != os.getuid() or not entry.is_dir(follow_symlinks=False):
+                continue
+            os.kill(int(match.group(1)), 0)
+            continue  # that pid runs (its worker, or a process that reused the pid)
+        except ProcessLookupError:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed += 1
+        except (OSError, ValueError, OverflowError):
+            continue
+    return removed
 
 
 def _remove_scratch(scratch: str) -> None:
@@ -357,13 +399,16 @@ def main(argv: list[str] | None = None) -> None:
             pass
     global serve_one
     serve_one = sandbox.serve_one
+    remove_stale_scratch(os.path.realpath(scratch_base()))
     rehearsed = sandbox.rehearse()  # the child's code path, run once here (see its docstring)
     gc.collect()
     global _FILLERS
     _FILLERS = fill_free_blocks()
     gc.freeze()  # keep the imported heap out of the collector: fewer copy-on-write faults per fork
-    send(proto_out, {"ready": True, "network_isolated": isolated, "pid": os.getpid(), "flavor": flavor, "preimported": loaded, "rehearsed": rehearsed})
-    Server(proto_in, proto_out).serve()
+    server = Server(proto_in, proto_out)
+    send(proto_out, {"ready": True, "network_isolated": isolated, "pid": os.getpid(), "flavor": flavor,
+                     "preimported": loaded, "rehearsed": rehearsed, "scratch_prefix": server.prefix})
+    server.serve()
 
 
 if __name__ == "__main__":
