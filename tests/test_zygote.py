@@ -225,3 +225,26 @@ def test_stale_scratch_dirs_of_dead_pids_are_removed(tmp_path):
     other.mkdir()
     assert remove_stale_scratch(str(tmp_path)) == 1
     assert not dead.exists() and alive.exists() and other.exists()
+
+
+def test_a_run_that_cannot_get_a_scratch_dir_is_an_error_not_a_dead_worker():
+    import os
+    import time
+
+    with ExecutorPool(1) as pool:
+        worker = pool._all[0]
+        assert pool.execute("print(1)\n").ok  # child 1 ran; child 2 is forked and waits
+        time.sleep(0.3)
+        taken = [f"{worker.scratch_prefix}{n}" for n in range(3, 203)]  # every name two spawns try
+        for path in taken:
+            os.mkdir(path)
+        try:
+            assert pool.execute("print(2)\n").stdout == "2\n"  # the waiting child
+            r = pool.execute("print(3)\n")
+            assert r.status is ExecStatus.ERROR and r.error.type == "SandboxError"
+            assert "cannot create a scratch dir" in r.error.message
+        finally:
+            for path in taken:
+                os.rmdir(path)
+        assert pool.execute("print(4)\n").stdout == "4\n"
+        assert pool._all == [worker] and worker.proc.poll() is None

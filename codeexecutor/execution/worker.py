@@ -96,7 +96,10 @@ class Server:
         try:
             while True:
                 if self.ready is None:
-                    self.ready = self._spawn()
+                    try:
+                        self.ready = self._spawn()
+                    except (OSError, RuntimeError):
+                        pass  # tried again for the next request, which gets the error
                 request = recv_bytes(self.proto_in)
                 if request is None:
                     return
