@@ -373,13 +373,13 @@ RESULT_FD = 1023  # out of the way of the fds a program opens
 
 
 def serve_one(request_fd: int, result_fd: int, scratch: str) -> None:
-    """Entry point of a pre-forked child; never returns.
+    """Entry point of a pre-forked child; returns only when the worker closes the request
+    pipe without sending a program (the caller then cleans up and exits).
 
     `scratch` is the real path of this run's scratch dir. What does not depend on the
     program is done first, while the worker has no request for this child yet (so it
     costs no latency); then the child waits for its program (code, stdin, limits, options),
-    applies the limits and runs it. It exits quietly when the worker closes the request
-    pipe without sending one.
+    applies the limits and runs it.
 
     options: {"trace": False} runs without the tracer (for timing and verification);
     {"record_reads": True} records every stdin read with the program span that made it
@@ -397,28 +397,11 @@ def serve_one(request_fd: int, result_fd: int, scratch: str) -> None:
     request = recv(request_fd)
     _real_close(request_fd)
     if request is None:  # no program: the worker is shutting down, or was killed
-        _remove_own_scratch(scratch)
-        _REAL_EXIT(0)
+        return
     code_bytes, stdin, limits, options = request
     if setup_error is not None:
         run.finish(ExecStatus.ERROR, "SandboxSetupError", f"{type(setup_error).__name__}: {setup_error}")
     run.start(code_bytes, stdin, WireLimits(limits), options or {})
-
-
-def _remove_own_scratch(scratch: str) -> None:
-    """The worker removes a child's scratch dir after reaping it, but a worker that was
-    killed cannot: its waiting child, which gets no program, removes its own. (A worker
-    killed between creating a dir and forking, or before reaping a finished child, still
-    leaves one: the next worker to start removes those of dead pids, see
-    worker.remove_stale_scratch.)"""
-    try:
-        os.unlink(os.path.join(scratch, ".fd1"))
-    except OSError:
-        pass
-    try:
-        os.rmdir(scratch)
-    except OSError:
-        pass
 
 
 _TEMPLATE: _Run | None = None

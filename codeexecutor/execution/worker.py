@@ -123,12 +123,17 @@ class Server:
         res_r, res_w = os.pipe()
         pid = os.fork()
         if pid == 0:  # child
+            code = 70
             try:
                 for fd in (req_w, res_r, self.proto_in, self.proto_out):
                     _close(fd)
-                serve_one(req_r, res_w, scratch)
+                serve_one(req_r, res_w, scratch)  # returns only if no program came
+                # This worker is shutting down (it removes the dir too) or was killed (then
+                # nobody else would: see remove_stale_scratch for what is still left).
+                _remove_scratch(scratch)
+                code = 0
             finally:
-                _real_exit(70)
+                _real_exit(code)
         _close(req_r)
         _close(res_w)
         return pid, req_w, res_r, scratch
