@@ -531,8 +531,9 @@ def rehearse() -> bool:
     child, lands on a page it shares with the worker and costs a copy-on-write fault.
     Then primes the type-cache entries of the parts of the path the program does not
     reach (`_warm_type_cache`). Measured on the real programs of bench_exec: 5% fewer
-    page faults per program and about 5% more programs per second (paired passes). One run is enough: 24 runs gave
-    no fewer faults and were slower (more freed blocks left behind).
+    page faults per program and about 5% more programs per second (paired passes).
+    One run is enough: 24 runs gave no fewer faults and were slower (more freed blocks
+    left behind).
 
     Leaves no state behind: the template run (`prepare_zygote`) is not touched, nothing
     reaches the worker's fds, the interpreter's streams and `__main__` are put back, and

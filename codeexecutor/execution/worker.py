@@ -5,7 +5,7 @@ moves itself into an empty network namespace (when running as root), pre-imports
 standard-library modules contest programs use, runs one rehearsal program through the
 child's code path (sandbox.rehearse: what CPython builds on first use is then inherited
 instead of built in every child), then serves requests on its stdin and
-stdout: for each program it forks a child (sandbox.run_child), waits for the child's
+stdout: for each program it forks a child (sandbox.serve_one), waits for the child's
 JSON result with a wall-clock deadline, kills the child's process group as a backstop,
 removes the per-run scratch dir and answers with a result dict.
 
@@ -365,7 +365,7 @@ def fill_free_blocks() -> list:
     keep: list = []
     # 16-byte blocks: the item arrays of one-element lists (the lists go elsewhere).
     keep.extend([None] for _ in range(free_blocks().get(16, 0)))
-    for size, avail in free_blocks().items():
+    for size, avail in free_blocks().items():  # read again: those lists took larger blocks
         if size == 32:
             keep.extend(float(i) + 0.5 for i in range(avail))  # a float is 24 bytes
         elif size >= 48:
@@ -407,13 +407,13 @@ def main(argv: list[str] | None = None) -> None:
             pass
     global serve_one
     serve_one = sandbox.serve_one
-    remove_stale_scratch(os.path.realpath(scratch_base()))
+    server = Server(proto_in, proto_out)
+    remove_stale_scratch(server.base)
     rehearsed = sandbox.rehearse()  # the child's code path, run once here (see its docstring)
     gc.collect()
     global _FILLERS
     _FILLERS = fill_free_blocks()
     gc.freeze()  # keep the imported heap out of the collector: fewer copy-on-write faults per fork
-    server = Server(proto_in, proto_out)
     send(proto_out, {"ready": True, "network_isolated": isolated, "pid": os.getpid(), "flavor": flavor,
                      "preimported": loaded, "rehearsed": rehearsed, "scratch_prefix": server.prefix})
     server.serve()
