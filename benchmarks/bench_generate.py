@@ -25,14 +25,14 @@ from _common import ROOT, write_report  # noqa: E402
 
 def demo_inputs() -> list[str]:
     from codeexecutor.demo import demo_programs
-    from codeexecutor.format import format_code
+    from codeexecutor.modeling.format import format_code
 
     return [format_code(src) for _, src, _ in demo_programs()]
 
 
 def random_model(inputs: list[str]) -> str:
-    from codeexecutor.model import CodeExecutorConfig, CodeExecutorModel
-    from codeexecutor.tokenizer import structural_ids, train_tokenizer
+    from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
+    from codeexecutor.modeling.tokenizer import structural_ids, train_tokenizer
 
     tok = train_tokenizer(inputs * 3, vocab_size=800, min_frequency=1)
     torch.manual_seed(0)

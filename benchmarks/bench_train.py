@@ -24,8 +24,8 @@ from _common import ROOT, write_report  # noqa: E402
 def setup(data: pathlib.Path, preset: str = "tiny"):
     import datasets
 
-    from codeexecutor.model import CodeExecutorConfig, CodeExecutorModel
-    from codeexecutor.tokenizer import Encoder, structural_ids, train_tokenizer
+    from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
+    from codeexecutor.modeling.tokenizer import Encoder, structural_ids, train_tokenizer
     from codeexecutor.train import tokenize
 
     ds = datasets.concatenate_datasets([datasets.load_from_disk(str(data / n))["train"] for n in

@@ -117,7 +117,7 @@ def _load_plugins() -> None:
     """Subcommands that live in other packages of the project register themselves here."""
     import importlib
 
-    for module in ("mutation.cli", "curricula.cli", "codeexecutor.train_cli", "codeexecutor.generation_cli", "eval.cli"):
+    for module in ("mutation.cli", "curricula.cli", "codeexecutor.train_cli", "codeexecutor.generation.cli", "eval.cli"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

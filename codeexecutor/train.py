@@ -44,8 +44,10 @@ class ModelArgs:
     """The model and its tokenizer."""
 
     preset: str = "tiny"  # base | tiny
-    init: str | None = None  # local dir or hub id of a UniXcoder/RoBERTa checkpoint to start from
+    init: str | None = None  # folder or hub id to start from: microsoft/codeexecutor, microsoft/unixcoder-base, a run's export
     tokenizer: str | None = None  # a saved tokenizer; default: init's, else trained on the data
+    format_profile: str | None = None  # official | exact; default: init's (the release: official), else exact
+    exception_step: bool = True  # crashing traces end with <exception> (added to the released vocabulary if needed)
     vocab_size: int = 8000  # for a trained tokenizer
     max_code_length: int = 256
     max_trace_length: int = 768
@@ -144,11 +146,13 @@ class Curriculum:
         return cur
 
     def validate(self, base_dir: str | None = None) -> list[str]:
-        from codeexecutor.format import TASK_TOKENS
+        from codeexecutor.modeling.format import TASK_TOKENS
 
         p = []
         if self.model.preset not in ("base", "tiny"):
             p.append(f"model.preset must be base or tiny, got {self.model.preset!r}")
+        if self.model.format_profile not in (None, "official", "exact"):
+            p.append(f"model.format_profile must be official or exact, got {self.model.format_profile!r}")
         if not 8 <= self.model.max_code_length <= 1024 or not 8 <= self.model.max_trace_length <= 1024:
             p.append("model.max_code_length and max_trace_length must be in [8, 1024]")
         if self.model.max_code_length + self.model.max_trace_length > 1024:
@@ -239,8 +243,10 @@ class StageData:
 
 
 def tokenize(ds, encoder):
-    return ds.map(lambda b: encoder.encode_batch(b["input"], b["target"]), batched=True,
-                  remove_columns=ds.column_names, desc="tokenizing", load_from_cache_file=True)
+    """Ids of a dataset in the encoder's format profile, serialized from the structured
+    columns (cached by `datasets` per profile and tokenizer)."""
+    return ds.map(encoder.encode_rows, batched=True, remove_columns=ds.column_names, desc="tokenizing",
+                  load_from_cache_file=True)
 
 
 # -- the loop -----------------------------------------------------------------------------------
@@ -285,16 +291,32 @@ def lr_at(stages: list[Stage], global_step: int) -> float:
     return 0.0
 
 
-def build_tokenizer(cur: Curriculum, base_dir: str, out: str, rank: int):
+def resolve_profile(cur: Curriculum):
+    """The run's format profile: the curriculum's; else its init's (the released
+    checkpoint is `official`); else `exact`."""
+    from codeexecutor.modeling.profiles import Profile
+
+    name = cur.model.format_profile
+    if name is None and cur.model.init:
+        from codeexecutor.modeling.loading import folder_profile, read_config, resolve
+
+        path = resolve(cur.model.init)
+        name = folder_profile(path, read_config(path))
+    return Profile(name or "exact", cur.model.exception_step)
+
+
+def build_tokenizer(cur: Curriculum, base_dir: str, out: str, rank: int, profile):
     import torch.distributed as dist
 
-    from codeexecutor.tokenizer import load_tokenizer, train_tokenizer
+    from codeexecutor.modeling.tokenizer import load_tokenizer, train_tokenizer
 
     path = os.path.join(out, "tokenizer")
     if not os.path.isdir(path):
         if rank == 0:
             if cur.model.tokenizer or cur.model.init:
-                tok = load_tokenizer(cur.model.tokenizer or cur.model.init)
+                from codeexecutor.modeling.loading import resolve
+
+                tok = load_tokenizer(resolve(cur.model.tokenizer or cur.model.init), exception=profile.exception_step)
             else:
                 import datasets
 
@@ -303,29 +325,31 @@ def build_tokenizer(cur: Curriculum, base_dir: str, out: str, rank: int):
                     for src in st.sources:
                         ds = datasets.load_from_disk(os.path.join(base_dir, src.path))
                         ds = ds["train"] if isinstance(ds, datasets.DatasetDict) else ds
-                        texts += list(ds["input"]) + list(ds["target"])
+                        for row in ds:
+                            texts += profile.example(row)
                 tok = train_tokenizer(texts, vocab_size=cur.model.vocab_size)
             tmp = path + ".tmp"
             tok.save_pretrained(tmp)
             os.replace(tmp, path)
         dist.barrier()
-    return load_tokenizer(path)
+    return load_tokenizer(path, exception=profile.exception_step)
 
 
-def build_model(cur: Curriculum, tok):
-    from codeexecutor.model import CodeExecutorConfig, CodeExecutorModel
-    from codeexecutor.tokenizer import structural_ids
+def build_model(cur: Curriculum, tok, profile):
+    from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
+    from codeexecutor.modeling.tokenizer import structural_ids
 
-    cfg = CodeExecutorConfig.preset(
-        cur.model.preset, vocab_size=len(tok), max_code_length=cur.model.max_code_length,
-        max_trace_length=cur.model.max_trace_length, structural_weight=cur.model.structural_weight,
-        other_weight=cur.model.other_weight, structural_token_ids=structural_ids(tok),
-        mask0_token_id=tok.convert_tokens_to_ids("<mask0>"), pad_token_id=tok.pad_token_id,
-        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-    )
+    settings = dict(max_code_length=cur.model.max_code_length, max_trace_length=cur.model.max_trace_length,
+                    structural_weight=cur.model.structural_weight, other_weight=cur.model.other_weight,
+                    structural_token_ids=structural_ids(tok), mask0_token_id=tok.convert_tokens_to_ids("<mask0>"),
+                    **profile.to_config())
+    if cur.model.init:  # any supported layout; embeddings resized to the tokenizer (<exception>, format tokens)
+        from codeexecutor.modeling.loading import load_model
+
+        return load_model(cur.model.init, vocab_size=len(tok), overrides=settings)
+    cfg = CodeExecutorConfig.preset(cur.model.preset, vocab_size=len(tok), pad_token_id=tok.pad_token_id,
+                                    bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **settings)
     cfg._attn_implementation = "sdpa"
-    if cur.model.init:
-        return CodeExecutorModel.from_unixcoder(cur.model.init, cfg)
     return CodeExecutorModel(cfg)
 
 
@@ -428,11 +452,12 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
     ds_cfg = load_ds_config(ds_config_path, cur.train, world)
     zero_stage = ds_cfg.get("zero_optimization", {}).get("stage", 0)
     torch.manual_seed(cur.train.seed)
-    tok = build_tokenizer(cur, base_dir, out, rank)
-    from codeexecutor.tokenizer import Encoder
+    profile = resolve_profile(cur)
+    tok = build_tokenizer(cur, base_dir, out, rank, profile)
+    from codeexecutor.modeling.tokenizer import Encoder
 
-    encoder = Encoder(tok, cur.model.max_code_length, cur.model.max_trace_length)
-    model = build_model(cur, tok)
+    encoder = Encoder(tok, cur.model.max_code_length, cur.model.max_trace_length, profile)
+    model = build_model(cur, tok, profile)
     if rank == 0:
         with open(os.path.join(out, "curriculum.json"), "w") as f:
             json.dump({"model": asdict(cur.model), "train": asdict(cur.train), "stages": [asdict(s) for s in cur.stages],
@@ -484,9 +509,9 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
         data = StageData(stage, encoder, base_dir, subsets)
         bar = None
         if rank == 0:
-            from tqdm import tqdm
+            from codeexecutor.progress import bar as progress_bar
 
-            bar = tqdm(total=stage.steps, initial=global_step - start_of, desc=f"stage {si + 1} {stage.name}", unit="step")
+            bar = progress_bar(total=stage.steps, initial=global_step - start_of, desc=f"stage {si + 1} {stage.name}", unit="step")
         engine.train()
         t0, tokens = time.perf_counter(), 0
         while global_step < min(end_of, limit):

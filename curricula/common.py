@@ -10,7 +10,7 @@ import shutil
 from typing import Iterable
 
 from codeexecutor.execution.records import ExecResult, ExecStatus
-from codeexecutor.format import format_code, format_trace
+from codeexecutor.modeling.format import format_code, format_trace
 
 SPLITS = ("train", "valid", "test")
 

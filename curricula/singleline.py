@@ -29,7 +29,7 @@ import time
 from collections import Counter
 
 from curricula.common import SPLITS, make_example, save_dataset, write_json_atomic
-from codeexecutor.format import format_code, format_singleline_target
+from codeexecutor.modeling.format import format_code, format_singleline_target
 
 TASK = "singleline"
 _SIMPLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)

@@ -20,26 +20,49 @@ def _write(report: dict, path: str) -> None:
 
 
 def _eval_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=os.path.join("demo_out", "pretrain", "final"), help="trained model folder")
-    p.add_argument("--data", required=True, help="folder of built datasets (codeexecutor build ... --out)")
+    p.add_argument("--model", default=os.path.join("demo_out", "pretrain", "final"),
+                   help="model folder (ours or the released checkpoint's) or hub id")
+    p.add_argument("--data", required=True, help="folder of built datasets (codeexecutor build ... --out), or a test "
+                   "file in the release's format (JSON Lines with code_tokens/trace_tokens, e.g. codenetmut_test.json)")
+    p.add_argument("--task", choices=("codenet", "tutorial", "singleline"),
+                   help="task token of a release-format file (default: from its name, else codenet)")
     p.add_argument("--split", default="test")
-    p.add_argument("--limit", type=int, default=200, help="examples per dataset (default 200; 0 = all)")
+    p.add_argument("--limit", type=int, default=0, help="score a fixed random sample of N examples per dataset (default: all)")
     p.add_argument("--beam", type=int, default=10)
-    p.add_argument("--max-length", type=int, default=768)
+    p.add_argument("--max-length", type=int, help="generated tokens at most (default and cap: the model's, 768)")
+    p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--resource-descriptions", metavar="problems.jsonl", help="also evaluate runtime errors with input specs as docstrings")
-    p.add_argument("--out", help="report path (default DATA/evaluation.json; a PNG goes beside it)")
+    p.add_argument("--out", help="report path (default DATA/evaluation.json or FILE.evaluation.json; predictions and a PNG go beside it)")
 
 
 def _eval_run(args: argparse.Namespace) -> int:
+    from codeexecutor.errors import UsageError
     from eval.evaluate import evaluate_model, plot, table3
 
+    if args.limit < 0 or args.beam < 1 or args.batch_size < 1 or (args.max_length is not None and args.max_length < 1):
+        raise UsageError("--limit must be >= 0 and --beam, --batch-size, --max-length >= 1")
     report = evaluate_model(args.model, args.data, args.split, args.limit or None, args.beam, args.max_length,
-                            resource_descriptions=args.resource_descriptions)
-    out = args.out or os.path.join(args.data, "evaluation.json")
+                            args.batch_size, resource_descriptions=args.resource_descriptions, task=args.task)
+    if args.out:
+        out = args.out
+    elif os.path.isfile(args.data):
+        out = os.path.splitext(args.data)[0] + ".evaluation.json"
+    else:
+        out = os.path.join(args.data, "evaluation.json")
+    predictions = report.pop("predictions")
+    _write_jsonl(predictions, os.path.splitext(out)[0] + ".predictions.jsonl")
     _write(report, out)
     plot(report, os.path.splitext(out)[0] + ".png")
     print(table3(report))
     return 0
+
+
+def _write_jsonl(rows: list[dict], path: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
 
 
 def _rerank_args(p: argparse.ArgumentParser) -> None:

@@ -1,15 +1,22 @@
-"""`codeexecutor evaluate --model DIR --data DIR`: Table 3 (and more) for built test sets.
+"""`codeexecutor evaluate --model M --data DIR|FILE.json`: Table 3 (and more) for test sets.
 
-For every dataset found under DIR (folders written by `codeexecutor build`: codenetmut,
-tutorial, singleline and the error-trace set), the model generates a trace for each
-example of the chosen split; the report has, per dataset: the official (positional)
-metrics, the aligned variant, ORCA's trace metrics, and a per-category breakdown in
-the spirit of the paper's Table 4 (loops, conditionals, lists, strings, function
-calls, by the constructs the code uses). Runtime-error metrics are computed over the
+`--data DIR`: every dataset found under DIR (folders written by `codeexecutor build`:
+codenetmut, tutorial, singleline and the error-trace set) is serialized in the model's
+format profile from its structured steps, and the model generates a trace for each
+example of the chosen split. `--data FILE.json`: a test file in the release's format
+(JSON Lines with `code_tokens` and `trace_tokens`, optional `id`, `code`, `trace`), fed
+as the release feeds it: `<task> ` + the code tokens joined by spaces.
+
+Golds are cut as the release cuts them (766 BPE tokens, then decoded). The Table-3
+numbers are the release's metric (eval/trace_metrics.py, its SingleLine variant for
+SingleLine); our aligned variant, ORCA's trace metrics and a per-category breakdown in
+the spirit of the paper's Table 4 (loops, conditionals, lists, strings, function calls)
+come beside them, each under its own name. Runtime-error metrics are computed over the
 error-trace test set together with the codenetmut test programs (the negatives); with
 `--resource-descriptions problems.jsonl` once more with each problem's input
 specification prepended as a docstring (Bieber et al.). The report is written as JSON
-(`--out`, default DIR/evaluation.json) with a PNG of the per-category accuracy.
+(`--out`, default DIR/evaluation.json or FILE.evaluation.json), the predictions beside
+it as JSON Lines, with a PNG of the per-category accuracy.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import ast
 import os
 from collections import defaultdict
 
-from eval.trace_metrics import TraceRecord, error_metrics, orca_metrics, trace_metrics
+from eval.trace_metrics import TraceRecord, aligned_metrics, error_metrics, orca_metrics, table3_metrics
 
 PAPER_TABLE3 = {  # output acc, trace acc, line F1, identifier F1 (CodeExecutor)
     "singleline": (None, 94.03, 94.03, 97.23),
@@ -26,6 +33,7 @@ PAPER_TABLE3 = {  # output acc, trace acc, line F1, identifier F1 (CodeExecutor)
     "codenetmut": (48.06, 33.38, 49.96, 54.31),
 }
 CATEGORIES = ("loops", "conditionals", "lists", "strings", "function_calls")
+METRIC_NAME = "release: CodeExecutor inference/metric.py (compute_metrics; compute_singleline_metrics for SingleLine)"
 
 
 def categories(code: str) -> list[str]:
@@ -78,98 +86,179 @@ def _shift(rec: TraceRecord, offset: int) -> TraceRecord:
     return TraceRecord(steps, rec.exception, line)
 
 
-def evaluate_model(model: str, data: str, split: str = "test", limit: int | None = 200, beam: int = 10,
-                   max_length: int = 768, batch_size: int = 8, resource_descriptions: str | None = None,
-                   progress: bool = True) -> dict:
-    import datasets
+def sample(n: int, limit: int | None, seed: int = 0) -> list[int]:
+    """Indices of all n examples, or of a fixed random sample of `limit` of them (in order)."""
+    if not limit or limit >= n:
+        return list(range(n))
+    import random
 
-    from codeexecutor.format import format_code
+    return sorted(random.Random(seed).sample(range(n), limit))
+
+
+def task_of_file(path: str, task: str | None) -> str:
+    if task:
+        return task
+    name = os.path.basename(path).lower()
+    return "singleline" if "singleline" in name else "tutorial" if "tutorial" in name else "codenet"
+
+
+def read_release_file(path: str) -> list[dict]:
+    """Rows of a test file in the release's format; UsageError naming the bad line."""
+    import json
+
+    from codeexecutor.errors import UsageError
+    from codeexecutor.source import read_text_file
+
+    rows = []
+    for n, line in enumerate(read_text_file(path, "test file").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if not isinstance(row.get("code_tokens"), list) or not isinstance(row.get("trace_tokens"), list):
+                raise ValueError("no code_tokens/trace_tokens lists")
+        except (ValueError, AttributeError) as exc:
+            raise UsageError(f"{path}:{n}: not a line of the release's test format ({exc}); expected JSON with "
+                             "\"code_tokens\" and \"trace_tokens\" lists (codenetmut_test.json)") from None
+        if row["code_tokens"]:  # the release skips empty programs too
+            rows.append(row)
+    if not rows:
+        raise UsageError(f"{path} has no examples (expected JSON Lines with code_tokens and trace_tokens)")
+    return rows
+
+
+def _generate(gen, inputs: list[str], beam: int, max_length: int | None, batch_size: int, progress: bool) -> list[str]:
+    outs = []
+    it = range(0, len(inputs), batch_size)
+    if progress:
+        from codeexecutor.progress import bar
+
+        it = bar(it, desc="generating", unit="batch")
+    for i in it:
+        outs += gen.generate(inputs[i : i + batch_size], beam=beam, max_length=max_length, batch_size=batch_size)
+    return [o.text for o in outs]
+
+
+def _score(name: str, split: str, codes: list[str], preds: list[str], golds: list[str], parse, singleline: bool) -> dict:
+    precs, refs = [TraceRecord.from_parsed(parse(t)) for t in preds], [TraceRecord.from_parsed(parse(t)) for t in golds]
+    entry = {
+        "split": split,
+        "examples": len(golds),
+        "table3": table3_metrics(preds, golds, singleline=singleline),
+        "aligned": aligned_metrics(precs, refs),
+        "orca": orca_metrics(precs, refs),
+        "categories": {},
+    }
+    by_cat = defaultdict(list)
+    for i, code in enumerate(codes):
+        for c in categories(code):
+            by_cat[c].append(i)
+    for c, idx in by_cat.items():
+        m = table3_metrics([preds[i] for i in idx], [golds[i] for i in idx], singleline=singleline)
+        entry["categories"][c] = {"programs": len(idx), "trace_accuracy": m["trace_accuracy"], "output_accuracy": m["output_accuracy"]}
+    return entry
+
+
+def evaluate_model(model: str, data: str, split: str = "test", limit: int | None = None, beam: int = 10,
+                   max_length: int | None = None, batch_size: int = 8, resource_descriptions: str | None = None,
+                   progress: bool = True, task: str | None = None) -> dict:
+    from codeexecutor.errors import UsageError
     from codeexecutor.generation import TraceGenerator
 
-    found = find_datasets(data)
-    if not found:
-        from codeexecutor.errors import UsageError
-
+    if not os.path.exists(data):
+        raise UsageError(f"no test data at {data}: pass a folder of built datasets (codeexecutor build ... --out) "
+                         "or a test file in the release's format (codenetmut_test.json)")
+    rows_of_file = read_release_file(data) if os.path.isfile(data) else None
+    found = {} if rows_of_file is not None else find_datasets(data)
+    if rows_of_file is None and not found:
         raise UsageError(f"no built datasets under {data} (run `codeexecutor build ...` first)")
     gen = TraceGenerator(model)
+    enc, profile = gen.encoder, gen.profile
+    report: dict = {"model": model, "data": data, "split": split, "beam": beam, "metric": METRIC_NAME,
+                    "format_profile": profile.label, "datasets": {}}
+    predictions: list[dict] = []
+
+    if rows_of_file is not None:
+        name = task_of_file(data, task)
+        rows = [rows_of_file[i] for i in sample(len(rows_of_file), limit)]
+        inputs = [f"<{name}> " + " ".join(r["code_tokens"]) for r in rows]
+        golds = [enc.gold(" ".join(r["trace_tokens"])) for r in rows]
+        preds = _generate(gen, inputs, beam, max_length, batch_size, progress)
+        codes = [r.get("code", "") for r in rows]
+        report["datasets"][name] = _score(name, os.path.basename(data), codes, preds, golds, gen.parse, name == "singleline")
+        predictions += [{"dataset": name, "id": r.get("id", i), "prediction": p, "gold": g}
+                        for i, (r, p, g) in enumerate(zip(rows, preds, golds))]
+        return {**report, "predictions": predictions}
+
+    import datasets
+
     docs = _docstrings(resource_descriptions)
-    report: dict = {"model": model, "data": data, "split": split, "beam": beam, "datasets": {}}
     error_pairs: dict[str, list] = {"plain": [], "described": []}
-
-    def predict(rows, with_docs=False):
-        inputs, offsets = [], []
-        for r in rows:
-            code, offset = r["code"], 0
-            if with_docs and r["problem_id"] in docs:
-                doc = '"""' + docs[r["problem_id"]].replace('"""', "'''") + '\n"""\n'
-                code, offset = doc + code, doc.count("\n")
-            inputs.append(format_code(code, r["task"]) if len(code.splitlines()) <= 200 else format_code(r["code"], r["task"]))
-            offsets.append(offset if len(code.splitlines()) <= 200 else 0)
-        outs = []
-        it = range(0, len(inputs), batch_size)
-        if progress:
-            from tqdm import tqdm
-
-            it = tqdm(it, desc="generating", unit="batch")
-        for i in it:
-            outs += gen.generate(inputs[i : i + batch_size], beam=beam, max_length=max_length, batch_size=batch_size)
-        return [_shift(TraceRecord.from_text(o.text), k) for o, k in zip(outs, offsets)]
-
     for name, path in found.items():
         dd = datasets.load_from_disk(path)
         use = split if split in dd else ("valid" if "valid" in dd else None)
         if use is None:
             continue
-        rows = list(dd[use])[: limit or None]
+        table = dd[use]
+        rows = [table[i] for i in sample(len(table), limit)]
         if not rows:
             continue
-        preds = predict(rows)
-        refs = [TraceRecord.from_text(r["target"]) for r in rows]
-        entry = {
-            "split": use,
-            "official": trace_metrics(preds, refs),
-            "aligned": trace_metrics(preds, refs, aligned=True),
-            "orca": orca_metrics(preds, refs),
-            "categories": {},
-        }
-        by_cat = defaultdict(list)
-        for i, r in enumerate(rows):
-            for c in categories(r["code"]):
-                by_cat[c].append(i)
-        for c, idx in by_cat.items():
-            m = trace_metrics([preds[i] for i in idx], [refs[i] for i in idx])
-            entry["categories"][c] = {"programs": len(idx), "trace_accuracy": m["trace_accuracy"], "output_accuracy": m["output_accuracy"]}
-        report["datasets"][name] = entry
+        pairs = [profile.example(r) for r in rows]
+        golds = [enc.gold(t) for _, t in pairs]
+        preds = _generate(gen, [c for c, _ in pairs], beam, max_length, batch_size, progress)
+        singleline = rows[0]["task"] == "singleline"
+        report["datasets"][name] = _score(name, use, [r["code"] for r in rows], preds, golds, gen.parse, singleline)
+        predictions += [{"dataset": name, "id": r["id"], "prediction": p, "gold": g} for r, p, g in zip(rows, preds, golds)]
         if name in ("errors", "codenetmut"):
-            error_pairs["plain"] += list(zip(preds, refs))
+            refs = [TraceRecord.from_parsed(gen.parse(t)) for _, t in pairs]  # uncut: the exception step is the label
+            error_pairs["plain"] += [(TraceRecord.from_parsed(gen.parse(p)), r) for p, r in zip(preds, refs)]
             if docs:
-                error_pairs["described"] += list(zip(predict(rows, with_docs=True), refs))
+                error_pairs["described"] += list(zip(_described(gen, rows, docs, beam, max_length, batch_size, progress), refs))
     if error_pairs["plain"]:
         p, r = zip(*error_pairs["plain"])
         report["runtime_errors"] = error_metrics(p, r)
         if error_pairs["described"]:
             p, r = zip(*error_pairs["described"])
             report["runtime_errors_with_resource_descriptions"] = error_metrics(p, r)
-    return report
+    return {**report, "predictions": predictions}
+
+
+def _described(gen, rows, docs, beam, max_length, batch_size, progress) -> list[TraceRecord]:
+    """Predictions with each problem's input spec prepended as a docstring, in the
+    program's own line numbers."""
+    inputs, offsets = [], []
+    for r in rows:
+        code, offset = r["code"], 0
+        if r["problem_id"] in docs:
+            doc = '"""' + docs[r["problem_id"]].replace('"""', "'''") + '\n"""\n'
+            if len((doc + code).splitlines()) <= 200:
+                code, offset = doc + code, doc.count("\n")
+        inputs.append(gen.code_input(code, r["task"]))
+        offsets.append(offset)
+    texts = _generate(gen, inputs, beam, max_length, batch_size, progress)
+    return [_shift(TraceRecord.from_parsed(gen.parse(t)), k) for t, k in zip(texts, offsets)]
 
 
 def table3(report: dict) -> str:
-    head = f"{'test set':12} {'split':6} {'n':>5} {'output acc':>10} {'trace acc':>10} {'line F1':>8} {'ident F1':>9}   paper (out/trace/line/ident)"
-    lines = [head]
+    lines = [f"metric: {report.get('metric', METRIC_NAME)}; format profile {report.get('format_profile', '?')}",
+             f"{'test set':12} {'split':10} {'n':>6} {'output acc':>10} {'trace acc':>10} {'line F1':>8} {'ident F1':>9}"
+             "   paper (out/trace/line/ident)"]
+    fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
     for name, e in report["datasets"].items():
-        m = e["official"]
+        m = e["table3"]
         paper = PAPER_TABLE3.get(name)
-        ref = " / ".join("-" if v is None else f"{v:.2f}" for v in paper) if paper else ""
-        out = "-" if m["output_accuracy"] is None else f"{m['output_accuracy']:.2f}"
-        lines.append(f"{name:12} {e['split']:6} {m['programs']:5d} {out:>10} {m['trace_accuracy']:10.2f} {m['line_f1']:8.2f} {m['identifier_f1']:9.2f}   {ref}")
+        ref = " / ".join(fmt(v) for v in paper) if paper else ""
+        lines.append(f"{name:12} {e['split']:10} {e['examples']:6d} {fmt(m['output_accuracy']):>10} {fmt(m['trace_accuracy']):>10} "
+                     f"{fmt(m['line_f1']):>8} {fmt(m['identifier_f1']):>9}   {ref}")
         a = e["aligned"]
-        lines.append(f"{'  aligned':12} {'':6} {'':5} {'':>10} {'':>10} {a['line_f1']:8.2f} {a['identifier_f1']:9.2f}")
+        lines.append(f"{'  (ours: aligned)':30} {fmt(a['aligned_output_accuracy']):>10} {fmt(a['aligned_trace_accuracy']):>10} "
+                     f"{fmt(a['aligned_line_f1']):>8} {fmt(a['aligned_identifier_f1']):>9}")
     for key in ("runtime_errors", "runtime_errors_with_resource_descriptions"):
         if key in report:
             r = report[key]
-            fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
-            lines.append(f"{key}: detection {fmt(r['detection_accuracy'])}% (TP {r['tp']} FP {r['fp']} FN {r['fn']} TN {r['tn']}), "
-                         f"localisation {fmt(r['localisation_accuracy'])}%, kind acc {fmt(r['kind_accuracy'])}%, weighted F1 {fmt(r['kind_weighted_f1'])}")
+            f1 = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
+            lines.append(f"{key}: detection {f1(r['detection_accuracy'])}% (TP {r['tp']} FP {r['fp']} FN {r['fn']} TN {r['tn']}), "
+                         f"localisation {f1(r['localisation_accuracy'])}%, kind acc {f1(r['kind_accuracy'])}%, weighted F1 {f1(r['kind_weighted_f1'])}")
     return "\n".join(lines)
 
 

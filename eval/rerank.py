@@ -118,7 +118,7 @@ def similarity(a: str, b: str) -> float:
 def rerank(problems: list[Problem], model: str, beam: int = 4, max_length: int = 256, ks=(1, 10),
            timeout: float = 3.0, progress: bool = True) -> dict:
     from codeexecutor.execution import ExecutorPool, Limits, Program
-    from codeexecutor.format import FormatError, format_code, parse_trace
+    from codeexecutor.modeling.format import FormatError
     from codeexecutor.generation import TraceGenerator
 
     gen = TraceGenerator(model)
@@ -126,9 +126,9 @@ def rerank(problems: list[Problem], model: str, beam: int = 4, max_length: int =
     limits = Limits(timeout=timeout, max_steps=100_000)
     it = problems
     if progress:
-        from tqdm import tqdm
+        from codeexecutor.progress import bar
 
-        it = tqdm(problems, desc="rerank", unit="problem")
+        it = bar(problems, desc="rerank", unit="problem")
     with ExecutorPool(2, limits) as pool:
         for prob in it:
             if not prob.examples:
@@ -142,11 +142,11 @@ def rerank(problems: list[Problem], model: str, beam: int = 4, max_length: int =
             inputs, usable = [], []
             for i, p in enumerate(programs):
                 try:
-                    inputs.append(format_code(p, "codenet"))
+                    inputs.append(gen.code_input(p, "codenet"))
                     usable.append(i)
                 except FormatError:
                     pass
-            predicted = {i: parse_trace(g.text).output for i, g in zip(usable, gen.generate(inputs, beam=beam, max_length=max_length))}
+            predicted = {i: gen.parse(g.text).output for i, g in zip(usable, gen.generate(inputs, beam=beam, max_length=max_length))}
             n = len(prob.samples)
             c = sum(passed.values())
             order_model = sorted(range(n), key=lambda i: (-similarity(predicted.get(i, ""), expected), i))

@@ -52,14 +52,13 @@ def build_set(codenet: str, problems: int = 20, per_problem: int = 4, seed: int 
 
 @torch.no_grad()
 def embed(gen, codes: list[str], batch_size: int = 16) -> torch.Tensor:
-    from codeexecutor.format import format_code
-    from codeexecutor.model import POSITION_OFFSET, additive
-    from codeexecutor.tokenizer import pad
+    from codeexecutor.modeling.model import POSITION_OFFSET, additive
+    from codeexecutor.modeling.tokenizer import pad
 
     m, enc = gen.model, gen.encoder
     vecs = []
     for i in range(0, len(codes), batch_size):
-        b = pad([enc.code(format_code(c)) for c in codes[i : i + batch_size]], enc.pad, "code")
+        b = pad([enc.code(gen.code_input(c)) for c in codes[i : i + batch_size]], enc.pad, "code")
         ids, mask = b["code_ids"].to(gen.device), b["code_mask"].to(gen.device)
         B, S = ids.shape
         att = mask.bool()[:, None, :].expand(B, S, S) | torch.eye(S, dtype=torch.bool, device=ids.device)[None]
@@ -86,13 +85,12 @@ def mean_average_precision(scores: torch.Tensor, groups: list[str]) -> float:
 
 
 def code_search(model: str, programs: list[dict], beam: int = 2, max_length: int = 256, weight: float = 0.2) -> dict:
-    from codeexecutor.format import format_code, parse_trace
     from codeexecutor.generation import TraceGenerator
 
     gen = TraceGenerator(model)
     emb = embed(gen, [p["code"] for p in programs])
     cos = emb @ emb.T
-    outs = [parse_trace(g.text).output for g in gen.generate([format_code(p["code"]) for p in programs], beam=beam, max_length=max_length)]
+    outs = [gen.parse(g.text).output for g in gen.generate([gen.code_input(p["code"]) for p in programs], beam=beam, max_length=max_length)]
     out_sim = torch.tensor([[similarity(a, b) for b in outs] for a in outs])
     groups = [p["problem_id"] for p in programs]
     return {"model": model, "programs": len(programs), "problems": len(set(groups)),

@@ -1,25 +1,42 @@
-"""Metrics over traces (SPEC §7), as pure functions on parsed steps.
+"""Metrics over traces (SPEC §7).
 
-Official (as the CodeExecutor release computes them): step i of the prediction is
-compared with step i of the reference (positional); a state is an unordered
-name -> value dict; counts are summed over all programs before dividing (micro);
-output accuracy counts only programs whose reference printed something; a generated
-final segment without `</state>` is dropped by the parser before scoring.
+The release's metric (CodeExecutor `inference/metric.py`), on trace *texts*, reported
+under the names `output_accuracy, trace_accuracy, line_precision, line_recall, line_f1,
+identifier_precision, identifier_recall, identifier_f1` (percent, rounded to 2 places
+as the release prints them):
 
-  output accuracy   predicted outputs (in order) == reference outputs
-  trace accuracy    every step equal (line and state), same number of steps
-  line P/R/F1       positions whose line numbers agree / predicted (P) or reference (R) steps
-  identifier P/R/F1 (name, value) pairs agreeing at the same position / predicted (P) or
-                    reference (R) pairs
+* A text is cut into segments at every `<line>` and every `<output>` (text before the
+  first marker is a segment of its own); the last segment is dropped when it has no
+  `</state>`, in the prediction and in the gold alike, so a trailing `<output>` is
+  never scored.
+* Two segments are equal when: either holds `<output>` or lacks `<state>`: the same
+  string; otherwise the text before `<state>` (the line info) is the same and the
+  states, split on `<dictsep>` and each item on its first `:` (both sides stripped),
+  are the same dict.
+* output accuracy: over programs whose gold has output; right when the list of outputs
+  (text after `<output> `, up to the next marker, non-empty) is equal.
+* trace accuracy: every gold segment equal to the predicted one at its position, and as
+  many segments (outputs included).
+* line P/R/F1: positionally equal *whole segments* over predicted / gold segments,
+  micro-averaged over all programs.
+* identifier P/R/F1: equal name=value pairs at the same position, counted only where
+  the line info matches, over predicted / gold pairs, micro-averaged.
+* SingleLine (`release_singleline_metrics`): the whole text is one state (split on
+  `<dictsep>`, each item's name and value the first and second `:`-separated fields);
+  trace accuracy (dict equality) and identifier P/R/F1.
 
-`aligned=True` is our variant: predicted and reference steps are first aligned by
-their line sequences (longest matching blocks, difflib), so one missing step does not
-shift every later comparison; then the same counts are taken over aligned pairs.
+The release divides by zero where a count is zero (no gold output, nothing predicted);
+we report None (output accuracy) or 0 there instead.
+
+Our variant, `aligned_metrics`, works on parsed steps (TraceRecord): predicted and
+reference steps are first aligned by their line sequences (longest matching blocks,
+difflib), so one missing step does not shift every later comparison; its names all
+start with `aligned_`.
 
 Runtime errors (program level): detection accuracy with TP/FP/FN/TN (a crash predicted
 <=> the predicted trace ends with an <exception> step), localisation accuracy (among
-real crashes detected, the predicted line equals the real one), error-kind accuracy
-and support-weighted F1 over exception types. ORCA's trace metrics: exact match,
+real crashes, the predicted line equals the real one), error-kind accuracy and
+support-weighted F1 over exception types. ORCA's trace metrics: exact match,
 prefix-match P/R (the longest common prefix of the line sequences) and coverage P/R
 (the sets of executed lines).
 """
@@ -46,7 +63,7 @@ class TraceRecord:
 
     @classmethod
     def from_text(cls, text: str) -> "TraceRecord":
-        from codeexecutor.format import parse_trace
+        from codeexecutor.modeling.format import parse_trace
 
         return cls.from_parsed(parse_trace(text))
 
@@ -55,15 +72,162 @@ class TraceRecord:
         return [o for _, _, o in self.steps if o]
 
 
-def _prf(correct: int, predicted: int, reference: int) -> tuple[float, float, float]:
-    p = correct / predicted if predicted else 0.0
-    r = correct / reference if reference else 0.0
-    return p, r, (2 * p * r / (p + r) if p + r else 0.0)
+# -- the release's metric, on texts ----------------------------------------------------------------
+
+def _markers(text: str, marker: str) -> list[int]:
+    out, at = [], text.find(marker)
+    while at != -1:
+        out.append(at)
+        at = text.find(marker, at + 1)
+    return out
 
 
-def _pairs(pred: TraceRecord, ref: TraceRecord, aligned: bool) -> list[tuple[int, int]]:
-    if not aligned:
-        return [(i, i) for i in range(min(len(pred.steps), len(ref.steps)))]
+def release_segments(text: str) -> list[str]:
+    """`parse_text_into_sent`: segments at every <line> and <output>; a last segment
+    without </state> dropped."""
+    cuts = sorted({0, len(text), *_markers(text, "<line>"), *_markers(text, "<output>")})
+    segments = []
+    for i in range(1, len(cuts)):
+        segment = text[cuts[i - 1] : cuts[i]]
+        if i == len(cuts) - 1 and "</state>" not in segment:
+            continue
+        segments.append(segment)
+    return segments
+
+
+def release_outputs(segments: Sequence[str]) -> list[str]:
+    """`get_output_from_trace`: the non-empty text after `<output> ` of output segments."""
+    out = []
+    for segment in segments:
+        if "<output>" in segment:
+            text = segment[len("<output> ") :].strip()
+            if "_____event" in text:
+                text = text[: text.find("_____event")].strip()
+            if text:
+                out.append(text)
+    return out
+
+
+def _line_and_state(segment: str) -> tuple[str, dict[str, str]]:
+    """The line info and the state dict of a segment, exactly as the release slices them
+    (including its slicing of segments without <state>)."""
+    at = segment.find("<state>")
+    line = segment[0:at].strip()
+    rest = segment[at:].strip()
+    if rest.startswith("<state>"):
+        rest = rest[len("<state>") :]
+    if rest.endswith("</state>"):
+        rest = rest[: -len("</state>")]
+    state = {}
+    for item in rest.split("<dictsep>"):
+        if ":" in item:
+            k = item.index(":")
+            state[item[:k].strip()] = item[k + 1 :].strip()
+    return line, state
+
+
+def _same_pairs(a: Mapping[str, str], b: Mapping[str, str]) -> int:
+    return sum(1 for k in a.keys() & b.keys() if a[k] == b[k])
+
+
+def _compare(pred: str, gold: str) -> tuple[bool, int]:
+    """`same_sent`: (segments equal, identifiers credited)."""
+    if "<output>" in pred or "<output>" in gold or "<state>" not in pred or "<state>" not in gold:
+        return pred == gold, 0
+    p_line, p_state = _line_and_state(pred)
+    g_line, g_state = _line_and_state(gold)
+    if p_line != g_line:
+        return False, 0
+    return p_state == g_state, _same_pairs(p_state, g_state)
+
+
+def _ratio(a: int, b: int) -> float:
+    return a / b if b else 0.0
+
+
+def _f1(p: float, r: float) -> float:
+    return 2 * p * r / (p + r) if p + r else 0.0
+
+
+def _pct(x: float | None) -> float | None:
+    return None if x is None else round(100 * x, 2)
+
+
+def release_metrics(predictions: Sequence[str], references: Sequence[str]) -> dict:
+    """`compute_metrics` (Tutorial, CodeNetMut): Table-3 numbers from trace texts."""
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions for {len(references)} references")
+    exact = with_output = output_ok = 0
+    right = n_pred = n_gold = 0
+    id_right = id_pred = id_gold = 0
+    for pred, gold in zip(predictions, references):
+        pred, gold = pred.strip(), gold.strip()
+        p_segs, g_segs = release_segments(pred), release_segments(gold)
+        gold_out = release_outputs(g_segs)
+        with_output += bool(gold_out)
+        output_ok += bool(gold_out) and gold_out == release_outputs(p_segs)
+        same = credited = 0
+        for i in range(min(len(g_segs), len(p_segs))):
+            equal, ids = _compare(p_segs[i], g_segs[i])
+            same += equal
+            credited += ids
+        right, n_pred, n_gold = right + same, n_pred + len(p_segs), n_gold + len(g_segs)
+        id_right += credited
+        id_pred += sum(len(_line_and_state(s)[1]) for s in p_segs)
+        id_gold += sum(len(_line_and_state(s)[1]) for s in g_segs)
+        exact += same == len(g_segs) and len(p_segs) == len(g_segs)
+    n = len(references)
+    lp, lr = _ratio(right, n_pred), _ratio(right, n_gold)
+    ip, ir = _ratio(id_right, id_pred), _ratio(id_right, id_gold)
+    return {
+        "output_accuracy": _pct(output_ok / with_output) if with_output else None,
+        "trace_accuracy": _pct(_ratio(exact, n)),
+        "line_precision": _pct(lp), "line_recall": _pct(lr), "line_f1": _pct(_f1(lp, lr)),
+        "identifier_precision": _pct(ip), "identifier_recall": _pct(ir), "identifier_f1": _pct(_f1(ip, ir)),
+        "programs": n, "programs_with_output": with_output,
+    }
+
+
+def _singleline_state(text: str) -> dict[str, str]:
+    if text.startswith("<state>"):
+        text = text[len("<state>") :]
+    if text.endswith("</state>"):
+        text = text[: -len("</state>")]
+    state = {}
+    for item in text.split("<dictsep>"):
+        if ":" in item:
+            fields = item.split(":")
+            state[fields[0].strip()] = fields[1].strip()
+    return state
+
+
+def release_singleline_metrics(predictions: Sequence[str], references: Sequence[str]) -> dict:
+    """`compute_singleline_metrics`: trace accuracy and identifier P/R/F1 of one-state texts."""
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions for {len(references)} references")
+    exact = id_right = id_pred = id_gold = 0
+    for pred, gold in zip(predictions, references):
+        p, g = _singleline_state(pred.strip()), _singleline_state(gold.strip())
+        id_right += _same_pairs(p, g)
+        id_pred, id_gold = id_pred + len(p), id_gold + len(g)
+        exact += p == g
+    ip, ir = _ratio(id_right, id_pred), _ratio(id_right, id_gold)
+    return {
+        "output_accuracy": None, "trace_accuracy": _pct(_ratio(exact, len(references))),
+        "line_precision": None, "line_recall": None, "line_f1": None,
+        "identifier_precision": _pct(ip), "identifier_recall": _pct(ir), "identifier_f1": _pct(_f1(ip, ir)),
+        "programs": len(references), "programs_with_output": 0,
+    }
+
+
+def table3_metrics(predictions: Sequence[str], references: Sequence[str], singleline: bool = False) -> dict:
+    """The release's metric for a test set (its SingleLine variant for SingleLine)."""
+    return (release_singleline_metrics if singleline else release_metrics)(predictions, references)
+
+
+# -- our aligned variant, on parsed steps ---------------------------------------------------------
+
+def _aligned_pairs(pred: TraceRecord, ref: TraceRecord) -> list[tuple[int, int]]:
     a = [s[0] for s in pred.steps]
     b = [s[0] for s in ref.steps]
     out = []
@@ -72,8 +236,9 @@ def _pairs(pred: TraceRecord, ref: TraceRecord, aligned: bool) -> list[tuple[int
     return out
 
 
-def trace_metrics(predictions: Sequence[TraceRecord], references: Sequence[TraceRecord], aligned: bool = False) -> dict:
-    """Table-3 metrics (in %, as the paper reports them)."""
+def aligned_metrics(predictions: Sequence[TraceRecord], references: Sequence[TraceRecord]) -> dict:
+    """Our variant (percent): steps aligned by line sequence, then line and (name, value)
+    agreement over aligned pairs; output and trace accuracy on whole programs."""
     if len(predictions) != len(references):
         raise ValueError(f"{len(predictions)} predictions for {len(references)} references")
     out_total = out_ok = trace_ok = 0
@@ -90,19 +255,20 @@ def trace_metrics(predictions: Sequence[TraceRecord], references: Sequence[Trace
         line_ref += len(ref.steps)
         id_pred += sum(len(s[1]) for s in pred.steps)
         id_ref += sum(len(s[1]) for s in ref.steps)
-        for i, j in _pairs(pred, ref, aligned):
+        for i, j in _aligned_pairs(pred, ref):
             p, r = pred.steps[i], ref.steps[j]
             line_ok += p[0] == r[0]
             id_ok += len(set(dict(p[1]).items()) & set(dict(r[1]).items()))
-    lp, lr, lf = _prf(line_ok, line_pred, line_ref)
-    ip, ir, i_f = _prf(id_ok, id_pred, id_ref)
+    lp, lr = _ratio(line_ok, line_pred), _ratio(line_ok, line_ref)
+    ip, ir = _ratio(id_ok, id_pred), _ratio(id_ok, id_ref)
     n = len(references)
     return {
-        "output_accuracy": 100 * out_ok / out_total if out_total else None,
-        "trace_accuracy": 100 * trace_ok / n if n else 0.0,
-        "line_precision": 100 * lp, "line_recall": 100 * lr, "line_f1": 100 * lf,
-        "identifier_precision": 100 * ip, "identifier_recall": 100 * ir, "identifier_f1": 100 * i_f,
-        "programs": n, "programs_with_output": out_total,
+        "aligned_output_accuracy": 100 * out_ok / out_total if out_total else None,
+        "aligned_trace_accuracy": 100 * _ratio(trace_ok, n),
+        "aligned_line_precision": 100 * lp, "aligned_line_recall": 100 * lr, "aligned_line_f1": 100 * _f1(lp, lr),
+        "aligned_identifier_precision": 100 * ip, "aligned_identifier_recall": 100 * ir,
+        "aligned_identifier_f1": 100 * _f1(ip, ir),
+        "programs": n,
     }
 
 

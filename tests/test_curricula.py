@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from codeexecutor.format import parse_trace
+from codeexecutor.modeling.format import parse_trace
 from curricula.common import assign_splits
 from curricula.journal import Journal, read_journal
 

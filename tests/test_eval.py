@@ -7,10 +7,12 @@ import pytest
 import torch
 
 from codeexecutor.execution import Step
-from codeexecutor.format import format_trace
+from codeexecutor.modeling.format import format_trace
 from eval.rerank import docstring_examples, pass_at_k
 from eval.search import mean_average_precision
-from eval.trace_metrics import TraceRecord, error_metrics, orca_metrics, trace_metrics, weighted_f1
+from eval.trace_metrics import (
+    TraceRecord, aligned_metrics, error_metrics, orca_metrics, release_metrics, release_singleline_metrics, weighted_f1,
+)
 
 from .conftest import ROOT
 
@@ -31,32 +33,67 @@ def rec(steps, exc=None, line=None, outputs=None):
                                               error=None) + (f" <exception> <{line - 1}> {exc}" if exc else ""))
 
 
-def test_figure3_hand_computed():
-    pred = [(l, dict(s)) for l, s in GOLD]
-    pred[4][1]["nmin"] = "2"
-    m = trace_metrics([rec(pred, outputs={5: "3 0\n"})], [rec(GOLD, outputs={5: "3 0\n"})])
-    assert m["trace_accuracy"] == 0.0
-    assert m["output_accuracy"] == 100.0
-    assert m["line_precision"] == m["line_recall"] == 100.0
-    # identifiers: 1 + 4 + 5 + 6 + 7 + 7 = 30 (name, value) pairs on each side; one is wrong
-    assert m["identifier_precision"] == pytest.approx(100 * 29 / 30)
-    assert m["identifier_recall"] == pytest.approx(100 * 29 / 30)
+# OFFICIAL-RELEASE.md's hand-checked cases: gold has 3 state steps and one output step.
+HAND_GOLD = ("<line> <0> <state> a : 1 </state> <line> <1> <state> a : 1 <dictsep> b : 3 </state> <output> 3 "
+             "<line> <2> <state> a : 1 <dictsep> b : 4 </state>")
+ORDER = ("output_accuracy", "trace_accuracy", "line_precision", "line_recall", "line_f1",
+         "identifier_precision", "identifier_recall", "identifier_f1")
 
 
-def test_positional_vs_aligned_on_a_missing_step():
+def official(preds, golds):
+    m = release_metrics(preds, golds)
+    return [m[k] for k in ORDER]
+
+
+@pytest.mark.parametrize("pred,golds,expected", [
+    (HAND_GOLD.replace("b : 3", "b : 5"), [HAND_GOLD], [100, 0, 75, 75, 75, 80, 80, 80]),  # one wrong value
+    (HAND_GOLD.replace("<line> <2>", "<line> <7>"), [HAND_GOLD], [100, 0, 75, 75, 75, 60, 60, 60]),  # one wrong line
+    (HAND_GOLD.replace("<output> 3", "<output> 4"), [HAND_GOLD], [0, 0, 75, 75, 75, 100, 100, 100]),  # wrong output
+])
+def test_release_metric_hand_cases(pred, golds, expected):
+    assert official([pred], golds) == expected
+
+
+def test_release_metric_trailing_output_is_never_scored():
+    # the prediction differs only by an <output> after its last state; plus one identical program
+    pred = HAND_GOLD + " <output> 99"
+    assert official([pred, HAND_GOLD], [HAND_GOLD, HAND_GOLD]) == [100] * 8
+
+
+def test_release_metric_own_cases():
+    # a missing step shifts every later position (the release compares by position):
+    # gold segments 4, predicted 3; only the first is equal
+    pred = HAND_GOLD.replace("<line> <1> <state> a : 1 <dictsep> b : 3 </state> ", "")
+    m = release_metrics([pred], [HAND_GOLD])
+    assert (m["line_precision"], m["line_recall"]) == (round(100 / 3, 2), 25.0)
+    # identifiers: pred 1 + 0 (output) + 2 = 3; gold 5; credited: step 0 (1 pair); position 1 is an output in
+    # the prediction, position 2 the output in the gold: no credit; so 1/3 and 1/5
+    assert (m["identifier_precision"], m["identifier_recall"]) == (round(100 / 3, 2), 20.0)
+    assert m["output_accuracy"] == 100.0 and m["trace_accuracy"] == 0.0
+    # values compare as strings after stripping; the order of names in a state does not matter
+    swapped = HAND_GOLD.replace("a : 1 <dictsep> b : 3", "b :  3 <dictsep> a : 1")
+    assert official([swapped], [HAND_GOLD])[1] == 100.0
+    # a gold without output: output accuracy has no programs to count
+    assert release_metrics(["<line> <0> <state> a : 1 </state>"], ["<line> <0> <state> a : 2 </state>"])["output_accuracy"] is None
+    # an unfinished last state is dropped on both sides
+    cut = HAND_GOLD + " <line> <3> <state> a : 1"
+    assert official([cut], [HAND_GOLD]) == [100] * 8
+
+
+def test_release_singleline_metric():
+    m = release_singleline_metrics(["<state> a : 1 <dictsep> b : 2 </state>", "<state> a : 1 </state>"],
+                                   ["<state> b : 2 <dictsep> a : 1 </state>", "<state> a : 3 </state>"])
+    assert m["trace_accuracy"] == 50.0
+    assert (m["identifier_precision"], m["identifier_recall"]) == (round(100 * 2 / 3, 2), round(100 * 2 / 3, 2))
+    # names and values are the first two ':' fields, as the release splits them
+    assert release_singleline_metrics(["<state> d : { a : 1 } </state>"], ["<state> d : { a : 2 } </state>"])["trace_accuracy"] == 100.0
+
+
+def test_aligned_variant_on_a_missing_step():
     pred = GOLD[:2] + GOLD[3:]  # step 3 skipped
-    pos = trace_metrics([rec(pred)], [rec(GOLD)])
-    ali = trace_metrics([rec(pred)], [rec(GOLD)], aligned=True)
-    assert pos["line_precision"] == pytest.approx(100 * 2 / 5)  # positions 1-2 right, then all shifted
-    assert ali["line_precision"] == 100.0 and ali["line_recall"] == pytest.approx(100 * 5 / 6)
-    assert ali["identifier_recall"] > pos["identifier_recall"]
-
-
-def test_output_accuracy_counts_only_programs_with_output():
-    a = rec(GOLD[:1], outputs={0: "x\n"})
-    b = rec(GOLD[:1])
-    m = trace_metrics([a, a], [a, b])
-    assert m["output_accuracy"] == 100.0 and m["programs_with_output"] == 1
+    ali = aligned_metrics([rec(pred)], [rec(GOLD)])
+    assert ali["aligned_line_precision"] == 100.0 and ali["aligned_line_recall"] == pytest.approx(100 * 5 / 6)
+    assert all(k.startswith("aligned_") or k == "programs" for k in ali)
 
 
 def test_cut_final_segment_is_dropped_before_scoring():
@@ -113,6 +150,8 @@ def test_local_metric_modules_load_offline(monkeypatch):
     ce = evaluate.load(str(ROOT / "eval" / "metrics" / "code_execution"))
     gold = format_trace([Step(l, s) for l, s in GOLD])
     assert ce.compute(predictions=[gold], references=[gold])["trace_accuracy"] == 100.0
+    out = ce.compute(predictions=[HAND_GOLD.replace("b : 3", "b : 5")], references=[HAND_GOLD], aligned=True)
+    assert [out[k] for k in ORDER] == [100, 0, 75, 75, 75, 80, 80, 80] and "aligned_line_f1" in out
     re_ = evaluate.load(str(ROOT / "eval" / "metrics" / "runtime_errors"))
     out = re_.compute(predictions=[gold + " <exception> <5> KeyError"], references=[gold])
     assert out["fp"] == 1 and out["detection_accuracy"] == 0.0
@@ -125,7 +164,9 @@ def test_evaluate_and_rerank_end_to_end(overfit_model, demo_data, tmp_path):
     model, _ = overfit_model
     rep = evaluate_model(str(model), str(demo_data), limit=5, beam=1, max_length=32, progress=False)
     assert {"codenetmut", "tutorial", "singleline"} <= set(rep["datasets"])
-    assert "trace acc" in table3(rep)
+    assert "trace acc" in table3(rep) and "inference/metric.py" in table3(rep)
+    assert all(1 <= e["examples"] <= 5 for e in rep["datasets"].values())
+    assert len(rep["predictions"]) == sum(e["examples"] for e in rep["datasets"].values())
     prob = Problem("t/0", 'def add(a, b):\n    """>>> add(1, 2)\n    3\n    """\n', "add",
                    "def check(f):\n    assert f(1, 2) == 3\n", [("add(1, 2)", "3")],
                    ["    return a + b\n", "    return a - b\n", "    return b + a\n"])

@@ -1,7 +1,7 @@
 import pytest
 
 from codeexecutor.execution import ExecStatus, Step
-from codeexecutor.format import (
+from codeexecutor.modeling.format import (
     SPECIAL_TOKENS, FormatError, format_code, format_trace, official_value, parse_trace,
 )
 

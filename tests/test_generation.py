@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from codeexecutor.format import parse_trace
+from codeexecutor.modeling.format import parse_trace
 
 
 def test_tiny_model_overfits_twenty_examples_to_exact_traces(overfit_model):

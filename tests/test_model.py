@@ -1,6 +1,6 @@
 import torch
 
-from codeexecutor.model import CodeExecutorConfig, CodeExecutorModel, prefix_lm_mask
+from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel, prefix_lm_mask
 
 
 def tiny(vocab=300, **kw):
@@ -70,25 +70,35 @@ def test_save_and_load_round_trip(tmp_path):
 
 
 def test_initialise_from_a_local_unixcoder_format_checkpoint(tmp_path):
-    from transformers import RobertaConfig, RobertaModel
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast, RobertaConfig, RobertaModel
+
+    from codeexecutor.modeling.loading import folder_profile, load_model, read_config
+    from codeexecutor.modeling.tokenizer import ROBERTA_SPECIALS, load_tokenizer
 
     torch.manual_seed(1)
     src = RobertaModel(RobertaConfig(vocab_size=250, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                                      intermediate_size=128, max_position_embeddings=1026, type_vocab_size=10), add_pooling_layer=False)
     src.save_pretrained(tmp_path / "unixcoder")
-    from codeexecutor.tokenizer import ROBERTA_SPECIALS, load_tokenizer
-    from tokenizers import ByteLevelBPETokenizer
-    from transformers import PreTrainedTokenizerFast
-
     bpe = ByteLevelBPETokenizer()
     bpe.train_from_iterator(["x = 1", "print(x)"] * 50, vocab_size=250, special_tokens=ROBERTA_SPECIALS)
     PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
                             unk_token="<unk>", mask_token="<mask>").save_pretrained(tmp_path / "unixcoder")
-    tok = load_tokenizer(str(tmp_path / "unixcoder"))  # as --init does: its tokenizer + our special tokens
+    path = str(tmp_path / "unixcoder")
+    assert folder_profile(path, read_config(path)) is None  # a bare encoder: the curriculum picks the profile
+    tok = load_tokenizer(path)  # as --init does: its tokenizer + our special tokens
     assert tok.convert_tokens_to_ids("<exception>") > tok.convert_tokens_to_ids("<line>") >= len(bpe.get_vocab())
-    cfg = CodeExecutorConfig.preset("tiny", vocab_size=max(len(tok), 260))
-    m = CodeExecutorModel.from_unixcoder(str(tmp_path / "unixcoder"), cfg)
-    assert m.config.hidden_size == 64 and m.config.vocab_size == max(len(tok), 260)
+    m = load_model(path, vocab_size=len(tok), overrides={"format_profile": "exact", "max_trace_length": 512})
+    assert m.config.hidden_size == 64 and m.config.vocab_size == len(tok) and m.config.max_trace_length == 512
     assert torch.equal(m.roberta.embeddings.word_embeddings.weight[:250], src.embeddings.word_embeddings.weight)
     assert torch.equal(m.roberta.encoder.layer[1].attention.self.query.weight, src.encoder.layer[1].attention.self.query.weight)
     assert m.lm_head.weight.data_ptr() == m.roberta.embeddings.word_embeddings.weight.data_ptr()
+    assert not hasattr(m, "dense")  # the head is the tied projection alone
+
+
+def test_head_is_the_tied_projection_of_the_last_hidden_state():
+    m = tiny()
+    h = torch.randn(2, 3, m.config.hidden_size)
+    expected = h @ m.roberta.embeddings.word_embeddings.weight.T  # lm_head(h), no bias
+    assert torch.allclose(m.logits(h), expected, atol=1e-6)
+    assert m.lm_head.bias is None

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from codeexecutor.format import parse_trace
+from codeexecutor.modeling.format import parse_trace
 
 from .conftest import ROOT
 
@@ -69,7 +69,7 @@ def test_runtime_error_detected_from_an_exception_step():
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium is not installed (make test installs it)")
 def test_html_view_renders_in_headless_chromium(overfit_model, program, tmp_path):
-    from codeexecutor.generation_cli import trace_program
+    from codeexecutor.generation.cli import trace_program
 
     model, _ = overfit_model
     p, i = program

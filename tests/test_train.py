@@ -15,6 +15,10 @@ from .conftest import ROOT
 @pytest.mark.parametrize("path", sorted(glob.glob(str(ROOT / "curricula" / "*.yaml"))), ids=os.path.basename)
 def test_curriculum_files_validate(path):
     cur = Curriculum.load(path)
+    if os.path.basename(path) == "crash_finetune.yaml":  # one stage from the released checkpoint
+        assert cur.model.init == "microsoft/codeexecutor" and cur.model.exception_step and len(cur.stages) == 1
+        assert {s.path.split("/")[-1] for s in cur.stages[0].sources} == {"errors", "codenetmut"}
+        return
     assert len(cur.stages) == 3
     assert [s.name for s in cur.stages] == ["singleline", "tutorial", "codenet"]
     assert any(src.hardest for src in cur.stages[1].sources)
@@ -102,3 +106,42 @@ def test_two_process_zero2_over_gloo_with_resume(tmp_path, demo_data):
     gen = TraceGenerator(str(run / "final"))
     out = gen.generate(["<codenet> <0> x = 1"], beam=2, max_length=8)
     assert isinstance(out[0].text, str) and out[0].logprob <= 0
+
+
+def test_crash_finetune_from_a_released_layout_checkpoint(tmp_path, demo_data):
+    """The released checkpoint as `init`: <exception> joins its vocabulary with a new row,
+    the profile stays official, training reads the structured steps in that profile."""
+    import yaml
+    from safetensors.torch import load_file
+
+    from .release_layout import write_release_checkpoint
+
+    released = write_release_checkpoint(tmp_path / "released")
+    base = len(json.loads((released / "vocab.json").read_text()))
+    cur = {
+        "model": {"init": str(released), "exception_step": True, "max_code_length": 128, "max_trace_length": 256},
+        "train": {"output_dir": str(tmp_path / "run"), "micro_batch_size": 2, "grad_accum": 1, "save_every": 10, "log_every": 1},
+        "stages": [{"name": "crashes", "steps": 2, "lr": 1e-4, "warmup": 1, "sources": [
+            {"path": str(demo_data / "codenetmut" / "errors"), "task": "codenet"},
+            {"path": str(demo_data / "codenetmut" / "codenetmut"), "task": "codenet"}]}],
+    }
+    path = tmp_path / "cur.yaml"
+    path.write_text(yaml.safe_dump(cur))
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "codeexecutor.train", "--curriculum", str(path), "--ds-config",
+                          str(ROOT / "ds_configs" / "cpu.json")], env=env, capture_output=True, text=True, timeout=400, cwd=ROOT)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    final = tmp_path / "run" / "final"
+    config = json.loads((final / "config.json").read_text())
+    assert (config["format_profile"], config["exception_step"], config["vocab_size"]) == ("official", True, base + 212)
+    weights = load_file(str(final / "model.safetensors"))
+    original = load_file(str(released / "model.safetensors"))
+    assert weights["roberta.embeddings.word_embeddings.weight"].shape[0] == base + 212
+    assert "dense.weight" not in weights and "roberta.encoder.layer.0.attention.self.query.weight" in weights
+    assert original["encoder.layer.0.attention.self.query.weight"].shape == weights["roberta.encoder.layer.0.attention.self.query.weight"].shape
+    from codeexecutor.generation import TraceGenerator
+
+    gen = TraceGenerator(str(final), device="cpu")
+    assert gen.tok.convert_tokens_to_ids("<exception>") == base + 211
+    assert gen.profile.label == "official+exception"
+    assert gen.code_input("x = [1, 'a']\n") == "<codenet> <0> x = [ 1 , 'a' ]"

@@ -3,21 +3,24 @@
     import evaluate
     metric = evaluate.load("eval/metrics/code_execution")          # works with HF_HUB_OFFLINE=1
     metric.compute(predictions=[generated trace text, ...], references=[reference trace text, ...])
-    metric.compute(..., aligned=True)                               # alignment-based variant
+    metric.compute(..., singleline=True)                            # the release's SingleLine variant
+    metric.compute(..., aligned=True)                               # adds our alignment-based variant
 
-Definitions: eval/trace_metrics.py (positional, official; or aligned).
+The default numbers are the release's `inference/metric.py` (output_accuracy,
+trace_accuracy, line_*, identifier_*; percent). Definitions: eval/trace_metrics.py.
 """
 
 import datasets
 import evaluate
 
-from eval.trace_metrics import orca_metrics, records, trace_metrics
+from eval.trace_metrics import aligned_metrics, orca_metrics, records, table3_metrics
 
 _DESCRIPTION = "Output accuracy, trace accuracy, line and identifier precision/recall/F1 of generated execution traces."
 _KWARGS = """
 predictions: list of generated trace texts (model format, SPEC §3)
 references: list of reference trace texts
-aligned: align steps by their line sequences before comparing (default False: positional, as the official metric)
+singleline: score as the release scores SingleLine (one state per text; default False)
+aligned: also return our alignment-based variant, under aligned_* names (default False)
 orca: also return ORCA's exact-match, prefix and coverage metrics (default False)
 """
 
@@ -32,9 +35,12 @@ class CodeExecution(evaluate.Metric):
             features=datasets.Features({"predictions": datasets.Value("string"), "references": datasets.Value("string")}),
         )
 
-    def _compute(self, predictions, references, aligned: bool = False, orca: bool = False):
-        pred, ref = records(predictions), records(references)
-        out = trace_metrics(pred, ref, aligned=aligned)
-        if orca:
-            out.update({f"orca_{k}": v for k, v in orca_metrics(pred, ref).items()})
+    def _compute(self, predictions, references, singleline: bool = False, aligned: bool = False, orca: bool = False):
+        out = table3_metrics(predictions, references, singleline=singleline)
+        if aligned or orca:
+            pred, ref = records(predictions), records(references)
+            if aligned:
+                out.update({k: v for k, v in aligned_metrics(pred, ref).items() if k != "programs"})
+            if orca:
+                out.update({f"orca_{k}": v for k, v in orca_metrics(pred, ref).items()})
         return out

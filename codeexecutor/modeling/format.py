@@ -2,9 +2,11 @@
 
 Code side: a task-prefix token, then for each non-blank source line its 0-based line
 token `<k>`, `<indent>` when the indentation grows, one `<dedent>` per level it
-shrinks, then the stripped line:
+shrinks, then the line: stripped source (`exact` profile) or its Python tokens joined
+by spaces (`official` profile, modeling/lexical.py):
 
     <codenet> <0> n = int('3') <1> for i in range(n): <2> <indent> print(i)
+    <codenet> <0> n = int ( '3' ) <1> for i in range ( n ) : <2> <indent> print ( i )
 
 Trace side, one step per executed line (0-based line token, as on the code side):
 
@@ -14,14 +16,16 @@ Trace side, one step per executed line (0-based line token, as on the code side)
 addition, additive to the official vocabulary: a crashing trace ends with
 `<exception> <k> TypeError`, the line where the exception was raised and its type.
 
-Values come from `render` (exact `repr`, see execution/render.py); `official_value`
-drops string quotes as the official release did (`['a', 'b']` -> `[a, b]`).
+Values come from `render` (exact `repr`, see execution/render.py); the official profile
+writes them as lexical tokens with string quotes dropped (`['a', 'b']` -> `[ a , b ]`).
+Which options a model uses is its profile (modeling/profiles.py).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Mapping, Sequence
 
 from codeexecutor.execution.records import ExecResult, ExecStatus, Step
 
@@ -43,29 +47,52 @@ class FormatError(ValueError):
 
 # -- code side ----------------------------------------------------------------------------
 
-def format_code(source: str, task: str = "codenet") -> str:
+def format_code(source: str, task: str = "codenet", lexical: bool = False) -> str:
+    """Model-format code: task token, then per line `<k>`, indentation tokens, the line.
+
+    lexical=False (the `exact` profile): the stripped source line. lexical=True (the
+    `official` profile): the line's Python tokens joined by spaces (modeling/lexical.py)."""
     if task not in TASK_TOKENS:
         raise FormatError(f"unknown task {task!r}; one of {', '.join(TASK_TOKENS)}")
     parts = [TASK_TOKENS[task]]
-    levels = [0]
+    for k, delta, text in code_lines(source, lexical):
+        parts.append(f"<{k}>")
+        parts += ["<indent>"] * max(delta, 0) + ["<dedent>"] * max(-delta, 0)
+        parts.append(text)
+    return " ".join(parts)
+
+
+def code_lines(source: str, lexical: bool = False) -> list[tuple[int, int, str]]:
+    """(0-based line, indent change, line text) per non-blank line; FormatError past 200 lines."""
     lines = source.splitlines()
     if len(lines) > MAX_LINES:
         raise FormatError(f"{len(lines)} lines: the format has line tokens for {MAX_LINES}")
+    if lexical:
+        from codeexecutor.modeling.lexical import code_lines as lexical_lines
+
+        return [(k, delta, " ".join(tokens)) for k, delta, tokens in lexical_lines(source) if k < MAX_LINES]
+    out = []
+    levels = [0]
     for k, line in enumerate(lines):
         stripped = line.strip()
         if not stripped:
             continue
         width = len(line) - len(line.lstrip(" \t"))
-        parts.append(f"<{k}>")
+        delta = 0
         if width > levels[-1]:
             levels.append(width)
-            parts.append("<indent>")
+            delta = 1
         else:
             while len(levels) > 1 and width < levels[-1]:
                 levels.pop()
-                parts.append("<dedent>")
-        parts.append(stripped)
-    return " ".join(parts)
+                delta -= 1
+        out.append((k, delta, stripped))
+    return out
+
+
+def release_code_tokens(source: str) -> list[str]:
+    """The release's `code_tokens` field: `<k>`, indentation tokens and Python tokens."""
+    return format_code(source, "codenet", lexical=True).split(" ")[1:]
 
 
 # -- values ---------------------------------------------------------------------------------
@@ -74,7 +101,7 @@ _STRING = re.compile(r"""(?<![\w'"])[bB]?(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
 
 
 def official_value(text: str) -> str:
-    """Drop the quotes of every string literal inside a rendered value (official style)."""
+    """Drop the quotes of every string literal inside a rendered value, keeping its spacing."""
 
     def unquote(m: re.Match) -> str:
         s = m.group(0)
@@ -86,33 +113,54 @@ def official_value(text: str) -> str:
     return _STRING.sub(unquote, text)
 
 
+def _value(text: str, quotes: bool, lexical: bool) -> str:
+    if lexical:
+        from codeexecutor.modeling.lexical import lexical_value
+
+        return lexical_value(text)
+    return text if quotes else official_value(text)
+
+
 # -- trace side -------------------------------------------------------------------------------
 
-def format_state(state: dict[str, str], quotes: bool = True) -> str:
-    items = [f"{name} : {value if quotes else official_value(value)}" for name, value in state.items()]
+def format_state(state: Mapping[str, str], quotes: bool = True, lexical: bool = False) -> str:
+    items = [f"{name} : {_value(value, quotes, lexical)}" for name, value in state.items()]
     return "<state> " + " <dictsep> ".join(items) + (" </state>" if items else "</state>")
 
 
-def format_trace(result: ExecResult | list[Step], quotes: bool = True, error=None) -> str:
-    """Serialize a trace; a result that ended in an exception gets the exception step."""
+def format_output(text: str, lexical: bool = False) -> str:
+    """An `<output>` step's text: newlines escaped; in the official profile the newline
+    that ends a print is dropped (the release shows `<output> 3` for `print(3)`)."""
+    if lexical and text.endswith("\n"):
+        text = text[:-1]
+    return "<output> " + text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def format_trace(result: ExecResult | Sequence[Step], quotes: bool = True, error=None, exception_step: bool = True,
+                 lexical: bool = False) -> str:
+    """Serialize a trace; a result that ended in an exception gets the exception step
+    (unless exception_step=False, as the release's format has none)."""
     if isinstance(result, ExecResult):
         steps, error = result.steps, result.error if result.status in (ExecStatus.ERROR, ExecStatus.MEMORY) else None
     else:
         steps = result
     parts = []
     for step in steps:
-        parts.append(f"<line> <{step.line - 1}> {format_state(dict(step.state), quotes)}")
+        parts.append(f"<line> <{step.line - 1}> {format_state(dict(step.state), quotes, lexical)}")
         if step.output:
-            parts.append("<output> " + step.output.replace("\\", "\\\\").replace("\n", "\\n"))
-    if error is not None:
+            parts.append(format_output(step.output, lexical))
+    if error is not None and exception_step:
         line = f"<{error.line - 1}> " if error.line else ""
         parts.append(f"<exception> {line}{error.type}")
     return " ".join(parts)
 
 
-def format_singleline_target(state: dict[str, str], line: int, quotes: bool = True) -> str:
-    """SingleLine targets are the one state after the last line."""
-    return f"<line> <{line - 1}> {format_state(state, quotes)}"
+def format_singleline_target(state: Mapping[str, str], line: int, quotes: bool = True, lexical: bool = False,
+                             line_info: bool = True) -> str:
+    """SingleLine targets are the one state after the last line (the release: the state
+    alone, `line_info=False`)."""
+    body = format_state(dict(state), quotes, lexical)
+    return f"<line> <{line - 1}> {body}" if line_info else body
 
 
 # -- parsing generated text back --------------------------------------------------------------
@@ -146,10 +194,12 @@ def _unescape_output(text: str) -> str:
     return "".join(out)
 
 
-def parse_trace(text: str) -> ParsedTrace:
+def parse_trace(text: str, output_newline: bool = False) -> ParsedTrace:
     """Steps from (possibly malformed) generated trace text. Never raises: everything it
     cannot read is described in `problems`. A final step without `</state>` (a generation
-    cut short) is dropped, as the official metric does."""
+    cut short) is dropped, as the official metric does. Both profiles' texts parse (values
+    are taken as written); output_newline=True gives each output step back the newline
+    the official profile drops."""
     result = ParsedTrace()
     starts = [m.start() for m in _SEGMENT.finditer(text)]
     if not starts:
@@ -200,7 +250,7 @@ def parse_trace(text: str) -> ParsedTrace:
         rest = body[end + len("</state>") :].strip()
         output = ""
         if rest.startswith("<output>"):
-            output = _unescape_output(rest[len("<output>") :].strip())
+            output = _unescape_output(rest[len("<output>") :].strip()) + ("\n" if output_newline else "")
         elif rest:
             result.problems.append(f"step {i}: unexpected text after </state>: {rest[:30]!r}")
         result.steps.append(Step(line, state, output))

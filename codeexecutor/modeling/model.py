@@ -5,12 +5,18 @@ Training is one prefix-LM forward over [code ; trace]: code tokens see all code 
 (causal). Inference is encoder-decoder with the same weights: the code is encoded once
 into a key/value cache, then trace tokens are decoded one at a time against it.
 
-Sequence layout (as UniXcoder's encoder-decoder mode):
-    code  = <s> <encoder-decoder> </s> c1 ... cS </s>          (at most max_code_length)
-    trace = <mask0> t1 ... tT </s>                             (at most max_trace_length + 1)
+Sequence layout (as UniXcoder's encoder-decoder mode; modeling/tokenizer.py builds it):
+    code  = <s> <encoder-decoder> </s> c1 ... cS [<mask0>] </s>   (at most max_code_length)
+    trace = <mask0> t1 ... tT </s>                                (at most max_trace_length)
 The model predicts t1 ... tT </s> from <mask0> t1 ... tT. Positions count from the
 first code token and continue into the trace right after the *real* (unpadded) code,
-so padding never shifts a position.
+so padding never shifts a position (the release: RoBERTa's positions, 2 ... n+1 for the
+source and n+2 ... for the target).
+
+The generation head is the release's (CodeExecutor `inference/model.py`, `Seq2Seq`):
+logits = lm_head(last hidden state), a bias-free linear layer tied to the word
+embeddings; no dense layer, no tanh. UniXcoder's generation head is the same tied
+projection, so its weights and the released ones generate as they were trained to.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ class CodeExecutorConfig(RobertaConfig):
 
     def __init__(self, max_code_length: int = 256, max_trace_length: int = 768, structural_weight: float = 1.0,
                  other_weight: float = 10.0, structural_token_ids: list[int] | None = None, mask0_token_id: int | None = None,
-                 **kwargs) -> None:
+                 format_profile: str = "exact", exception_step: bool | None = None, **kwargs) -> None:
         kwargs.setdefault("is_decoder", True)  # self-attention with a key/value cache
         kwargs.setdefault("add_cross_attention", False)
         super().__init__(**kwargs)
@@ -42,6 +48,8 @@ class CodeExecutorConfig(RobertaConfig):
         self.other_weight = other_weight
         self.structural_token_ids = list(structural_token_ids or [])
         self.mask0_token_id = mask0_token_id
+        self.format_profile = format_profile  # modeling/profiles.py
+        self.exception_step = (format_profile == "exact") if exception_step is None else bool(exception_step)
 
     @classmethod
     def preset(cls, name: str, vocab_size: int, **kwargs) -> "CodeExecutorConfig":
@@ -93,8 +101,7 @@ class CodeExecutorModel(PreTrainedModel):
     def __init__(self, config: CodeExecutorConfig) -> None:
         super().__init__(config)
         self.roberta = RobertaModel(config, add_pooling_layer=False)
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)  # UniXcoder's generation head
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)  # tied; the release's head
         self.post_init()
         self.tie_lm_head()
 
@@ -125,7 +132,7 @@ class CodeExecutorModel(PreTrainedModel):
             module.bias.data.zero_()
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.lm_head(torch.tanh(self.dense(hidden)))
+        return self.lm_head(hidden)  # Seq2Seq.generate: self.lm_head(hidden_states)
 
     def token_weights(self, labels: torch.Tensor) -> torch.Tensor:
         """Per-token loss weights: structural tokens (<state> </state> <dictsep> :) get
@@ -175,24 +182,39 @@ class CodeExecutorModel(PreTrainedModel):
         mask = additive(key_mask[:, None, :], self.dtype)  # (N, 1, 1, K+1)
         pos = positions.clamp(max=self.config.max_position_embeddings - POSITION_OFFSET - 1)[:, None] + POSITION_OFFSET
         out = self.roberta(input_ids=token_ids[:, None], attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True)
-        return F.log_softmax(self.logits(out.last_hidden_state[:, -1]).float(), dim=-1)  # (N, V)
+        return self.log_probs(self.logits(out.last_hidden_state[:, -1]))  # (N, V)
+
+    @staticmethod
+    def log_probs(logits: torch.Tensor) -> torch.Tensor:
+        """Log-softmax in float32 at least (half-precision logits are upcast; float64 stays)."""
+        if logits.dtype in (torch.float16, torch.bfloat16):
+            logits = logits.float()
+        return F.log_softmax(logits, dim=-1)
 
     @classmethod
-    def from_unixcoder(cls, path: str, config: CodeExecutorConfig) -> "CodeExecutorModel":
-        """Initialise from a RoBERTa/UniXcoder checkpoint (local dir or hub id), resizing the
-        embeddings to `config.vocab_size` (new special tokens get fresh rows)."""
-        encoder = RobertaModel.from_pretrained(path, add_pooling_layer=False)
+    def from_encoder(cls, encoder: RobertaModel, config: CodeExecutorConfig) -> "CodeExecutorModel":
+        """Our model around the weights of a RoBERTa encoder (UniXcoder, the released
+        CodeExecutor), its architecture kept and its embeddings resized to
+        `config.vocab_size` (new tokens get fresh rows)."""
         src = encoder.config
-        merged = CodeExecutorConfig(**{**config.to_dict(), **{k: getattr(src, k) for k in (
-            "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-            "max_position_embeddings", "type_vocab_size", "layer_norm_eps", "hidden_act")}})
+        merged = CodeExecutorConfig(**{**config.to_dict(), **{k: getattr(src, k) for k in ARCHITECTURE_KEYS}})
+        merged._attn_implementation = getattr(config, "_attn_implementation", None) or "sdpa"
         model = cls(merged)
-        encoder.resize_token_embeddings(merged.vocab_size)
+        if encoder.config.vocab_size != merged.vocab_size:
+            encoder.resize_token_embeddings(merged.vocab_size)
         missing, unexpected = model.roberta.load_state_dict(encoder.state_dict(), strict=False)
         if unexpected:
-            raise ValueError(f"{path}: unexpected weights {unexpected[:5]}")
+            raise ValueError(f"unexpected weights {unexpected[:5]}")
+        missing = [k for k in missing if not k.endswith("position_ids")]
+        if missing:
+            raise ValueError(f"weights missing: {', '.join(missing[:5])}")
         model.tie_lm_head()
         return model
+
+
+ARCHITECTURE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                     "max_position_embeddings", "type_vocab_size", "layer_norm_eps", "hidden_act", "pad_token_id",
+                     "bos_token_id", "eos_token_id")
 
 
 # So that Auto* classes (AutoTokenizer reads config.json to pick a tokenizer) know the type.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import logging
 import os
@@ -18,12 +17,10 @@ _GENERATORS: dict = {}
 
 
 def _generator(model: str):
-    from codeexecutor.generation import TraceGenerator
+    """One loaded generator per model (a folder, or a hub id: modeling/loading.py)."""
+    from codeexecutor.generation.search import TraceGenerator
 
     if model not in _GENERATORS:
-        if not os.path.isdir(model) and os.path.sep in model:
-            raise UsageError(f"no model at {model}: run `make demo` (it trains a demo model into {DEFAULT_MODEL}) "
-                             "or pass --model DIR (a folder saved by codeexecutor.train)")
         _GENERATORS[model] = TraceGenerator(model)
     return _GENERATORS[model]
 
@@ -48,19 +45,20 @@ def prepare(source: str, stdin: str, docstring: str | None = None) -> tuple[str,
     return code, offset, notes
 
 
-def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam: int = 10, max_length: int = 768,
+def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam: int = 10, max_length: int | None = None,
                   compare: bool = False, html_out: str | None = None, docstring: str | None = None, **kw) -> dict:
     """Predict one program's trace; returns the JSON report (plus 'text', the readable form)."""
-    from codeexecutor.format import FormatError, format_code, parse_trace
+    from codeexecutor.modeling.format import FormatError
 
     html_out = html_out or kw.get("html")
     code, offset, notes = prepare(source, stdin, docstring)
+    generator = _generator(model)
     try:
-        model_input = format_code(code, "codenet")
+        model_input = generator.code_input(code, "codenet")
     except FormatError as exc:
         raise UsageError(f"cannot trace this program: {exc}") from exc
-    gen = _generator(model).generate([model_input], beam=beam, max_length=max_length)[0]
-    parsed = parse_trace(gen.text)
+    gen = generator.generate([model_input], beam=beam, max_length=max_length)[0]
+    parsed = generator.parse(gen.text)
     steps = [s for s in parsed.steps]
     if offset:  # back to the program's own line numbers
         from codeexecutor.execution.records import Step
@@ -79,6 +77,8 @@ def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam
         "problems": parsed.problems,
         "notes": notes,
         "code": code,
+        "model_input": model_input,
+        "format_profile": generator.profile.label,
     }
     truth = None
     if compare:
@@ -88,8 +88,12 @@ def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam
         report["ground_truth"] = truth.to_json()
     report["text"] = format_report(code.splitlines(), report, offset)
     if html_out:
-        with open(html_out, "w", encoding="utf-8") as f:
+        from codeexecutor.generation.html import render_html
+
+        tmp = html_out + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
             f.write(render_html(code, report, truth, offset))
+        os.replace(tmp, html_out)
     return report
 
 
@@ -115,76 +119,12 @@ def format_report(lines: list[str], report: dict, offset: int = 0) -> str:
     return "\n".join(out)
 
 
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
-h1{font-size:1.2em} table{border-collapse:collapse;font-size:13px}
-td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top;text-align:left}
-th{background:#f0f0f0} td.code{font-family:monospace;white-space:pre}
-td.state{font-family:monospace;white-space:pre-wrap;max-width:38em}
-tr.diff td{background:#ffe3e3} tr.same td.gt{color:#666}
-.badge{display:inline-block;padding:2px 8px;border-radius:4px;margin-right:8px}
-.err{background:#ffd6d6} .ok{background:#d9f5d9} .out{font-family:monospace;white-space:pre;background:#f7f7f7;padding:6px}
-"""
-
-
-def _state(step: dict | None) -> str:
-    if step is None:
-        return ""
-    s = "\n".join(f"{n} : {v}" for n, v in step["state"].items())
-    if step.get("output"):
-        s += ("\n" if s else "") + f">>> {step['output']!r}"
-    return html.escape(s)
-
-
-def render_html(code: str, report: dict, truth=None, offset: int = 0) -> str:
-    lines = code.splitlines()
-    pred = report["steps"]
-    real = [s.to_json() for s in truth.steps] if truth is not None else None
-    n = max(len(pred), len(real) if real else 0)
-    rows = []
-    differing = 0
-    for i in range(n):
-        p = pred[i] if i < len(pred) else None
-        r = real[i] if real and i < len(real) else None
-        diff = real is not None and (p is None or r is None or p["line"] != r["line"] or p["state"] != r["state"] or p["output"] != r["output"])
-        differing += diff
-        anchor = p or r
-        k = anchor["line"] + offset
-        src = html.escape(lines[k - 1]) if 0 < k <= len(lines) else ""
-        cells = [f"<td>{i + 1}</td>", f"<td>{anchor['line']}</td>", f"<td class='code'>{src}</td>",
-                 f"<td class='state'>{_state(p)}</td>"]
-        if real is not None:
-            where = ""
-            if r is not None and p is not None and r["line"] != p["line"]:
-                rk = r["line"] + offset
-                rsrc = lines[rk - 1].strip() if 0 < rk <= len(lines) else ""
-                where = f"<b>line {r['line']}: {html.escape(rsrc)}</b>\n"
-            cells.append(f"<td class='state gt'>{where}{_state(r)}</td>")
-        rows.append(f"<tr class='{'diff' if diff else 'same'}'>{''.join(cells)}</tr>")
-    err = report["error"]
-    badges = [f"<span class='badge {'err' if err else 'ok'}'>predicted: {html.escape(err['type'] + ' at line ' + str(err['line'])) if err else 'no runtime error'}</span>"]
-    if truth is not None:
-        terr = truth.error
-        badges.append(f"<span class='badge {'err' if terr else 'ok'}'>real run: {html.escape(truth.status.value)}"
-                      f"{html.escape(f', {terr.type} at line {terr.line}') if terr else ''}</span>")
-        badges.append(f"<span class='badge'>{differing} of {n} steps differ</span>")
-    head = "<tr><th>#</th><th>line</th><th>source</th><th>predicted state</th>" + ("<th>real state</th>" if real is not None else "") + "</tr>"
-    source = "\n".join(f"{i + 1:>3}  {html.escape(l)}" for i, l in enumerate(lines))
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>codeexecutor trace</title><style>{_CSS}</style></head>
-<body><h1>Predicted execution trace</h1><p>{''.join(badges)}</p>
-<h2>Predicted output</h2><div class="out">{html.escape(report['output']) or '(none)'}</div>
-<h2>Steps</h2><table id="steps">{head}{''.join(rows)}</table>
-<h2>Program (as the model sees it)</h2><div class="out">{source}</div>
-<p>sequence log-probability {report['logprob']:.3f}</p></body></html>
-"""
-
-
 def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("program", nargs="?", help="Python 3 source file")
     p.add_argument("--stdin", metavar="FILE", help="its input (inlined before the model sees the program)")
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"model folder or hub id (default {DEFAULT_MODEL}, made by `make demo`)")
     p.add_argument("--beam", type=int, default=10)
-    p.add_argument("--max-length", type=int, default=768, help="trace tokens to generate at most")
+    p.add_argument("--max-length", type=int, help="trace tokens to generate at most (default and cap: the model's, 768)")
     p.add_argument("--json", action="store_true", help="print the JSON report")
     p.add_argument("--html", metavar="OUT", help="write an HTML view of the trace")
     p.add_argument("--compare", action="store_true", help="also run the real executor and show both")
@@ -195,7 +135,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace) -> int:
     from codeexecutor.source import read_text_file
 
-    if args.beam < 1 or args.max_length < 1:
+    if args.beam < 1 or (args.max_length is not None and args.max_length < 1):
         raise UsageError("--beam and --max-length must be >= 1")
     doc = read_text_file(args.docstring, "docstring file") if args.docstring else None
     if args.batch:

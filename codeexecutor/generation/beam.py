@@ -1,0 +1,84 @@
+"""One program's beam, with the released CodeExecutor's search rules.
+
+The release decodes with an OpenNMT-style `Beam` (CodeExecutor `inference/model.py`);
+we follow its rules so that a released checkpoint generates through our code exactly
+what it generates through the release's:
+
+* The first step expands only hypothesis 0 (all hypotheses start as `<mask0>`).
+* Later steps add each hypothesis' summed log-probability to its next-token
+  log-probabilities; a hypothesis that has just ended (`</s>`) gets no children
+  (its row is -1e20), and the `size` best (hypothesis, token) pairs survive.
+* Every `</s>` among the survivors is recorded as finished (score, step, slot); no
+  length penalty.
+* The search is done once `</s>` has been the top survivor at some step and at least
+  `size` hypotheses have finished; or when the step budget is spent.
+* The answer is the best finished hypothesis (stable order on ties); with none
+  finished, the current top hypothesis.
+
+The caller runs the model; `advance` takes the (size, V) log-probabilities of the
+current hypotheses and returns which hypothesis each survivor extends, so the caller can
+reorder its key/value cache.
+"""
+
+from __future__ import annotations
+
+import torch
+
+NO_CHILDREN = -1e20  # Beam.advance: "Don't let EOS have children."
+
+
+class Beam:
+    def __init__(self, size: int, eos: int) -> None:
+        self.size = size
+        self.eos = eos
+        self.scores: torch.Tensor | None = None  # (size,)
+        self.back: list[list[int]] = []  # per step: the hypothesis each survivor extends
+        self.tokens: list[list[int]] = []  # per step: each survivor's new token
+        self.finished: list[tuple[float, int, int]] = []  # (score, step, slot)
+        self.eos_top = False
+
+    def done(self) -> bool:
+        return self.eos_top and len(self.finished) >= self.size
+
+    def advance(self, logp: torch.Tensor) -> torch.Tensor:
+        """logp: (size, V) next-token log-probabilities of the current hypotheses.
+        Returns (size,) the hypothesis index each survivor extends."""
+        V = logp.shape[-1]
+        if self.tokens:
+            total = logp + self.scores[:, None]  # (size, V)
+            ended = torch.tensor([t == self.eos for t in self.tokens[-1]], device=logp.device)
+            total[ended] = NO_CHILDREN
+        else:
+            total = logp[0]  # (V,): every hypothesis is the start token
+        best, idx = total.reshape(-1).topk(self.size, 0, True, True)
+        self.scores = best
+        back = idx // V
+        token = idx - back * V
+        self.back.append(back.tolist())
+        self.tokens.append(token.tolist())
+        scores = best.tolist()
+        step = len(self.tokens)
+        for slot, t in enumerate(self.tokens[-1]):
+            if t == self.eos:
+                self.finished.append((scores[slot], step, slot))
+        if self.tokens[-1][0] == self.eos:
+            self.eos_top = True
+        return back
+
+    def last_tokens(self) -> list[int]:
+        return self.tokens[-1]
+
+    def best(self) -> tuple[float, list[int]]:
+        """(summed log-probability, token ids up to and without `</s>`) of the answer."""
+        if self.finished:
+            score, step, slot = sorted(self.finished, key=lambda f: -f[0])[0]
+        else:
+            score, step, slot = float(self.scores[0]), len(self.tokens), 0
+        ids = []
+        for j in range(step - 1, -1, -1):  # walk the back-pointers from the end
+            ids.append(self.tokens[j][slot])
+            slot = self.back[j][slot]
+        ids.reverse()
+        if self.eos in ids:
+            ids = ids[: ids.index(self.eos)]
+        return score, ids

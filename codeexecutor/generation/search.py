@@ -1,0 +1,182 @@
+"""Trace generation: batched beam search that reuses the code's cached keys/values.
+
+`TraceGenerator(model)` loads a model (our `save_pretrained` folder, the released
+checkpoint's RoBERTa folder, or a hub id; modeling/loading.py) with its tokenizer and
+format profile, and turns model-format code (`code_input`, SPEC §3) into generated trace
+text with its sequence log-probability.
+
+The search follows the release's beam rules (generation/beam.py), so a released
+checkpoint generates exactly what the release's own inference generates; what differs
+is the work per step. The code of every program in a batch is encoded once; the cache
+is expanded to `beam` rows per program and reordered as beams are chosen, so each step
+runs the model on one new token per live hypothesis, and a program whose search is
+done leaves the batch. `cache=False` is the slow reference (the whole prefix
+recomputed at every step, one program at a time), kept for the benchmark and tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers.cache_utils import DynamicLayer
+
+from codeexecutor.generation.beam import Beam
+
+
+class _BeamLayer(DynamicLayer):
+    """A key/value cache layer for beam search over a fixed code prefix.
+
+    Buffers are preallocated for code + trace length, so a step writes in place instead
+    of concatenating the whole cache; and reordering beams touches only the trace part:
+    beams are only ever permuted among the beams of one program, whose code keys/values
+    are identical, so positions before `frozen` never need to move.
+    """
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, capacity: int, frozen: int) -> None:
+        super().__init__()
+        N, H, L, D = keys.shape
+        self.kbuf = keys.new_empty((N, H, capacity, D))
+        self.vbuf = values.new_empty((N, H, capacity, D))
+        self.kbuf[:, :, :L] = keys
+        self.vbuf[:, :, :L] = values
+        self.length, self.frozen = L, frozen
+        self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
+        self.keys, self.values = self.kbuf[:, :, :L], self.vbuf[:, :, :L]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        end = self.length + key_states.shape[-2]
+        self.kbuf[:, :, self.length : end] = key_states
+        self.vbuf[:, :, self.length : end] = value_states
+        self.length = end
+        self.keys, self.values = self.kbuf[:, :, :end], self.vbuf[:, :, :end]
+        return self.keys, self.values
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        f, L = self.frozen, self.length
+        if L > f:
+            self.kbuf[:, :, f:L] = self.kbuf[:, :, f:L].index_select(0, beam_idx)
+            self.vbuf[:, :, f:L] = self.vbuf[:, :, f:L].index_select(0, beam_idx)
+
+    def keep_rows(self, rows: torch.LongTensor) -> None:
+        """Drop the rows of programs whose search is done (the code part too)."""
+        self.kbuf, self.vbuf = self.kbuf.index_select(0, rows), self.vbuf.index_select(0, rows)
+        self.keys, self.values = self.kbuf[:, :, : self.length], self.vbuf[:, :, : self.length]
+
+
+@dataclass
+class Generated:
+    text: str
+    logprob: float
+    tokens: int
+
+
+class TraceGenerator:
+    def __init__(self, model: str, device: str | None = None, dtype: torch.dtype | None = None) -> None:
+        from codeexecutor.errors import UsageError
+        from codeexecutor.modeling.loading import load_model, resolve
+        from codeexecutor.modeling.profiles import profile_of
+        from codeexecutor.modeling.tokenizer import Encoder, load_tokenizer
+
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        path = resolve(model)
+        self.model = load_model(path, dtype=dtype).to(self.device).eval()
+        cfg = self.model.config
+        self.profile = profile_of(cfg)
+        try:
+            self.tok = load_tokenizer(path, exception=self.profile.exception_step)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"{path}: no usable tokenizer ({str(exc).splitlines()[0]}); copy the model folder with its "
+                             "tokenizer files") from None
+        if len(self.tok) > cfg.vocab_size:
+            raise UsageError(f"{path}: the tokenizer has {len(self.tok)} tokens but the model only {cfg.vocab_size}; "
+                             "they do not belong together")
+        self.encoder = Encoder(self.tok, cfg.max_code_length, cfg.max_trace_length, self.profile)
+
+    def code_input(self, source: str, task: str = "codenet") -> str:
+        """A program in this model's format (its profile)."""
+        return self.profile.code(source, task)
+
+    def parse(self, text: str):
+        return self.profile.parse(text)
+
+    @torch.no_grad()
+    def generate(self, inputs: list[str], beam: int = 10, max_length: int | None = None, batch_size: int = 8,
+                 cache: bool = True) -> list[Generated]:
+        """Best hypothesis for each model-format code string, in input order. At most
+        `max_length` tokens are generated (</s> included; default and cap: the model's
+        max_trace_length, 768 as in the release)."""
+        cap = self.model.config.max_trace_length
+        max_length = min(max_length or cap, cap)
+        if not cache:
+            return [self._beam_no_cache(self.encoder.code(text), beam, max_length) for text in inputs]
+        out: list[Generated] = []
+        for i in range(0, len(inputs), batch_size):
+            out += self._beam([self.encoder.code(t) for t in inputs[i : i + batch_size]], beam, max_length)
+        return out
+
+    # -- cached, batched -------------------------------------------------------------------
+    def _beam(self, codes: list[list[int]], size: int, max_length: int) -> list[Generated]:
+        from codeexecutor.modeling.tokenizer import pad
+
+        m, enc, dev = self.model, self.encoder, self.device
+        batch = pad(codes, enc.pad, "code")
+        code_ids, code_mask = batch["code_ids"].to(dev), batch["code_mask"].to(dev)
+        B, S = code_ids.shape
+        kv, code_len = m.encode(code_ids, code_mask)
+        kv.batch_repeat_interleave(size)  # (B*size, ...)
+        kv.layers = [_BeamLayer(layer.keys, layer.values, S + max_length + 2, S) for layer in kv.layers]
+        key_mask = code_mask.bool().repeat_interleave(size, 0)  # (B*size, S)
+        code_len = code_len.repeat_interleave(size, 0)  # (B*size,)
+        fed = torch.zeros_like(code_len)  # target tokens fed so far that are not <pad>
+        tokens = torch.full((B * size,), enc.mask0, dtype=torch.long, device=dev)
+        beams = [Beam(size, enc.eos) for _ in range(B)]
+        alive = list(range(B))  # programs in the batch, in row order
+        for _ in range(max_length):
+            # As the release: a generated <pad> is masked out as a key (ids.ne(1)) and gets
+            # RoBERTa's padding position; later tokens' positions do not count it.
+            real = tokens.ne(enc.pad)
+            fed = fed + real
+            positions = torch.where(real, code_len + fed - 1, -1)  # + 2 in decode_step: n+2, n+3, ...; <pad>: 1
+            key_mask = torch.cat([key_mask, real[:, None]], 1)  # (A*size, S+step+1)
+            logp = m.decode_step(tokens, kv, key_mask, positions)  # (A*size, V)
+            logp = logp.view(len(alive), size, -1)
+            order, new_tokens = [], []
+            for a, b in enumerate(alive):
+                back = beams[b].advance(logp[a])
+                order.append(back.to(dev) + a * size)
+                new_tokens += beams[b].last_tokens()
+            order = torch.cat(order)
+            kv.reorder_cache(order)
+            key_mask, fed = key_mask[order], fed[order]
+            tokens = torch.tensor(new_tokens, dtype=torch.long, device=dev)
+            keep = [a for a, b in enumerate(alive) if not beams[b].done()]
+            if len(keep) < len(alive):  # finished programs leave the batch
+                if not keep:
+                    break
+                rows = torch.tensor([a * size + k for a in keep for k in range(size)], device=dev)
+                for layer in kv.layers:
+                    layer.keep_rows(rows)
+                key_mask, code_len, fed, tokens = key_mask[rows], code_len[rows], fed[rows], tokens[rows]
+                alive = [alive[a] for a in keep]
+        results = []
+        for b in range(B):
+            score, ids = beams[b].best()
+            results.append(Generated(enc.decode(ids), float(score), len(ids)))
+        return results
+
+    # -- reference: no cache, one program at a time ---------------------------------------------
+    def _beam_no_cache(self, code: list[int], size: int, max_length: int) -> Generated:
+        m, enc = self.model, self.encoder
+        code_ids = torch.tensor([code], device=self.device)
+        beam = Beam(size, enc.eos)
+        rows = [[enc.mask0] for _ in range(size)]
+        for _ in range(max_length):
+            trace = torch.tensor([r + [enc.pad] for r in rows], device=self.device)  # one slot for the next token
+            out = m(code_ids.expand(size, -1), torch.ones_like(code_ids).expand(size, -1), trace, torch.ones_like(trace))
+            back = beam.advance(m.log_probs(out.logits[:, -1]))  # (size, V)
+            rows = [rows[k] + [t] for k, t in zip(back.tolist(), beam.last_tokens())]
+            if beam.done():
+                break
+        score, ids = beam.best()
+        return Generated(enc.decode(ids), float(score), len(ids))

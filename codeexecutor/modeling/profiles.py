@@ -1,0 +1,86 @@
+"""Format profiles: how one model sees code and writes traces (SPEC §3).
+
+A model carries its profile in its saved config (`format_profile`, `exception_step`):
+
+* `official`: the released CodeExecutor's format. Code as Python lexical tokens joined
+  by spaces after each line's `<k>`; values as lexical tokens with string quotes
+  dropped (`s : [ x , y ]`); SingleLine targets are the state alone; the source ids end
+  `<mask0> </s>` with at most 251 body tokens; at most 768 generated tokens. A folder
+  whose config has no `format_profile` (the released checkpoint) is `official`.
+* `exact`: ours. Stripped source lines; values as exact `repr` with quotes (quotes
+  decide TypeErrors such as `'2' ** 2`); the `<exception> <k> Type` step ends a
+  crashing trace.
+
+`exception_step` adds the crash step to `official` too (the released model continued
+on crash-aware data). Datasets store structured steps (`code`, `steps`, `error`,
+`status` columns), so either profile serializes the same build at tokenization time.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Mapping
+
+from codeexecutor.execution.records import ExecError, Step
+from codeexecutor.modeling.format import format_code, format_singleline_target, format_trace, parse_trace
+
+PROFILES = ("official", "exact")
+RELEASE_SOURCE_BODY = 251  # max_source_length 256 - 5 (inference/dataset.py)
+RELEASE_MAX_GENERATED = 768  # max_target_length: the release's decoding loop runs at most this many steps
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str = "exact"
+    exception_step: bool = True
+
+    def __post_init__(self) -> None:
+        if self.name not in PROFILES:
+            raise ValueError(f"unknown format profile {self.name!r}; one of {', '.join(PROFILES)}")
+
+    @property
+    def official(self) -> bool:
+        return self.name == "official"
+
+    @property
+    def label(self) -> str:
+        return self.name + ("+exception" if self.official and self.exception_step else "")
+
+    # -- code and targets ---------------------------------------------------------------
+    def code(self, source: str, task: str = "codenet") -> str:
+        return format_code(source, task, lexical=self.official)
+
+    def trace(self, steps, error: ExecError | None = None) -> str:
+        return format_trace(list(steps), quotes=not self.official, error=error, exception_step=self.exception_step,
+                            lexical=self.official)
+
+    def singleline(self, state: Mapping[str, str], line: int) -> str:
+        return format_singleline_target(state, line, quotes=not self.official, lexical=self.official,
+                                        line_info=not self.official)
+
+    def parse(self, text: str):
+        """Steps back from generated text (official outputs get back their print newline)."""
+        return parse_trace(text, output_newline=self.official)
+
+    def example(self, row: Mapping) -> tuple[str, str]:
+        """(model input, model target) of one dataset row, from its structured columns."""
+        steps = [Step(s["line"], s["state"], s.get("output", "")) for s in json.loads(row["steps"] or "[]")]
+        if row["task"] == "singleline":
+            last = steps[-1]
+            return self.code(row["code"], "singleline"), self.singleline(last.state, last.line)
+        error = None
+        if row.get("error") and row.get("status") in ("error", "memory"):
+            e = json.loads(row["error"])
+            error = ExecError(e["type"], e.get("message", ""), e.get("line"))
+        return self.code(row["code"], row["task"]), self.trace(steps, error)
+
+    def to_config(self) -> dict:
+        return {"format_profile": self.name, "exception_step": self.exception_step}
+
+
+def profile_of(config) -> Profile:
+    """The profile a model config names; the released checkpoint's config names none."""
+    name = getattr(config, "format_profile", None) or "official"
+    step = getattr(config, "exception_step", None)
+    return Profile(name, (name == "exact") if step is None else bool(step))

@@ -1,0 +1,162 @@
+"""Tokenizer (RoBERTa byte-level BPE) and the encoding of examples for the model.
+
+With `init` (a local copy of microsoft/unixcoder-base or microsoft/codeexecutor, or a
+hub id) its tokenizer is loaded; otherwise a byte-level BPE is trained with `tokenizers`
+on the datasets' model inputs and targets. Either way the special tokens of SPEC §3 are
+added in the official order, then ours (`<exception>`); every one is a single token.
+
+The released checkpoint ships legacy slow-tokenizer files, and its slow
+`RobertaTokenizer` stripped the spaces around added tokens when encoding
+(`"<line> <0> <state> s : 1"` -> `<line> <0> <state> s Ġ: Ġ1`) and put spaces around
+them when decoding. A fast tokenizer built from those files by current transformers
+does neither, so `load_tokenizer` marks every special token of the format as stripping
+(lstrip/rstrip) and `Encoder.decode` joins decoded text the release's way. Our own
+trained tokenizers get the same treatment, so every model encodes alike.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+import torch
+
+from codeexecutor.modeling.format import OFFICIAL_SPECIAL_TOKENS, LINE_TOKENS, SPECIAL_TOKENS
+from codeexecutor.modeling.profiles import Profile
+
+ROBERTA_SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+UNIXCODER_SPECIALS = ["<mask0>", "<encoder-decoder>"]
+STRUCTURAL = ("<state>", "</state>", "<dictsep>", ":")
+
+
+def _added(tokens: list[str]):
+    from tokenizers import AddedToken
+
+    return [AddedToken(t, lstrip=True, rstrip=True, normalized=False, special=True) for t in tokens]
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency: int = 2):
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=min_frequency,
+                            special_tokens=ROBERTA_SPECIALS + UNIXCODER_SPECIALS)
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                                  pad_token="<pad>", mask_token="<mask>", model_max_length=1024)
+    return add_special_tokens(tok)
+
+
+def add_special_tokens(tok, exception: bool = True):
+    """Add the UniXcoder mode tokens and SPEC §3 tokens that are missing, in order, and
+    make every format token strip the spaces around it (the release's encoding)."""
+    wanted = list(OFFICIAL_SPECIAL_TOKENS + LINE_TOKENS) + (["<exception>"] if exception else [])
+    have = set(tok.get_vocab())
+    missing = [t for t in UNIXCODER_SPECIALS + wanted if t not in have]
+    if missing:
+        tok.add_special_tokens({"additional_special_tokens": _added(missing)}, replace_extra_special_tokens=False)
+    vocab = tok.get_vocab()
+    plain = [t for t in ("<s>", "</s>", "<pad>", "<unk>") if t in vocab]  # strings, not AddedTokens, in the release
+    tok._tokenizer.add_special_tokens(_added(plain + [t for t in SPECIAL_TOKENS if t in vocab]))  # same ids; strip flags
+    return tok
+
+
+def load_tokenizer(path: str, exception: bool = True):
+    """A saved tokenizer (ours, UniXcoder's or the release's legacy files) with the format's
+    tokens; `exception=False` leaves out `<exception>` (the released model has none)."""
+    from transformers import AutoTokenizer
+
+    import codeexecutor.modeling.model  # noqa: F401  (registers the "codeexecutor" config type)
+
+    return add_special_tokens(AutoTokenizer.from_pretrained(path), exception)
+
+
+def structural_ids(tok) -> list[int]:
+    ids = [tok.convert_tokens_to_ids(t) for t in STRUCTURAL[:3]]
+    colon = tok.encode(" :", add_special_tokens=False) + tok.encode(":", add_special_tokens=False)
+    return sorted(set(ids + colon))
+
+
+class Encoder:
+    """Turns (model input, model target) strings into truncated id lists and batches, in
+    the source/target layout of a format profile.
+
+    source: <s> <encoder-decoder> </s> body </s>            exact (body <= max_code - 4)
+            <s> <encoder-decoder> </s> body <mask0> </s>    official (body <= max_code - 5 = 251)
+    target: <mask0> body </s>                               body <= max_trace - 2 (766: the
+                                                            release cuts gold there)
+    """
+
+    def __init__(self, tok, max_code_length: int = 256, max_trace_length: int = 768, profile: Profile | None = None) -> None:
+        self.tok = tok
+        tok.model_max_length = 1 << 30  # we truncate code and trace ourselves; no length warning
+        self.profile = profile or Profile()
+        self.max_code = max_code_length
+        self.max_trace = max_trace_length
+        self.code_body = max_code_length - (5 if self.profile.official else 4)
+        self.bos, self.eos, self.pad = tok.bos_token_id, tok.eos_token_id, tok.pad_token_id
+        self.mode = tok.convert_tokens_to_ids("<encoder-decoder>")
+        self.mask0 = tok.convert_tokens_to_ids("<mask0>")
+        vocab = tok.get_vocab()
+        self.added = {vocab[t]: t for t in SPECIAL_TOKENS if t in vocab}  # joined with spaces when decoding
+
+    def ids(self, text: str) -> list[int]:
+        return self.tok.encode(text, add_special_tokens=False)
+
+    def code(self, text: str) -> list[int]:
+        body = self.ids(text)[: self.code_body]
+        tail = [self.mask0, self.eos] if self.profile.official else [self.eos]  # inference/dataset.py: <mask0> </s>
+        return [self.bos, self.mode, self.eos] + body + tail
+
+    def trace(self, text: str) -> list[int]:
+        body = self.ids(text)[: self.max_trace - 2]
+        return [self.mask0] + body + [self.eos]
+
+    def gold(self, text: str) -> str:
+        """A reference trace as the release scores it: BPE-tokenized, cut to
+        max_trace - 2 (766) tokens, decoded."""
+        return self.decode(self.ids(text)[: self.max_trace - 2], cut_at_bos=False)
+
+    def encode_batch(self, inputs: list[str], targets: list[str]) -> dict:
+        return {"code_ids": [self.code(t) for t in inputs], "trace_ids": [self.trace(t) for t in targets]}
+
+    def encode_rows(self, batch: Mapping[str, list]) -> dict:
+        """A batch of dataset rows, serialized in this encoder's profile from their structured columns."""
+        keys = list(batch)
+        pairs = [self.profile.example({k: batch[k][i] for k in keys}) for i in range(len(batch[keys[0]]))]
+        return self.encode_batch([p[0] for p in pairs], [p[1] for p in pairs])
+
+    def collate(self, rows: list[dict]) -> dict[str, torch.Tensor]:
+        return {**pad([r["code_ids"] for r in rows], self.pad, "code"), **pad([r["trace_ids"] for r in rows], self.pad, "trace")}
+
+    def decode(self, ids: list[int], cut_at_bos: bool = True) -> str:
+        """Generated trace ids (without <mask0>) back to format text, as the release does:
+        up to </s>; up to <s> too (its predictions are cut at id 0, the padding it fills
+        them with); the format's tokens joined to the decoded text between them by spaces
+        (the slow tokenizer's decode)."""
+        if self.eos in ids:
+            ids = ids[: ids.index(self.eos)]
+        if cut_at_bos and self.bos in ids:
+            ids = ids[: ids.index(self.bos)]
+        parts: list[str] = []
+        run: list[int] = []
+        for i in ids:
+            if i in self.added:
+                if run:
+                    parts.append(self.tok.decode(run, skip_special_tokens=False, clean_up_tokenization_spaces=False))
+                    run = []
+                parts.append(self.added[i])
+            else:
+                run.append(i)
+        if run:
+            parts.append(self.tok.decode(run, skip_special_tokens=False, clean_up_tokenization_spaces=False))
+        return " ".join(parts)
+
+
+def pad(seqs: list[list[int]], pad_id: int, name: str) -> dict[str, torch.Tensor]:
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+        mask[i, : len(s)] = 1
+    return {f"{name}_ids": ids, f"{name}_mask": mask}

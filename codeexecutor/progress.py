@@ -1,0 +1,57 @@
+"""Progress display: a tqdm bar on a terminal, a plain line every few seconds otherwise.
+
+A log file should not fill with carriage-return frames, so when stderr is not a
+terminal `bar` returns a small stand-in with the same surface (iteration, `update`,
+`set_postfix`, `close`) that writes `desc: n/total unit (rate/s) postfix` lines.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+def bar(iterable=None, total: int | None = None, desc: str = "", unit: str = "it", initial: int = 0,
+        every: float = 10.0, **kw):
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        return tqdm(iterable, total=total, desc=desc, unit=unit, initial=initial, **kw)
+    return Lines(iterable, total, desc, unit, initial, every)
+
+
+class Lines:
+    def __init__(self, iterable, total, desc, unit, initial=0, every=10.0) -> None:
+        self.iterable = iterable
+        self.total = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)
+        self.desc, self.unit, self.n, self.every = desc, unit, initial, every
+        self.start = self.last = time.monotonic()
+        self.postfix = ""
+
+    def __iter__(self):
+        for item in self.iterable:
+            yield item
+            self.update(1)
+        self.close()
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            self._line(now)
+
+    def set_postfix(self, **values) -> None:
+        self.postfix = " ".join(f"{k}={v}" for k, v in values.items())
+
+    def _line(self, now: float) -> None:
+        of = f"/{self.total}" if self.total else ""
+        rate = self.n / max(now - self.start, 1e-9)
+        print(f"{self.desc}: {self.n}{of} {self.unit} ({rate:.2f} {self.unit}/s) {self.postfix}".rstrip(),
+              file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.n:
+            self._line(time.monotonic())
+            self.n = 0 if self.total is None else self.n
+            self.every = float("inf")
