@@ -112,18 +112,20 @@ def _line_and_state(segment: str) -> tuple[str, dict[str, str]]:
     """The line info and the state dict of a segment, exactly as the release slices them
     (including its slicing of segments without <state>)."""
     at = segment.find("<state>")
-    line = segment[0:at].strip()
-    rest = segment[at:].strip()
-    if rest.startswith("<state>"):
-        rest = rest[len("<state>") :]
-    if rest.endswith("</state>"):
-        rest = rest[: -len("</state>")]
     state = {}
-    for item in rest.split("<dictsep>"):
+    for item in _unwrap(segment[at:].strip()).split("<dictsep>"):
         if ":" in item:
             k = item.index(":")
             state[item[:k].strip()] = item[k + 1 :].strip()
-    return line, state
+    return segment[0:at].strip(), state
+
+
+def _unwrap(text: str) -> str:
+    if text.startswith("<state>"):
+        text = text[len("<state>") :]
+    if text.endswith("</state>"):
+        text = text[: -len("</state>")]
+    return text
 
 
 def _same_pairs(a: Mapping[str, str], b: Mapping[str, str]) -> int:
@@ -189,12 +191,8 @@ def release_metrics(predictions: Sequence[str], references: Sequence[str]) -> di
 
 
 def _singleline_state(text: str) -> dict[str, str]:
-    if text.startswith("<state>"):
-        text = text[len("<state>") :]
-    if text.endswith("</state>"):
-        text = text[: -len("</state>")]
     state = {}
-    for item in text.split("<dictsep>"):
+    for item in _unwrap(text).split("<dictsep>"):
         if ":" in item:
             fields = item.split(":")
             state[fields[0].strip()] = fields[1].strip()

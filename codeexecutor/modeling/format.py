@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from codeexecutor.execution.records import ExecResult, ExecStatus, Step
+from codeexecutor.modeling.lexical import code_lines as lexical_lines, indented_lines, lexical_value
 
 # Official order first (CodeExecutor release), then ours.
 OFFICIAL_SPECIAL_TOKENS = (
@@ -68,26 +69,8 @@ def code_lines(source: str, lexical: bool = False) -> list[tuple[int, int, str]]
     if len(lines) > MAX_LINES:
         raise FormatError(f"{len(lines)} lines: the format has line tokens for {MAX_LINES}")
     if lexical:
-        from codeexecutor.modeling.lexical import code_lines as lexical_lines
-
         return [(k, delta, " ".join(tokens)) for k, delta, tokens in lexical_lines(source) if k < MAX_LINES]
-    out = []
-    levels = [0]
-    for k, line in enumerate(lines):
-        stripped = line.strip()
-        if not stripped:
-            continue
-        width = len(line) - len(line.lstrip(" \t"))
-        delta = 0
-        if width > levels[-1]:
-            levels.append(width)
-            delta = 1
-        else:
-            while len(levels) > 1 and width < levels[-1]:
-                levels.pop()
-                delta -= 1
-        out.append((k, delta, stripped))
-    return out
+    return indented_lines(source)
 
 
 def release_code_tokens(source: str) -> list[str]:
@@ -115,8 +98,6 @@ def official_value(text: str) -> str:
 
 def _value(text: str, quotes: bool, lexical: bool) -> str:
     if lexical:
-        from codeexecutor.modeling.lexical import lexical_value
-
         return lexical_value(text)
     return text if quotes else official_value(text)
 

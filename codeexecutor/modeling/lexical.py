@@ -115,10 +115,21 @@ def _slice(text: list[str], start: tuple[int, int], end: tuple[int, int]) -> str
 
 def _by_regex(source: str) -> list[tuple[int, int, list[str]]]:
     out = []
+    for row, delta, line in indented_lines(source):
+        tokens = regex_tokens(line)
+        if tokens and not line.startswith("#"):
+            out.append((row, delta, tokens))
+    return out
+
+
+def indented_lines(source: str) -> list[tuple[int, int, str]]:
+    """(0-based line, indent change, stripped line) for every non-blank line, the
+    indentation read from leading whitespace (one level per new, deeper width)."""
+    out = []
     levels = [0]
     for row, line in enumerate(source.splitlines()):
-        tokens = regex_tokens(line.split("#", 1)[0] if line.lstrip().startswith("#") else line)
-        if not tokens:
+        stripped = line.strip()
+        if not stripped:
             continue
         width = len(line) - len(line.lstrip(" \t"))
         delta = 0
@@ -129,5 +140,5 @@ def _by_regex(source: str) -> list[tuple[int, int, list[str]]]:
             while len(levels) > 1 and width < levels[-1]:
                 levels.pop()
                 delta -= 1
-        out.append((row, delta, tokens))
+        out.append((row, delta, stripped))
     return out
