@@ -69,7 +69,7 @@ def _inline_args(p: argparse.ArgumentParser) -> None:
 
 
 def _inline_run(args: argparse.Namespace) -> int:
-    from codeexecutor.inline import InlineError, inline_stdin
+    from codeexecutor.execution.inline import InlineError, inline_stdin
     from codeexecutor.source import read_text_file
 
     source = read_text_file(args.program, "program")

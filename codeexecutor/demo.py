@@ -19,7 +19,7 @@ import time
 
 from codeexecutor.execution import ExecutorPool, Program
 from codeexecutor.execution.display import format_result
-from codeexecutor.inline import InlineError, inline_stdin
+from codeexecutor.execution.inline import InlineError, inline_stdin
 
 DEMO = pathlib.Path(__file__).resolve().parent.parent / "curricula" / "demo"
 FIGURE3 = "s000000003"  # the paper's Figure 3 program (problem p00002)

@@ -94,7 +94,7 @@ class CodeNetBuilder:
 
     # -- one program ------------------------------------------------------------------
     def process(self, pool, sub: Submission, split: str, stdin_path: str | None) -> tuple[list[dict], Counter, Counter]:
-        from codeexecutor.inline import InlineError, inline_stdin
+        from codeexecutor.execution.inline import InlineError, inline_stdin
         from mutation import MutationError, mutate
 
         counts, op_status = Counter(), Counter()

@@ -19,7 +19,7 @@ from eval.rerank import similarity
 
 def build_set(codenet: str, problems: int = 20, per_problem: int = 4, seed: int = 0) -> list[dict]:
     """Programs of `problems` problems (each with >= 2 programs), inlined; [{id, problem_id, code}]."""
-    from codeexecutor.inline import InlineError, inline_stdin
+    from codeexecutor.execution.inline import InlineError, inline_stdin
     from curricula.codenet import _read_source, read_layout
 
     subs, inputs = read_layout(codenet)

@@ -1,7 +1,7 @@
 import pytest
 
 from codeexecutor.execution import ExecStatus
-from codeexecutor.inline import InlineError, inline_stdin
+from codeexecutor.execution.inline import InlineError, inline_stdin
 
 from .conftest import real_programs
 
@@ -94,3 +94,68 @@ def test_literal_spans_cover_the_inserted_text(pool):
     data = out.source.encode()
     pieces = [data[a:b].decode() for a, b in out.literal_spans]
     assert pieces == ["__inputs__ = ['ab\\n', 'cd\\n']; ", "'2\\n'", "__inputs__.pop(0)"]
+
+
+# -- static inlining (trace: no run) ----------------------------------------------------------
+STATIC_CASES = [
+    ("n = int(input())\na = list(map(int, input().split()))\nprint(sum(a) * n)\n", "2\n1 2 3\n"),
+    ("import sys\ninput = sys.stdin.readline\nn = int(input())\nfor _ in range(n):\n    x = input()\n    print(x)\n", "2\nab\ncd\n"),
+    ("def main():\n    n, k = map(int, input().split())\n    print(n + k)\n\nif __name__ == '__main__':\n    main()\n", "3 4\n"),
+    ("import sys\nn, *a = map(int, open(0).read().split())\nprint(n, a)\n", "3\n1 2 3\n"),
+    ("n = int(input())\nxs = [int(input()) for _ in range(n)]\nprint(xs)\n", "3\n5\n6\n7\n"),
+    ("import sys\nfor line in sys.stdin:\n    print(line.strip())\n", "a\nb\n"),
+    ("import sys\ndef main():\n    input = sys.stdin.buffer.readline\n    n = int(input())\n    print(n)\nmain()\n", "15\n"),
+    ("from sys import stdin\nh, w = map(int, stdin.readline().split())\ng = [stdin.readline().rstrip() for _ in range(h)]\n", "2 3\n#.#\n.#.\n"),
+    ("s = input()\nt = [int(x) for x in input().split()]\nprint(s, t)\n", "abc\n1 2\n"),
+]
+
+
+@pytest.mark.parametrize("src,stdin", STATIC_CASES)
+def test_static_inlining_gives_the_recorded_form(src, stdin, pool):
+    from codeexecutor.execution.inline_static import inline_static
+
+    assert inline_static(src, stdin).source == inline_stdin(src, stdin, pool=pool).source
+
+
+def test_static_inlining_refuses_what_it_cannot_order():
+    from codeexecutor.execution.inline_static import inline_static
+
+    with pytest.raises(InlineError) as err:
+        inline_static("import sys\nfor _ in range(2):\n    a = input()\n    b = sys.stdin.readline()\n", "1\n2\n3\n4\n")
+    assert err.value.reason == "static_ambiguous"
+    with pytest.raises(InlineError) as err:
+        inline_static("a = input()\nb = input()\n", "only one line\n")
+    assert err.value.reason == "eof_read"
+
+
+@pytest.mark.data
+def test_static_and_recorded_inlining_agree_on_real_programs(pool):
+    from codeexecutor.execution.inline_static import inline_static
+
+    from .conftest import real_programs
+
+    both = same = 0
+    for _, src, stdin in real_programs(150, seed=4):
+        if not stdin:
+            continue
+        try:
+            recorded, static = inline_stdin(src, stdin, pool=pool).source, inline_static(src, stdin).source
+        except InlineError:
+            continue
+        both += 1
+        same += recorded == static
+    assert both >= 100 and same / both >= 0.9, (same, both)  # 96.8% on the whole corpus (bench_inline)
+
+
+def test_trace_runs_no_program_unless_compare(overfit_model, monkeypatch):
+    import codeexecutor.execution.pool as pool_module
+    from codeexecutor.generation.cli import trace_program
+
+    def no_runs(*args, **kwargs):
+        raise AssertionError("trace ran the program")
+
+    monkeypatch.setattr(pool_module.ExecutorPool, "__init__", no_runs)
+    monkeypatch.setattr(pool_module, "execute", no_runs)
+    path, _ = overfit_model
+    report = trace_program("n = int(input())\nprint(n * 2)\n", "21\n", model=str(path), beam=1, max_length=8)
+    assert report["code"] == "n = int('21')\nprint(n * 2)\n" and "ground_truth" not in report

@@ -89,11 +89,11 @@ def test_source_with_lone_surrogates_is_a_syntax_error_not_a_crash():
 # installs signal handlers and an audit hook, which must not happen to the test process.
 _REHEARSAL_CHECK = r"""
 import io, sys
-from codeexecutor.execution import sandbox
+from codeexecutor.execution import rehearsal, sandbox
 template = sandbox.prepare_zygote()
 streams = sys.stdin, sys.stdout, sys.stderr
 main = sys.modules["__main__"]
-ok = sandbox.rehearse()
+ok = rehearsal.rehearse()
 assert (sys.stdin, sys.stdout, sys.stderr) == streams, "streams not put back"
 assert sys.modules["__main__"] is main, "__main__ not put back"
 assert sys.gettrace() is None
@@ -122,7 +122,7 @@ def test_rehearsal_runs_and_leaves_the_template_and_interpreter_as_they_were():
 
 
 def test_a_failing_rehearsal_is_harmless():
-    broken = _REHEARSAL_CHECK.replace("ok = sandbox.rehearse()", "sandbox._REHEARSAL = 'raise ValueError(1)\\n'\nok = sandbox.rehearse()")
+    broken = _REHEARSAL_CHECK.replace("ok = rehearsal.rehearse()", "rehearsal._REHEARSAL = 'raise ValueError(1)\\n'\nok = rehearsal.rehearse()")
     assert _run_python(broken).strip() == "failed"
 
 
@@ -130,9 +130,9 @@ def test_rehearsal_program_matches_its_input():
     # The rehearsal only warms what a child runs if the program itself runs to the end.
     code = (
         "import io, sys\n"
-        "from codeexecutor.execution import sandbox\n"
-        "sys.stdin = io.TextIOWrapper(io.BytesIO(sandbox._REHEARSAL_INPUT))\n"
-        "exec(compile(sandbox._REHEARSAL, '<program>', 'exec'), {'__name__': '__main__'})\n"
+        "from codeexecutor.execution import rehearsal\n"
+        "sys.stdin = io.TextIOWrapper(io.BytesIO(rehearsal._REHEARSAL_INPUT))\n"
+        "exec(compile(rehearsal._REHEARSAL, '<program>', 'exec'), {'__name__': '__main__'})\n"
     )
     assert _run_python(code).count("\n") == 5
 

@@ -148,6 +148,7 @@ class _Worker:
         self.network_isolated = False
         self.rehearsed = False
         self.scratch_prefix = ""
+        self.unprivileged = False
         env = {
             "PATH": "/usr/bin:/bin",
             "LANG": "C.UTF-8",
@@ -179,8 +180,9 @@ class _Worker:
             self.close()
             raise RuntimeError("a sandbox worker failed to start (is the codeexecutor package importable?)")
         self.network_isolated = hello.get("network_isolated", False)
-        self.rehearsed = hello.get("rehearsed", False)  # see sandbox.rehearse
+        self.rehearsed = hello.get("rehearsed", False)  # see rehearsal.rehearse
         self.scratch_prefix = hello.get("scratch_prefix", "")  # its runs' dirs: prefix + N
+        self.unprivileged = hello.get("unprivileged_children", False)  # see sandbox._drop_privileges
         return self
 
     def run(self, code_bytes: bytes, stdin: bytes, limits: Limits, options: dict | None = None) -> dict | bytes | None:

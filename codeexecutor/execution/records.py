@@ -45,7 +45,7 @@ class ExecResult:
     stdout: str = ""
     error: ExecError | None = None
     stderr: str = ""
-    reads: tuple | None = None  # stdin reads, when recorded (see codeexecutor.inline)
+    reads: tuple | None = None  # stdin reads, when recorded (see codeexecutor.execution.inline)
 
     @property
     def ok(self) -> bool:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable
 from codeexecutor.execution.render import render
 
 if TYPE_CHECKING:
-    from codeexecutor.execution.sandbox import OutputSink
+    from codeexecutor.execution.output import OutputSink
 
 PROGRAM_FILENAME = "<program>"
 _UNTRACED_NAMES = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>"})

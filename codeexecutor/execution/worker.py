@@ -3,7 +3,7 @@
 Started by the pool (pool.py) with a scrubbed environment and PYTHONHASHSEED=0, it
 moves itself into an empty network namespace (when running as root), pre-imports the
 standard-library modules contest programs use, runs one rehearsal program through the
-child's code path (sandbox.rehearse: what CPython builds on first use is then inherited
+child's code path (rehearsal.rehearse: what CPython builds on first use is then inherited
 instead of built in every child), then serves requests on its stdin and
 stdout: for each program it forks a child (sandbox.serve_one), waits for the child's
 JSON result with a wall-clock deadline, kills the child's process group as a backstop,
@@ -384,6 +384,8 @@ def main(argv: list[str] | None = None) -> None:
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
     isolated = isolate_network()
+    if sys.path and sys.path[0] in ("", os.getcwd()):  # -m put the working dir ("/") first: not a package root
+        del sys.path[0]
     import site  # the worker runs with -S; take only the builtins site adds (exit, quit, help, ...)
 
     site.setquit()
@@ -395,7 +397,7 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.update(SAFE_ENV)
     os.environ["HOME"] = os.environ["TMPDIR"] = scratch_base()
     import codeexecutor.execution.sandbox as sandbox  # import once, before forking
-    import codeexecutor.inline_record  # noqa: F401
+    import codeexecutor.execution.inline_record  # noqa: F401
 
     sandbox.prepare_zygote()  # the seeded-random finder is in place before any import below
     loaded = []
@@ -409,13 +411,16 @@ def main(argv: list[str] | None = None) -> None:
     serve_one = sandbox.serve_one
     server = Server(proto_in, proto_out)
     remove_stale_scratch(server.base)
-    rehearsed = sandbox.rehearse()  # the child's code path, run once here (see its docstring)
+    from codeexecutor.execution.rehearsal import rehearse
+
+    rehearsed = rehearse()  # the child's code path, run once here (see its docstring)
     gc.collect()
     global _FILLERS
     _FILLERS = fill_free_blocks()
     gc.freeze()  # keep the imported heap out of the collector: fewer copy-on-write faults per fork
     send(proto_out, {"ready": True, "network_isolated": isolated, "pid": os.getpid(), "flavor": flavor,
-                     "preimported": loaded, "rehearsed": rehearsed, "scratch_prefix": server.prefix})
+                     "preimported": loaded, "rehearsed": rehearsed, "scratch_prefix": server.prefix,
+                     "unprivileged_children": sandbox.CAN_DROP})
     server.serve()
 
 

@@ -26,17 +26,20 @@ def _generator(model: str):
 
 
 def prepare(source: str, stdin: str, docstring: str | None = None) -> tuple[str, int, list[str]]:
-    """(code the model sees, line offset of the docstring, notes): stdin inlined, and the
-    optional resource description prepended as a docstring (Bieber et al.)."""
-    from codeexecutor.inline import InlineError, inline_stdin
+    """(code the model sees, line offset of the docstring, notes): stdin inlined
+    statically, without running the program (execution/inline_static.py: the same form
+    the dataset builders record), and the optional resource description prepended as a
+    docstring (Bieber et al.)."""
+    from codeexecutor.execution.inline import InlineError
+    from codeexecutor.execution.inline_static import inline_static
 
     notes = []
     code = source
     if stdin or "input" in source or "stdin" in source or "open(0" in source:
         try:
-            code = inline_stdin(source, stdin).source
+            code = inline_static(source, stdin).source
         except InlineError as exc:
-            notes.append(f"stdin not inlined ({exc.reason}); the model sees the reads as written")
+            notes.append(f"stdin not inlined ({exc.reason}: {exc.detail}); the model sees the reads as written")
     offset = 0
     if docstring:
         doc = '"""' + docstring.replace('"""', "'''").strip() + '\n"""\n'
@@ -127,7 +130,8 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-length", type=int, help="trace tokens to generate at most (default and cap: the model's, 768)")
     p.add_argument("--json", action="store_true", help="print the JSON report")
     p.add_argument("--html", metavar="OUT", help="write an HTML view of the trace")
-    p.add_argument("--compare", action="store_true", help="also run the real executor and show both")
+    p.add_argument("--compare", action="store_true", help="also run the program in the sandbox and show the real trace "
+                   "beside the predicted one (without it, nothing is run)")
     p.add_argument("--docstring", metavar="FILE", help="resource description (input spec) prepended as a docstring")
     p.add_argument("--batch", metavar="FILE.jsonl", help="many programs: lines of {\"code\", \"stdin\"?, \"id\"?}; JSON lines out")
 

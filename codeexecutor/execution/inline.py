@@ -134,6 +134,18 @@ def inline_stdin(
     if any(r[0] == "input_eof" for r in reads):
         raise InlineError("eof_read", "input() is called past the end of the input (EOFError)")
 
+    result = inline_reads(source, tree, reads)
+    if verify:
+        _verify(pool, limits, original, result.source)
+    return result
+
+
+def inline_reads(source: str, tree: ast.Module, reads: list, sequence_sites: frozenset = frozenset(),
+                 sequence: list | None = None) -> InlineResult:
+    """The source with the given reads replaced (module docstring, steps 2-3). `reads` are
+    records as inline_record.py makes them, in program order. The static inliner
+    (inline_static.py), which cannot tell how often a site runs, names the sites that read
+    from the literal sequence (`sequence_sites`) and gives the sequence itself."""
     src = _Source(source)
     calls: dict[tuple[int, int], ast.Call] = {}
     stmts: list[ast.stmt] = []
@@ -176,24 +188,20 @@ def inline_stdin(
             raise InlineError("overlapping_reads", "two reads share one expression")
 
     # Sites that ran once get their literal; the others share one sequence, in read order.
-    multi = {i for i, values in enumerate(group_values) if len(values) > 1}
-    sequence = []
-    if multi:
+    if sequence is None:  # recorded reads: a site that ran more than once reads from the sequence
+        multi = {i for i, values in enumerate(group_values) if len(values) > 1}
         group_of_span = {span: i for i, span in enumerate(groups)}
-        for r in reads:
-            i = group_of_span[(r[3], r[4], r[5], r[6])]
-            if i in multi:
-                sequence.append(_value(r))
+        sequence = [_value(r) for r in reads if group_of_span[(r[3], r[4], r[5], r[6])] in multi]
+    else:  # static: the sites it names
+        multi = {i for i, span in enumerate(groups) if span in sequence_sites}
     replacements = [
         (start, end, f"{SEQUENCE_NAME}.pop(0)" if i in multi else repr(group_values[i][0])) for start, end, i in edits
     ]
     if sequence:
         replacements.append(_sequence_definition(src, source, tree, sequence))
     inlined, spans = _apply(src.data, replacements)
-    result = InlineResult(inlined, len(reads), len(edits), len(sequence), tuple(spans))
-    if verify:
-        _verify(pool, limits, original, inlined)
-    return result
+    return InlineResult(inlined, len(reads), len(edits), len(sequence), tuple(spans))
+
 
 
 def _first_simple(body: list[ast.stmt]) -> ast.stmt | None:
