@@ -47,9 +47,9 @@ def _read_stdin_arg(path: str | None) -> str:
 def _exec_run(args: argparse.Namespace) -> int:
     from codeexecutor.execution import ExecutorPool
     from codeexecutor.execution.display import format_result
-    from codeexecutor.source import read_text_file
+    from codeexecutor.source import read_program
 
-    source = read_text_file(args.program, "program")
+    source = read_program(args.program)
     stdin = _read_stdin_arg(args.stdin)
     limits = _limits(args)
     with ExecutorPool(workers=1, limits=limits) as pool:
@@ -70,9 +70,9 @@ def _inline_args(p: argparse.ArgumentParser) -> None:
 
 def _inline_run(args: argparse.Namespace) -> int:
     from codeexecutor.execution.inline import InlineError, inline_stdin
-    from codeexecutor.source import read_text_file
+    from codeexecutor.source import read_program
 
-    source = read_text_file(args.program, "program")
+    source = read_program(args.program)
     stdin = _read_stdin_arg(args.stdin)
     try:
         result = inline_stdin(source, stdin, verify=not args.no_verify)
@@ -126,6 +126,9 @@ def _load_plugins() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from codeexecutor.progress import quiet_libraries
+
+    quiet_libraries()
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -134,8 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args._run(args)
-    except CodeExecutorError as exc:
-        print(f"codeexecutor {args.command}: error: {exc}", file=sys.stderr)
+    except CodeExecutorError as exc:  # one line: a multi-line message (every problem of a config) is joined
+        message = "; ".join(line.strip(" -") for line in str(exc).splitlines() if line.strip())
+        print(f"codeexecutor {args.command}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"codeexecutor {args.command}: interrupted", file=sys.stderr)

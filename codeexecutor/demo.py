@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="demo_out", help="output folder (default demo_out)")
     ap.add_argument("--only", choices=("trace", "data", "pretrain", "generate"), help="run one phase only")
     args = ap.parse_args(argv)
+    from codeexecutor.progress import quiet_libraries
+
+    quiet_libraries()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     out = pathlib.Path(args.out)
     out.mkdir(exist_ok=True)

@@ -55,3 +55,22 @@ class Lines:
             self._line(time.monotonic())
             self.n = 0 if self.total is None else self.n
             self.every = float("inf")
+
+
+def quiet_libraries() -> None:
+    """When stderr is not a terminal, switch off the progress bars of the libraries we
+    use (datasets, transformers, the hub client; TQDM_DISABLE for the processes we start),
+    so that logs hold lines, not carriage-return frames."""
+    if sys.stderr.isatty():
+        return
+    import os
+
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    for module, call in (("datasets", "disable_progress_bars"), ("transformers.utils.logging", "disable_progress_bar"),
+                         ("huggingface_hub.utils", "disable_progress_bars")):
+        if module.split(".")[0] in sys.modules:
+            try:
+                getattr(sys.modules[module] if module in sys.modules else __import__(module, fromlist=[call]), call)()
+            except (ImportError, AttributeError):
+                pass

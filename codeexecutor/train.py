@@ -104,9 +104,14 @@ class Curriculum:
             with open(path) as f:
                 raw = yaml.safe_load(f) or {}
         except FileNotFoundError as exc:
-            raise ConfigError(f"curriculum file not found: {path}") from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
+            raise ConfigError(f"curriculum file not found: {path} (see curricula/*.yaml)") from exc
+        except IsADirectoryError as exc:
+            raise ConfigError(f"{path} is a directory; give a curriculum YAML file (see curricula/*.yaml)") from exc
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ConfigError(f"{path} is not valid YAML ({first}); see curricula/*.yaml for the format") from exc
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path} is not a curriculum: expected a mapping with model, train and stages (see curricula/*.yaml)")
         return cls.from_dict(raw, path, base_dir)
 
     @classmethod
@@ -442,8 +447,8 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
     import deepspeed
     import torch
 
+    cur = Curriculum.load(curriculum_path, base_dir)  # a bad curriculum is reported before DeepSpeed starts
     rank, world = setup_distributed()
-    cur = Curriculum.load(curriculum_path, base_dir)
     if output_dir:
         cur.train.output_dir = output_dir
     out = cur.train.output_dir
@@ -574,6 +579,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-steps", type=int, help="stop after this global step (the rest resumes later)")
     ap.add_argument("--local_rank", type=int, default=None, help=argparse.SUPPRESS)  # set by the deepspeed launcher
     args = ap.parse_args(argv)
+    from codeexecutor.progress import quiet_libraries
+
+    quiet_libraries()
     try:
         train(args.curriculum, args.ds_config, args.base_dir, args.output_dir, args.max_steps)
     except ConfigError as exc:

@@ -35,7 +35,27 @@ def _build_args(p: argparse.ArgumentParser) -> None:
     s.add_argument("--limit", type=int, help="at most this many examples")
 
 
+def _check_inputs(args: argparse.Namespace) -> None:
+    """Refuse bad inputs before anything is written to --out."""
+    import glob
+    import os
+
+    from curricula.common import built_datasets
+
+    if args.dataset == "codenetmut":
+        if not os.path.isdir(os.path.join(args.codenet, "data")):
+            raise UsageError(f"{args.codenet} does not look like Project CodeNet: no data/ folder "
+                             "(expected data/pXXXXX/Python/sXXXXXXXXX.py)")
+    elif args.dataset == "tutorial" and args.sources is not None:
+        if not glob.glob(os.path.join(args.sources, "*.rst.txt")):
+            raise UsageError(f"no tutorial sources in {args.sources} (expected *.rst.txt files, e.g. "
+                             "../shared/data/python-tutorial/tutorial_rst)")
+    elif args.dataset == "singleline" and args.source:
+        built_datasets(args.source, "--from folder")
+
+
 def _build_run(args: argparse.Namespace) -> int:
+    _check_inputs(args)
     if args.dataset == "codenetmut":
         from curricula.codenet import CodeNetBuilder, shard_arg
 
@@ -61,8 +81,11 @@ def _stats_args(p: argparse.ArgumentParser) -> None:
 
 
 def _stats_run(args: argparse.Namespace) -> int:
+    from curricula.common import built_datasets
     from curricula.stats import dataset_stats, print_table
 
+    for d in args.dirs:
+        built_datasets(d)
     for d in args.dirs:
         print_table(dataset_stats(d))
     return 0

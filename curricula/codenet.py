@@ -181,9 +181,9 @@ class CodeNetBuilder:
             print(f"resuming: {len(mine) - len(todo)} of {len(mine)} programs already done")
         bar = None
         if progress:
-            from tqdm import tqdm
+            from codeexecutor.progress import bar as progress_bar
 
-            bar = tqdm(total=len(mine), initial=len(mine) - len(todo), desc="codenetmut", unit="prog")
+            bar = progress_bar(total=len(mine), initial=len(mine) - len(todo), desc="codenetmut", unit="prog")
         start = time.perf_counter()
         limits = Limits(timeout=self.timeout, max_steps=self.max_steps)
         with ExecutorPool(self.workers, limits, prestart=("numpy",)) as pool, cf.ThreadPoolExecutor(self.workers + 1) as threads:

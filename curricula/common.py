@@ -103,6 +103,31 @@ def save_dataset(rows_by_split: dict[str, list[dict]], out_dir: str) -> dict[str
     return {s: len(parts[s]) if s in parts else 0 for s in SPLITS}
 
 
+def built_datasets(folder: str, what: str = "dataset folder") -> dict[str, str]:
+    """The datasets (name -> path) a `codeexecutor build` output folder holds; UsageError
+    (naming the fix) when the folder is missing, not a folder, holds none, or holds one
+    that cannot be read."""
+    from codeexecutor.errors import UsageError
+
+    if not os.path.exists(folder):
+        raise UsageError(f"{what} not found: {folder} (build one first: codeexecutor build ... --out DIR)")
+    if not os.path.isdir(folder):
+        raise UsageError(f"{what} {folder} is a file, not a folder written by `codeexecutor build ... --out DIR`")
+    found = {}
+    for dirpath, dirnames, filenames in os.walk(folder):
+        if "dataset_dict.json" in filenames:
+            try:
+                with open(os.path.join(dirpath, "dataset_dict.json")) as f:
+                    json.load(f)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise UsageError(f"{dirpath} is a broken dataset (dataset_dict.json: {exc}); build it again") from None
+            found[os.path.basename(dirpath)] = dirpath
+            dirnames[:] = []
+    if not found:
+        raise UsageError(f"no built datasets in {folder} (expected folders written by `codeexecutor build ... --out {folder}`)")
+    return dict(sorted(found.items()))
+
+
 def write_json_atomic(obj, path: str) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -111,5 +136,5 @@ def write_json_atomic(obj, path: str) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["SPLITS", "assign_splits", "make_example", "is_error_trace", "max_states", "save_dataset",
+__all__ = ["SPLITS", "assign_splits", "built_datasets", "make_example", "is_error_trace", "max_states", "save_dataset",
            "write_json_atomic"]

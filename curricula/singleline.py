@@ -26,12 +26,17 @@ import ast
 import json
 import os
 import time
+import logging
 from collections import Counter
 
+from codeexecutor.progress import bar as progress_bar
 from curricula.common import SPLITS, make_example, save_dataset, write_json_atomic
+from curricula.journal import Journal, read_journal
 from codeexecutor.modeling.format import format_code, format_singleline_target
 
 TASK = "singleline"
+CHUNK = 512  # candidate programs per journal unit
+log = logging.getLogger("curricula.singleline")
 _SIMPLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)
 
 
@@ -139,7 +144,7 @@ def kaggle_program(rec) -> str | None:
 
 
 def build_singleline(out: str, source: str | None = None, kaggle: str | None = None, workers: int = 2,
-                     limit: int | None = None) -> dict:
+                     limit: int | None = None, progress: bool = True) -> dict:
     from codeexecutor.execution import ExecutorPool
 
     os.makedirs(out, exist_ok=True)
@@ -177,18 +182,44 @@ def build_singleline(out: str, source: str | None = None, kaggle: str | None = N
     counts["unique_programs"] = len(items)
     rows_by_split: dict[str, list[dict]] = {s: [] for s in SPLITS}
     start = time.perf_counter()
-    with ExecutorPool(workers) as pool:
-        for (code, (rid, group, split)), result in _ordered(pool, items):
-            if result.status.value != "ok" or not result.steps:
-                counts[f"skip:{result.status.value}"] += 1
-                continue
-            row = make_example(rid, group, split, TASK, code, result, "singleline")
-            last = result.steps[-1]
-            row["target"] = format_singleline_target(dict(last.state), last.line)
-            row["input"] = format_code(code, TASK)
-            row["n_steps"] = 1  # the target is the one state after the line
-            rows_by_split[split].append(row)
-            counts["examples"] += 1
+    chunks = [items[i : i + CHUNK] for i in range(0, len(items), CHUNK)]
+    # Journaled per chunk of candidates (one fsync'ed write each): kill -9 and the same
+    # command again redo at most the chunk that was running.
+    with Journal(os.path.join(out, "journal.jsonl")) as journal:
+        todo = [k for k in range(len(chunks)) if f"chunk{k}" not in journal.done]
+        log.info("singleline: %d candidate programs in %d chunks, %d already done", len(items), len(chunks), len(chunks) - len(todo))
+        bar = progress_bar(total=len(items), initial=sum(len(chunks[k]) for k in range(len(chunks)) if k not in todo),
+                           desc="singleline", unit="prog") if progress else None
+        if todo:
+            with ExecutorPool(workers) as pool:
+                for k in todo:
+                    rows, chunk_counts = [], Counter()
+                    for (code, (rid, group, split)), result in _ordered(pool, chunks[k]):
+                        if result.status.value != "ok" or not result.steps:
+                            chunk_counts[f"skip:{result.status.value}"] += 1
+                            continue
+                        row = make_example(rid, group, split, TASK, code, result, "singleline")
+                        last = result.steps[-1]
+                        row["target"] = format_singleline_target(dict(last.state), last.line)
+                        row["input"] = format_code(code, TASK)
+                        row["n_steps"] = 1  # the target is the one state after the line
+                        rows.append(row)
+                        chunk_counts["examples"] += 1
+                    journal.write_unit(f"chunk{k}", rows, {"counts": dict(chunk_counts)})
+                    if bar is not None:
+                        bar.update(len(chunks[k]))
+        if bar is not None:
+            bar.close()
+    for kind, obj in read_journal(os.path.join(out, "journal.jsonl")):
+        if kind == "record":
+            rows_by_split[obj["split"]].append(obj)
+        else:
+            counts.update(obj.get("counts", {}))
+    if not any(rows_by_split.values()):
+        from codeexecutor.errors import UsageError
+
+        raise UsageError(f"no SingleLine examples came out of {source or kaggle} ({dict(counts)}); "
+                         "give a built dataset whose programs ran (codeexecutor build codenetmut ...)")
     sizes = save_dataset(rows_by_split, os.path.join(out, TASK))
     stats = {"source": source or kaggle, "counts": dict(sorted(counts.items())), "datasets": {TASK: sizes},
              "seconds": round(time.perf_counter() - start, 1)}

@@ -116,9 +116,9 @@ def build_tutorial(out: str, sources: str | None = None, mutants: int = 100, wor
     todo = [(sid, code) for sid, code in snippets if sid not in journal.done]
     bar = None
     if progress:
-        from tqdm import tqdm
+        from codeexecutor.progress import bar as progress_bar
 
-        bar = tqdm(total=len(snippets), initial=len(snippets) - len(todo), desc="tutorial", unit="snippet")
+        bar = progress_bar(total=len(snippets), initial=len(snippets) - len(todo), desc="tutorial", unit="snippet")
     start = time.perf_counter()
     with ExecutorPool(workers) as pool, cf.ThreadPoolExecutor(workers + 1) as threads:
         def task(item):

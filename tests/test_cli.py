@@ -45,7 +45,7 @@ def test_usage_errors_are_one_line_and_nonzero(tmp_path):
     out = cli("exec", str(binary))
     assert out.returncode == 2 and "binary" in out.stderr
     out = cli("exec", str(FIXTURES / "hostile" / "python2.py"))
-    assert out.returncode == 0 and "Python 2" in out.stdout
+    assert out.returncode == 2 and "Python 2" in out.stderr and "2to3" in out.stderr
     prog = tmp_path / "p.py"
     prog.write_text("x = 1\n")
     out = cli("exec", str(prog), "--timeout", "-1")

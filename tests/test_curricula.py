@@ -105,8 +105,22 @@ def test_tutorial_and_singleline_builds(tmp_path):
 
     stats = build_tutorial(str(tmp_path / "tut"), mutants=2, progress=False)
     assert stats["datasets"]["tutorial"]["train"] > 100
-    sl = build_singleline(str(tmp_path / "sl"), source=str(tmp_path / "tut"), limit=200)
+    sl = build_singleline(str(tmp_path / "sl"), source=str(tmp_path / "tut"), limit=200, progress=False)
     assert sl["datasets"]["singleline"]["train"] > 20
+    # resume: a build killed after its first chunk redoes only the rest and ends the same
+    import curricula.singleline as singleline
+
+    singleline.CHUNK, chunk = 64, singleline.CHUNK
+    try:
+        ref = build_singleline(str(tmp_path / "sl64"), source=str(tmp_path / "tut"), limit=200, progress=False)
+        journal = tmp_path / "sl64" / "journal.jsonl"
+        lines = journal.read_text().splitlines(keepends=True)
+        first_done = next(i for i, line in enumerate(lines) if '"_done"' in line)
+        journal.write_text("".join(lines[: first_done + 1]) + lines[first_done + 1][:10])  # killed mid-write
+        again = build_singleline(str(tmp_path / "sl64"), source=str(tmp_path / "tut"), limit=200, progress=False)
+    finally:
+        singleline.CHUNK = chunk
+    assert again["datasets"] == ref["datasets"] == sl["datasets"] and again["counts"] == ref["counts"]
     report = dataset_stats(str(tmp_path / "tut"))
     assert (tmp_path / "tut" / "table2.png").exists()
     t = report["datasets"]["tutorial"]["train"]

@@ -1,7 +1,6 @@
 """Metrics on hand-computed cases."""
 
 import math
-import os
 
 import pytest
 import torch

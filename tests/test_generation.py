@@ -1,6 +1,6 @@
 
 import pytest
-import torch
+
 
 from codeexecutor.modeling.format import parse_trace
 

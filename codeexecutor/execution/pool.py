@@ -27,7 +27,6 @@ import marshal
 import os
 import pickle
 import queue
-import re
 import selectors
 import subprocess
 import sys
@@ -41,6 +40,7 @@ from codeexecutor.execution.framing import REQUEST, recv, recv_bytes, send_bytes
 from codeexecutor.execution.records import ExecError, ExecResult, ExecStatus, Limits
 from codeexecutor.execution.tracer import PROGRAM_FILENAME
 from codeexecutor.execution.worker import FLAVORS
+from codeexecutor.source import looks_like_python2
 
 try:
     import orjson
@@ -49,13 +49,6 @@ except ImportError:  # optional: json does the same, slower
 
 log = logging.getLogger(__name__)
 
-_PY2_HINTS = (
-    re.compile(r"^\s*print\s+[^\s(=.,)]", re.M),
-    re.compile(r"\braw_input\s*\("),
-    re.compile(r"\bxrange\s*\("),
-    re.compile(r"^\s*exec\s+[\"'\w]", re.M),
-    re.compile(r"except\s+\w+\s*,\s*\w+\s*:"),
-)
 
 
 @dataclass(frozen=True)
@@ -101,7 +94,7 @@ def _compile(source: str) -> types.CodeType | ExecResult:
         code = compile(source, PROGRAM_FILENAME, "exec", dont_inherit=True)
     except SyntaxError as exc:
         message = f"{exc.msg}"
-        if any(p.search(source) for p in _PY2_HINTS):
+        if looks_like_python2(source):
             message += " (this looks like Python 2 code; only Python 3 runs here: convert it with 2to3)"
         return ExecResult(ExecStatus.SYNTAX_ERROR, error=ExecError(type(exc).__name__, message, exc.lineno))
     except UnicodeError as exc:  # lone surrogates (undecodable bytes read with surrogateescape)

@@ -137,7 +137,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from codeexecutor.source import read_text_file
+    from codeexecutor.source import read_program, read_text_file
 
     if args.beam < 1 or (args.max_length is not None and args.max_length < 1):
         raise UsageError("--beam and --max-length must be >= 1")
@@ -158,7 +158,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if not args.program:
         raise UsageError("give a PROGRAM (or --batch FILE.jsonl)")
-    source = read_text_file(args.program, "program")
+    source = read_program(args.program)
     stdin = read_text_file(args.stdin, "stdin file") if args.stdin else ""
     report = trace_program(source, stdin, args.model, args.beam, args.max_length, args.compare, args.html, doc)
     text = report.pop("text")
