@@ -12,7 +12,7 @@
 #   MASTER_PORT    rendezvous port                      (default: 29500)
 #   OUTPUT_DIR     overrides the curriculum's train.output_dir
 #   PYTHON         interpreter with the project installed (default: .venv/bin/python; `make venv` makes it)
-# Extra arguments go to `python -m codeexecutor.train` (e.g. --max-steps 100).
+# Extra arguments go to `python -m codeexecutor.training` (e.g. --max-steps 100).
 # A killed run resumes from its latest checkpoint when started again with the same settings.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -51,4 +51,4 @@ ARGS=(--curriculum "$CURRICULUM" --ds-config "$DS_CONFIG")
 [ -n "${OUTPUT_DIR:-}" ] && ARGS+=(--output-dir "$OUTPUT_DIR")
 
 echo "run_pretrain.sh: $NNODES node(s) x $GPUS_PER_NODE process(es), gpu=$HAVE_GPU, $CURRICULUM, $DS_CONFIG" >&2
-exec "${LAUNCH[@]}" --module codeexecutor.train "${ARGS[@]}" "$@"
+exec "${LAUNCH[@]}" --module codeexecutor.training "${ARGS[@]}" "$@"

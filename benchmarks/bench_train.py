@@ -26,7 +26,7 @@ def setup(data: pathlib.Path, preset: str = "tiny"):
 
     from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
     from codeexecutor.modeling.tokenizer import Encoder, structural_ids, train_tokenizer
-    from codeexecutor.train import tokenize
+    from codeexecutor.training.data import tokenize
 
     ds = datasets.concatenate_datasets([datasets.load_from_disk(str(data / n))["train"] for n in
                                         ("codenetmut/codenetmut", "tutorial/tutorial", "singleline/singleline")])
@@ -52,7 +52,8 @@ def batches(table, enc, steps: int, size: int):
 def ours(model, data, device: str) -> float:
     import deepspeed
 
-    from codeexecutor.train import load_ds_config, setup_distributed, TrainArgs
+    from codeexecutor.training.config import TrainArgs, load_ds_config
+    from codeexecutor.training.loop import setup_distributed
 
     setup_distributed()
     cfg = load_ds_config(str(ROOT / "ds_configs" / "cpu.json"), TrainArgs(micro_batch_size=len(data[0]["code_ids"]), grad_accum=1), 1)

@@ -17,7 +17,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from codeexecutor.train import train
+    from codeexecutor.training.loop import train
 
     final = train(args.curriculum, args.ds_config, args.base_dir, args.output_dir, args.max_steps)
     print(final)

@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from codeexecutor.errors import ConfigError
-from codeexecutor.train import Curriculum, TrainArgs, load_ds_config, lr_at
+from codeexecutor.training.config import Curriculum, TrainArgs, load_ds_config
+from codeexecutor.training.loop import lr_at
 
 from .conftest import ROOT
 
@@ -54,7 +55,7 @@ def test_curriculum_errors_are_collected():
 
 
 def test_lr_schedule_warms_up_and_decays_per_stage():
-    from codeexecutor.train import Source, Stage
+    from codeexecutor.training.config import Source, Stage
 
     st = [Stage("a", [Source("p", "singleline")], steps=10, lr=1.0, warmup=2), Stage("b", [Source("p", "tutorial")], steps=10, lr=0.5, warmup=0)]
     assert lr_at(st, 0) == 0.5 and lr_at(st, 1) == 1.0
@@ -65,7 +66,8 @@ def test_lr_schedule_warms_up_and_decays_per_stage():
 def _curriculum(tmp_path, data, steps):
     cur = {
         "model": {"preset": "tiny", "vocab_size": 600, "max_code_length": 128, "max_trace_length": 256},
-        "train": {"output_dir": str(tmp_path / "run"), "micro_batch_size": 2, "grad_accum": 2, "save_every": 2, "log_every": 1},
+        "train": {"output_dir": str(tmp_path / "run"), "micro_batch_size": 2, "grad_accum": 2, "save_every": 2, "log_every": 1,
+                  "max_tokens": 1024, "eval_every": 3, "eval_examples": 4, "eval_decode_examples": 2},
         "stages": [
             {"name": "singleline", "steps": steps, "lr": 1e-3, "warmup": 1, "sources": [{"path": str(data / "singleline" / "singleline"), "task": "singleline"}]},
             {"name": "tutorial", "steps": steps, "lr": 1e-3, "warmup": 1, "sources": [
@@ -88,7 +90,7 @@ def test_two_process_zero2_over_gloo_with_resume(tmp_path, demo_data):
     cur = _curriculum(tmp_path, demo_data, steps=2)
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517", "-m",
-           "codeexecutor.train", "--curriculum", str(cur), "--ds-config", str(ROOT / "ds_configs" / "cpu.json")]
+           "codeexecutor.training", "--curriculum", str(cur), "--ds-config", str(ROOT / "ds_configs" / "cpu.json")]
     first = subprocess.run(cmd + ["--max-steps", "3"], env=env, capture_output=True, text=True, timeout=400, cwd=ROOT)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     run = tmp_path / "run"
@@ -97,7 +99,12 @@ def test_two_process_zero2_over_gloo_with_resume(tmp_path, demo_data):
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert "resuming from" in second.stdout and "at step 3" in second.stdout
     log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6]  # every step once, across the kill
+    assert [r["step"] for r in log if "loss" in r] == [1, 2, 3, 4, 5, 6]  # every step once, across the kill
+    evals = [r for r in log if "eval" in r]
+    assert [r["step"] for r in evals] == [2, 3, 4, 6]  # eval_every 3 and each stage end
+    assert all(0 <= e["trace_accuracy"] <= 100 and e["loss"] > 0 for r in evals for e in r["eval"].values())
+    assert (run / "stage1-singleline-best" / "best.json").exists() and (run / "data_stats.json").exists()
+    assert all(0 <= r["padding_share"] < 1 for r in log if "loss" in r)
     assert len(json.loads((run / "stage2-tutorial-hardest-0.json").read_text())) == 8
     assert (run / "loss.png").exists() and (run / "final" / "model.safetensors").exists()
     assert sorted(d.name for d in (run / "checkpoints").iterdir() if d.name.startswith("step")) == ["step4", "step6"]
@@ -128,7 +135,7 @@ def test_crash_finetune_from_a_released_layout_checkpoint(tmp_path, demo_data):
     path = tmp_path / "cur.yaml"
     path.write_text(yaml.safe_dump(cur))
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-m", "codeexecutor.train", "--curriculum", str(path), "--ds-config",
+    out = subprocess.run([sys.executable, "-m", "codeexecutor.training", "--curriculum", str(path), "--ds-config",
                           str(ROOT / "ds_configs" / "cpu.json")], env=env, capture_output=True, text=True, timeout=400, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     final = tmp_path / "run" / "final"
@@ -145,3 +152,46 @@ def test_crash_finetune_from_a_released_layout_checkpoint(tmp_path, demo_data):
     assert gen.tok.convert_tokens_to_ids("<exception>") == base + 211
     assert gen.profile.label == "official+exception"
     assert gen.code_input("x = [1, 'a']\n") == "<codenet> <0> x = [ 1 , 'a' ]"
+
+
+def test_targets_keep_their_label_when_cut():
+    from codeexecutor.modeling.profiles import Profile
+    from codeexecutor.modeling.tokenizer import Encoder, train_tokenizer
+
+    steps = " ".join(f"<line> <{i}> <state> x : {i} </state>" for i in range(40))
+    tok = train_tokenizer([steps, "<exception> <3> KeyError", "<output> 12"] * 5, vocab_size=400, min_frequency=1)
+    enc = Encoder(tok, 64, 64, Profile("exact"))
+    ids, fit = enc.fit_trace("<line> <0> <state> x : 1 </state>")
+    assert fit == "whole" and ids[0] == enc.mask0 and ids[-1] == enc.eos
+    ids, fit = enc.fit_trace(steps)
+    assert fit == "cut_at_step" and len(ids) <= 64
+    text = enc.decode(ids[1:])
+    assert text.endswith("</state>") and text.count("<line>") == text.count("</state>")  # whole steps only
+    assert enc.fit_trace(steps + " <exception> <3> KeyError") == (None, "dropped_crash")
+    assert enc.fit_trace("<line> <0> <state> " + " <dictsep> ".join(f"v{i} : {i}" for i in range(60)) + " </state>") == (None, "dropped_long_step")
+
+
+def test_token_budget_batches_are_deterministic_and_tightly_packed(demo_data):
+    from codeexecutor.modeling.tokenizer import Encoder, train_tokenizer
+    from codeexecutor.training.config import Source, Stage
+    from codeexecutor.training.data import StageData, padding_share
+
+    import datasets
+
+    stage = Stage("s", [Source(str(demo_data / "singleline" / "singleline"), "singleline"),
+                        Source(str(demo_data / "tutorial" / "tutorial"), "tutorial")], steps=10)
+    rows = list(datasets.load_from_disk(str(demo_data / "tutorial" / "tutorial"))["train"])
+    tok = train_tokenizer([r["input"] for r in rows] + [r["target"] for r in rows], vocab_size=600, min_frequency=1)
+    enc = Encoder(tok, 256, 512)
+    budget = StageData(stage, enc, ".", max_tokens=2048)
+    fixed = StageData(stage, enc, ".")
+    shares, fixed_shares = [], []
+    for step in range(30):
+        a, b = budget.indices(0, step, 0, 0, 8), budget.indices(0, step, 0, 0, 8)
+        assert a == b  # the batch of a step depends on nothing else
+        batch = budget.batch(0, step, 0, 0, 8)
+        assert batch["code_ids"].numel() + batch["trace_ids"].numel() <= 2048
+        shares.append(padding_share(batch))
+        fixed_shares.append(padding_share(fixed.batch(0, step, 0, 0, 8)))
+    assert sum(shares) / len(shares) < 0.25 < sum(fixed_shares) / len(fixed_shares)
+    assert set(budget.fits) == {s.path for s in stage.sources} and all(f["whole"] > 0 for f in budget.fits.values())

@@ -93,6 +93,14 @@ class TraceGenerator:
                              "they do not belong together")
         self.encoder = Encoder(self.tok, cfg.max_code_length, cfg.max_trace_length, self.profile)
 
+    @classmethod
+    def from_model(cls, model, encoder, device) -> "TraceGenerator":
+        """A generator over a model in memory (evaluation while training)."""
+        gen = cls.__new__(cls)
+        gen.model, gen.encoder, gen.tok, gen.profile = model, encoder, encoder.tok, encoder.profile
+        gen.device = torch.device(device)
+        return gen
+
     def code_input(self, source: str, task: str = "codenet") -> str:
         """A program in this model's format (its profile)."""
         return self.profile.code(source, task)

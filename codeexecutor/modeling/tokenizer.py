@@ -98,6 +98,8 @@ class Encoder:
         self.mask0 = tok.convert_tokens_to_ids("<mask0>")
         vocab = tok.get_vocab()
         self.added = {vocab[t]: t for t in SPECIAL_TOKENS if t in vocab}  # joined with spaces when decoding
+        self.line_id = vocab.get("<line>")
+        self.exception_id = vocab.get("<exception>")
 
     def ids(self, text: str) -> list[int]:
         return self.tok.encode(text, add_special_tokens=False)
@@ -111,6 +113,23 @@ class Encoder:
         body = self.ids(text)[: self.max_trace - 2]
         return [self.mask0] + body + [self.eos]
 
+    def fit_trace(self, text: str) -> tuple[list[int] | None, str]:
+        """Training target ids that keep their label, and what was done to fit them:
+        `whole`; `cut_at_step` (a long trace ends after its last whole step: never
+        mid-step); `dropped_crash` (a crashing trace that does not fit: cutting it would
+        drop its `<exception>` step or invent a crash after the wrong step); or
+        `dropped_long_step` (not even the first step fits)."""
+        ids = self.ids(text)
+        budget = self.max_trace - 2
+        if len(ids) <= budget:
+            return [self.mask0] + ids + [self.eos], "whole"
+        if self.exception_id is not None and self.exception_id in ids:
+            return None, "dropped_crash"
+        cut = next((i for i in range(budget, 0, -1) if ids[i] == self.line_id), 0)  # before a step's <line>
+        if cut == 0:
+            return None, "dropped_long_step"
+        return [self.mask0] + ids[:cut] + [self.eos], "cut_at_step"
+
     def gold(self, text: str) -> str:
         """A reference trace as the release scores it: BPE-tokenized, cut to
         max_trace - 2 (766) tokens, decoded."""
@@ -120,10 +139,21 @@ class Encoder:
         return {"code_ids": [self.code(t) for t in inputs], "trace_ids": [self.trace(t) for t in targets]}
 
     def encode_rows(self, batch: Mapping[str, list]) -> dict:
-        """A batch of dataset rows, serialized in this encoder's profile from their structured columns."""
+        """A batch of dataset rows, serialized in this encoder's profile from their
+        structured columns: ids, lengths, and how the target was fitted (`fit_trace`;
+        dropped rows have empty trace ids)."""
         keys = list(batch)
-        pairs = [self.profile.example({k: batch[k][i] for k in keys}) for i in range(len(batch[keys[0]]))]
-        return self.encode_batch([p[0] for p in pairs], [p[1] for p in pairs])
+        out: dict[str, list] = {"code_ids": [], "trace_ids": [], "code_len": [], "trace_len": [], "fit": []}
+        for i in range(len(batch[keys[0]])):
+            code, target = self.profile.example({k: batch[k][i] for k in keys})
+            code_ids = self.code(code)
+            trace_ids, fit = self.fit_trace(target)
+            out["code_ids"].append(code_ids)
+            out["trace_ids"].append(trace_ids or [])
+            out["code_len"].append(len(code_ids))
+            out["trace_len"].append(len(trace_ids or []))
+            out["fit"].append(fit)
+        return out
 
     def collate(self, rows: list[dict]) -> dict[str, torch.Tensor]:
         return {**pad([r["code_ids"] for r in rows], self.pad, "code"), **pad([r["trace_ids"] for r in rows], self.pad, "trace")}

@@ -1,0 +1,5 @@
+import sys
+
+from codeexecutor.training.loop import main
+
+sys.exit(main())

@@ -1,0 +1,196 @@
+"""Curriculum configuration: grouped dataclasses validated with every problem listed, and
+the DeepSpeed JSON config filled in from them (batch identity checked)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, fields
+
+from codeexecutor.errors import ConfigError
+
+
+@dataclass
+class ModelArgs:
+    """The model and its tokenizer."""
+
+    preset: str = "tiny"  # base (125 M) | small (~30 M) | tiny (CPU tests)
+    init: str | None = None  # folder or hub id to start from: microsoft/codeexecutor, microsoft/unixcoder-base, a run's export
+    tokenizer: str | None = None  # a saved tokenizer; default: init's, else trained on the data
+    format_profile: str | None = None  # official | exact; default: init's (the release: official), else exact
+    exception_step: bool = True  # crashing traces end with <exception> (added to the released vocabulary if needed)
+    vocab_size: int = 8000  # for a trained tokenizer
+    max_code_length: int = 256
+    max_trace_length: int = 768
+    structural_weight: float = 1.0
+    other_weight: float = 10.0
+
+
+@dataclass
+class TrainArgs:
+    """Optimisation and bookkeeping shared by all stages."""
+
+    output_dir: str = "runs/pretrain"
+    micro_batch_size: int = 8
+    grad_accum: int = 1
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    seed: int = 0
+    save_every: int = 500
+    keep_checkpoints: int = 2  # older DeepSpeed checkpoints are deleted (0 keeps all)
+    log_every: int = 10
+    mining_batch_size: int = 32
+    max_tokens: int | None = None  # token budget per micro-batch (padded code + trace); None: micro_batch_size examples
+    eval_every: int = 0  # evaluate every N steps (0: at each stage end only)
+    eval_examples: int = 128  # valid examples per source for the held-out loss (0: no evaluation)
+    eval_decode_examples: int = 32  # of those, greedily decoded for trace/output accuracy
+
+
+@dataclass
+class Source:
+    """One dataset of a stage: a saved DatasetDict (its `train` split is used)."""
+
+    path: str
+    task: str
+    weight: float = 1.0
+    hardest: int | None = None  # keep only the K hardest examples by the previous stage's loss
+
+
+@dataclass
+class Stage:
+    name: str
+    sources: list[Source]
+    steps: int
+    lr: float = 4e-4
+    warmup: int = 10_000
+
+
+@dataclass
+class Curriculum:
+    model: ModelArgs
+    train: TrainArgs
+    stages: list[Stage] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: str, base_dir: str | None = None) -> "Curriculum":
+        import yaml
+
+        try:
+            with open(path) as f:
+                raw = yaml.safe_load(f) or {}
+        except FileNotFoundError as exc:
+            raise ConfigError(f"curriculum file not found: {path} (see curricula/*.yaml)") from exc
+        except IsADirectoryError as exc:
+            raise ConfigError(f"{path} is a directory; give a curriculum YAML file (see curricula/*.yaml)") from exc
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ConfigError(f"{path} is not valid YAML ({first}); see curricula/*.yaml for the format") from exc
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path} is not a curriculum: expected a mapping with model, train and stages (see curricula/*.yaml)")
+        return cls.from_dict(raw, path, base_dir)
+
+    @classmethod
+    def from_dict(cls, raw: dict, origin: str = "<dict>", base_dir: str | None = None) -> "Curriculum":
+        problems: list[str] = []
+
+        def build(kind, data, where):
+            if not isinstance(data, dict):
+                problems.append(f"{where}: expected a mapping, got {type(data).__name__}")
+                return None
+            names = {f.name for f in fields(kind)}
+            unknown = sorted(set(data) - names)
+            if unknown:
+                problems.append(f"{where}: unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(names))})")
+            try:
+                return kind(**{k: v for k, v in data.items() if k in names})
+            except TypeError as exc:
+                problems.append(f"{where}: {exc}")
+                return None
+
+        model = build(ModelArgs, raw.get("model", {}), "model")
+        train = build(TrainArgs, raw.get("train", {}), "train")
+        stages = []
+        for i, s in enumerate(raw.get("stages") or []):
+            where = f"stages[{i}]"
+            if not isinstance(s, dict):
+                problems.append(f"{where}: expected a mapping")
+                continue
+            sources = [build(Source, d, f"{where}.sources[{j}]") for j, d in enumerate(s.get("sources") or [])]
+            stage = build(Stage, {**s, "sources": [x for x in sources if x is not None]}, where)
+            if stage is not None:
+                stages.append(stage)
+        cur = cls(model or ModelArgs(), train or TrainArgs(), stages)
+        problems += cur.validate(base_dir)
+        if problems:
+            raise ConfigError(f"{origin} has {len(problems)} problem(s):\n  - " + "\n  - ".join(problems))
+        return cur
+
+    def validate(self, base_dir: str | None = None) -> list[str]:
+        from codeexecutor.modeling.format import TASK_TOKENS
+
+        p = []
+        if self.model.preset not in ("base", "small", "tiny"):
+            p.append(f"model.preset must be base, small or tiny, got {self.model.preset!r}")
+        if self.model.format_profile not in (None, "official", "exact"):
+            p.append(f"model.format_profile must be official or exact, got {self.model.format_profile!r}")
+        if not 8 <= self.model.max_code_length <= 1024 or not 8 <= self.model.max_trace_length <= 1024:
+            p.append("model.max_code_length and max_trace_length must be in [8, 1024]")
+        if self.model.max_code_length + self.model.max_trace_length > 1024:
+            p.append("model.max_code_length + max_trace_length must be <= 1024 (position embeddings)")
+        if self.train.micro_batch_size < 1 or self.train.grad_accum < 1:
+            p.append("train.micro_batch_size and train.grad_accum must be >= 1")
+        if self.train.max_tokens is not None and self.train.max_tokens < self.model.max_code_length + self.model.max_trace_length:
+            p.append(f"train.max_tokens must hold one longest example: >= max_code_length + max_trace_length "
+                     f"({self.model.max_code_length + self.model.max_trace_length})")
+        if self.train.eval_every < 0 or self.train.eval_examples < 0 or self.train.eval_decode_examples < 0:
+            p.append("train.eval_every, eval_examples and eval_decode_examples must be >= 0")
+        if not self.stages:
+            p.append("stages: at least one stage is needed")
+        for i, st in enumerate(self.stages):
+            if st.steps < 1:
+                p.append(f"stages[{i}] ({st.name}): steps must be >= 1")
+            if not st.lr > 0 or st.warmup < 0:
+                p.append(f"stages[{i}] ({st.name}): lr must be > 0 and warmup >= 0")
+            if not st.sources:
+                p.append(f"stages[{i}] ({st.name}): no sources")
+            for j, src in enumerate(st.sources):
+                if src.task not in TASK_TOKENS:
+                    p.append(f"stages[{i}].sources[{j}]: task must be one of {', '.join(TASK_TOKENS)}, got {src.task!r}")
+                if not src.weight > 0:
+                    p.append(f"stages[{i}].sources[{j}]: weight must be > 0")
+                if src.hardest is not None and (i == 0 or src.hardest < 1):
+                    p.append(f"stages[{i}].sources[{j}]: hardest needs a previous stage and K >= 1")
+                if base_dir is not None and not os.path.isdir(os.path.join(base_dir, src.path)):
+                    p.append(f"stages[{i}].sources[{j}]: dataset folder {src.path} not found "
+                             "(build it first: codeexecutor build ...)")
+        return p
+
+
+def load_ds_config(path: str, train: TrainArgs, world_size: int) -> dict:
+    """Read a DeepSpeed JSON config and fill in the batch sizes from the curriculum.
+
+    Checks DeepSpeed's identity train_batch_size = micro x accumulation x world size."""
+    try:
+        with open(path) as f:
+            cfg = json.load(f)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"DeepSpeed config not found: {path} (see ds_configs/)") from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path} is not valid JSON: {exc}") from exc
+    micro = cfg.get("train_micro_batch_size_per_gpu", train.micro_batch_size)
+    accum = cfg.get("gradient_accumulation_steps", train.grad_accum)
+    if micro in (None, "auto"):
+        micro = train.micro_batch_size
+    if accum in (None, "auto"):
+        accum = train.grad_accum
+    total = micro * accum * world_size
+    given = cfg.get("train_batch_size", "auto")
+    if given not in (None, "auto") and given != total:
+        raise ConfigError(f"{path}: train_batch_size {given} != micro {micro} x accumulation {accum} x world {world_size} "
+                          f"= {total}; set it to {total} or to \"auto\"")
+    if "optimizer" in cfg:
+        raise ConfigError(f"{path}: remove the \"optimizer\" block; the training loop passes a torch AdamW "
+                          "(a DeepSpeed optimizer block JIT-compiles fused_adam)")
+    cfg.update(train_micro_batch_size_per_gpu=micro, gradient_accumulation_steps=accum, train_batch_size=total)
+    cfg.setdefault("gradient_clipping", train.max_grad_norm)
+    return cfg

@@ -1,0 +1,107 @@
+"""The data of a stage: its sources tokenized in the run's format profile, and
+deterministic, resumable batch sampling (the batch of a step depends on nothing else)."""
+
+from __future__ import annotations
+
+import os
+import random
+
+from codeexecutor.errors import ConfigError
+from codeexecutor.training.config import Stage
+
+
+FIT_OUTCOMES = ("whole", "cut_at_step", "dropped_crash", "dropped_long_step")
+CODE_BUCKET = 16  # code lengths grouped in steps of 16 tokens before ordering by trace length
+
+
+class StageData:
+    """Tokenized sources of one stage and deterministic, resumable batch sampling: the
+    batch of (stage, step, micro, rank) depends on nothing else.
+
+    With `max_tokens`, a micro-batch is a run of examples of similar length under that
+    token budget (padded code + trace tokens): each source's examples are ordered by code
+    length (in buckets of 16 tokens), then trace length; a batch grows from a random
+    anchor in that order while `n x (longest code + longest trace)` fits. Without it,
+    `size` examples are drawn uniformly, as before. Either way one source per batch,
+    drawn by the stage's weights.
+    """
+
+    def __init__(self, stage: Stage, encoder, base_dir: str, subsets: dict[int, list[int]] | None = None,
+                 max_tokens: int | None = None) -> None:
+        import datasets
+        import numpy as np
+
+        self.stage = stage
+        self.encoder = encoder
+        self.max_tokens = max_tokens
+        self.tables, self.code_len, self.trace_len, self.order = [], [], [], []
+        self.fits: dict[str, dict[str, int]] = {}
+        for j, src in enumerate(stage.sources):
+            ds = datasets.load_from_disk(os.path.join(base_dir, src.path))
+            ds = ds["train"] if isinstance(ds, datasets.DatasetDict) else ds
+            if subsets and j in subsets:
+                ds = ds.select(subsets[j])
+            if len(ds) == 0:
+                raise ConfigError(f"stage {stage.name}: source {src.path} has no training examples")
+            table, fits = tokenize(ds, encoder)
+            if len(table) == 0:
+                raise ConfigError(f"stage {stage.name}: no example of {src.path} fits max_trace_length ({fits})")
+            self.fits[src.path] = fits
+            code, trace = np.asarray(table["code_len"]), np.asarray(table["trace_len"])
+            self.tables.append(table)
+            self.code_len.append(code)
+            self.trace_len.append(trace)
+            self.order.append(np.lexsort((trace, code // CODE_BUCKET)))
+        total = sum(s.weight for s in stage.sources)
+        self.weights = [s.weight / total for s in stage.sources]
+
+    def indices(self, seed: int, step: int, micro: int, rank: int, size: int) -> tuple[int, list[int]]:
+        """(source, example indices) of one micro-batch."""
+        rng = random.Random(f"{seed}:{self.stage.name}:{step}:{micro}:{rank}")
+        j = rng.choices(range(len(self.tables)), weights=self.weights)[0]  # one source per batch
+        n = len(self.tables[j])
+        if not self.max_tokens:
+            return j, [rng.randrange(n) for _ in range(size)]
+        order, code, trace = self.order[j], self.code_len[j], self.trace_len[j]
+        lo = hi = rng.randrange(n)
+        hi += 1
+        longest_code, longest_trace = int(code[order[lo]]), int(trace[order[lo]])
+        while True:  # forward while the budget holds, then backward
+            if hi < n:
+                c, t = max(longest_code, int(code[order[hi]])), max(longest_trace, int(trace[order[hi]]))
+                if (hi - lo + 1) * (c + t) <= self.max_tokens:
+                    hi, longest_code, longest_trace = hi + 1, c, t
+                    continue
+            if lo > 0:
+                c, t = max(longest_code, int(code[order[lo - 1]])), max(longest_trace, int(trace[order[lo - 1]]))
+                if (hi - lo + 1) * (c + t) <= self.max_tokens:
+                    lo, longest_code, longest_trace = lo - 1, c, t
+                    continue
+            break
+        return j, [int(i) for i in order[lo:hi]]
+
+    def batch(self, seed: int, step: int, micro: int, rank: int, size: int) -> dict:
+        j, idx = self.indices(seed, step, micro, rank, size)
+        rows = self.tables[j][idx]
+        return self.encoder.collate([{"code_ids": c, "trace_ids": t} for c, t in zip(rows["code_ids"], rows["trace_ids"])])
+
+
+def padding_share(batch: dict) -> float:
+    """Share of the computed (padded) tokens of a collated batch that are padding."""
+    computed = batch["code_ids"].numel() + batch["trace_ids"].numel()
+    real = int(batch["code_mask"].sum() + batch["trace_mask"].sum())
+    return 1.0 - real / computed
+
+
+def tokenize(ds, encoder):
+    """(ids of a dataset in the encoder's format profile, serialized from the structured
+    columns; how many targets were kept whole, cut at a step boundary or dropped).
+    Dropped examples are left out. Cached by `datasets` per profile and tokenizer."""
+    table = ds.map(encoder.encode_rows, batched=True, remove_columns=ds.column_names, desc="tokenizing",
+                   load_from_cache_file=True)
+    fits = dict.fromkeys(FIT_OUTCOMES, 0)
+    for outcome in table["fit"]:
+        fits[outcome] += 1
+    if fits["dropped_crash"] or fits["dropped_long_step"]:
+        table = table.filter(lambda fit: fit.startswith(("whole", "cut")), input_columns="fit", desc="dropping")
+    return table, fits

@@ -1,0 +1,303 @@
+"""Curriculum pretraining under DeepSpeed: one training loop, stages as data + hyperparameters.
+
+    deepspeed --module codeexecutor.training --curriculum curricula/demo.yaml --ds-config ds_configs/cpu.json
+    python -m codeexecutor.training ...            # one process, no launcher (CPU demo)
+
+The curriculum file (YAML) has three groups (see `Curriculum`): `model`, `train`, and a
+list of `stages`, each with its data sources (dataset folder, task, mixing weight, and
+optionally `hardest: K`: the K examples of that source with the highest loss under the
+model as the previous stage left it, scored in parallel across ranks), its number of
+optimizer steps and its learning rate / warmup. One DeepSpeed engine runs all stages;
+the learning rate follows each stage's warmup + linear decay.
+
+Every `save_every` steps and at each stage end a DeepSpeed checkpoint (weights,
+optimizer, scheduler, global step) is written; the same command after a kill resumes
+from the latest one at the same step. Each stage end also exports a Hugging Face model
+(`stageN-NAME/`, `save_pretrained` format, tokenizer included); the last one is copied
+to `final/`, which `codeexecutor trace --model` loads. Losses go to TensorBoard
+(`tensorboard/`), to `train_log.jsonl` and to `loss.png`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import socket
+import sys
+import time
+from dataclasses import asdict
+
+from codeexecutor.errors import ConfigError
+from codeexecutor.training.config import Curriculum, Source, Stage, load_ds_config
+from codeexecutor.training.data import StageData
+from codeexecutor.training.export import export_model, save_checkpoint
+from codeexecutor.training.mining import mine_hardest
+from codeexecutor.training.plots import plot_losses
+from codeexecutor.training.setup import build_model, build_tokenizer, resolve_profile
+
+log = logging.getLogger("codeexecutor.train")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def setup_distributed():
+    """Initialise torch.distributed through DeepSpeed; works with the deepspeed launcher,
+    torchrun, or a single process started without any launcher."""
+    import torch
+
+    if "RANK" not in os.environ:  # one process, no launcher
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    if not torch.cuda.is_available():
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    # DeepSpeed JIT-compiles its CPU shared-memory comm op (~35 s) into this folder: keep it
+    # inside the virtualenv so it is built once per environment, not once per machine user.
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(sys.prefix, "torch_extensions"))
+    import deepspeed
+
+    deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+    import torch.distributed as dist
+
+    return dist.get_rank(), dist.get_world_size()
+
+
+def lr_at(stages: list[Stage], global_step: int) -> float:
+    """Each stage: linear warmup to its lr, then linear decay to 0 at its end."""
+    start = 0
+    for st in stages:
+        if global_step < start + st.steps:
+            k = global_step - start
+            warm = min(st.warmup, max(1, st.steps // 10)) if st.warmup > st.steps else st.warmup
+            if warm and k < warm:
+                return st.lr * (k + 1) / warm
+            return st.lr * max(0.0, (st.steps - k) / max(1, st.steps - warm))
+        start += st.steps
+    return 0.0
+
+
+def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output_dir: str | None = None,
+          max_steps: int | None = None) -> str:
+    """Run (or resume) the whole curriculum; returns the final model folder."""
+    import deepspeed
+    import torch
+
+    cur = Curriculum.load(curriculum_path, base_dir)  # a bad curriculum is reported before DeepSpeed starts
+    rank, world = setup_distributed()
+    if output_dir:
+        cur.train.output_dir = output_dir
+    out = cur.train.output_dir
+    os.makedirs(out, exist_ok=True)
+    logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    ds_cfg = load_ds_config(ds_config_path, cur.train, world)
+    zero_stage = ds_cfg.get("zero_optimization", {}).get("stage", 0)
+    torch.manual_seed(cur.train.seed)
+    profile = resolve_profile(cur)
+    tok = build_tokenizer(cur, base_dir, out, rank, profile)
+    from codeexecutor.modeling.tokenizer import Encoder
+
+    encoder = Encoder(tok, cur.model.max_code_length, cur.model.max_trace_length, profile)
+    model = build_model(cur, tok, profile)
+    if rank == 0:
+        with open(os.path.join(out, "curriculum.json"), "w") as f:
+            json.dump({"model": asdict(cur.model), "train": asdict(cur.train), "stages": [asdict(s) for s in cur.stages],
+                       "ds_config": ds_cfg, "world_size": world}, f, indent=2)
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embeddings" not in n]
+    no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "embeddings" not in n)]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cur.train.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=1.0, betas=(0.9, 0.98), eps=1e-6)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_at(cur.stages, s))
+    engine, _, _, scheduler = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_cfg)
+    ckpt = os.path.join(out, "checkpoints")
+    global_step = 0
+    if os.path.exists(os.path.join(ckpt, "latest")):
+        _, client = engine.load_checkpoint(ckpt)
+        global_step = int(client["global_step"])
+        if rank == 0:
+            print(f"resuming from {ckpt} at step {global_step}", flush=True)
+    writer = None
+    if rank == 0:
+        from torch.utils.tensorboard import SummaryWriter
+
+        writer = SummaryWriter(os.path.join(out, "tensorboard"))
+    log_path = os.path.join(out, "train_log.jsonl")
+    total = sum(s.steps for s in cur.stages)
+    limit = total if max_steps is None else min(total, max_steps)
+    start_of = 0
+    final = os.path.join(out, "final")
+    for si, stage in enumerate(cur.stages):
+        end_of = start_of + stage.steps
+        if global_step >= end_of:
+            start_of = end_of
+            continue
+        if global_step >= limit:
+            break
+        data = _stage_data(cur, si, stage, engine, encoder, base_dir, out, rank, world)
+        evaluator = _evaluator(cur, stage, encoder, base_dir, rank, zero_stage)
+        bar = None
+        if rank == 0:
+            from codeexecutor.progress import bar as progress_bar
+
+            bar = progress_bar(total=stage.steps, initial=global_step - start_of, desc=f"stage {si + 1} {stage.name}", unit="step")
+        engine.train()
+        t0, tokens, computed = time.perf_counter(), 0, 0
+        while global_step < min(end_of, limit):
+            losses = []
+            for micro in range(ds_cfg["gradient_accumulation_steps"]):
+                batch = data.batch(cur.train.seed, global_step - start_of, micro, rank, ds_cfg["train_micro_batch_size_per_gpu"])
+                tokens += int(batch["code_mask"].sum() + batch["trace_mask"].sum())
+                computed += batch["code_ids"].numel() + batch["trace_ids"].numel()
+                batch = {k: v.to(engine.device) for k, v in batch.items()}
+                loss = engine(**batch).loss
+                engine.backward(loss)
+                engine.step()
+                losses.append(loss.item())
+            global_step += 1
+            loss_value = sum(losses) / len(losses)
+            if not math.isfinite(loss_value):
+                raise RuntimeError(f"loss is {loss_value} at step {global_step}; lower the learning rate")
+            if rank == 0:
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss_value:.3f}")
+                if global_step % cur.train.log_every == 0 or global_step == end_of:
+                    elapsed = max(time.perf_counter() - t0, 1e-9)
+                    _log(writer, log_path, {"step": global_step, "stage": stage.name, "loss": loss_value,
+                                            "lr": scheduler.get_last_lr()[0], "tokens_per_s": tokens * world / elapsed,
+                                            "padding_share": 1 - tokens / max(computed, 1)})
+            at_end = global_step == end_of
+            if evaluator is not None and (at_end or (cur.train.eval_every and global_step % cur.train.eval_every == 0)):
+                _evaluate(evaluator, engine, tok, cur, si, stage, global_step, writer, log_path, out, rank, zero_stage)
+            if global_step % cur.train.save_every == 0 or at_end:
+                save_checkpoint(engine, ckpt, global_step, cur.train.keep_checkpoints, rank)
+        if bar is not None:
+            bar.close()
+        if global_step >= end_of:
+            export_model(engine, tok, os.path.join(out, f"stage{si + 1}-{stage.name}"), rank, zero_stage)
+            if rank == 0:
+                plot_losses(log_path, os.path.join(out, "loss.png"))
+        start_of = end_of
+    if global_step < total and global_step % cur.train.save_every:  # stopped early (--max-steps): resumable
+        save_checkpoint(engine, ckpt, global_step, cur.train.keep_checkpoints, rank)
+    if global_step >= total:
+        export_model(engine, tok, final, rank, zero_stage)
+        if rank == 0:
+            plot_losses(log_path, os.path.join(out, "loss.png"))
+            print(f"pretraining done: {global_step} steps; model in {final}", flush=True)
+    if writer is not None:
+        writer.close()
+    import torch.distributed as dist
+
+    dist.barrier()
+    dist.destroy_process_group()
+    return final
+
+
+def _stage_data(cur: Curriculum, si: int, stage: Stage, engine, encoder, base_dir: str, out: str, rank: int,
+                world: int) -> StageData:
+    """The stage's data: hardest examples mined where a source asks for them (once; the
+    choice is saved, so a resumed run uses the same), fit counts written beside the run."""
+    import torch
+
+    subsets = {}
+    for j, src in enumerate(stage.sources):
+        if src.hardest:
+            mined = os.path.join(out, f"stage{si + 1}-{stage.name}-hardest-{j}.json")
+            if not os.path.exists(mined):
+                full = StageData(Stage(stage.name, [Source(src.path, src.task)], 1), encoder, base_dir)
+                idx = mine_hardest(engine, full, 0, src.hardest, cur.train.mining_batch_size, rank, world)
+                if rank == 0:
+                    with open(mined + ".tmp", "w") as f:
+                        json.dump(idx, f)
+                    os.replace(mined + ".tmp", mined)
+                torch.distributed.barrier()
+            with open(mined) as f:
+                subsets[j] = json.load(f)
+            log.info("stage %s: %d hardest examples of %s", stage.name, len(subsets[j]), src.path)
+    data = StageData(stage, encoder, base_dir, subsets, cur.train.max_tokens)
+    if rank == 0:
+        stats_path = os.path.join(out, "data_stats.json")
+        stats = json.load(open(stats_path)) if os.path.exists(stats_path) else {}
+        stats[f"stage{si + 1}-{stage.name}"] = {"fit": data.fits, "max_tokens": cur.train.max_tokens,
+                                                "max_trace_length": cur.model.max_trace_length}
+        with open(stats_path + ".tmp", "w") as f:
+            json.dump(stats, f, indent=2)
+        os.replace(stats_path + ".tmp", stats_path)
+        for path, fits in data.fits.items():
+            log.info("stage %s, %s: targets %s", stage.name, path, fits)
+    return data
+
+
+def _evaluator(cur: Curriculum, stage: Stage, encoder, base_dir: str, rank: int, zero_stage: int):
+    if rank != 0 or cur.train.eval_examples <= 0:
+        return None
+    if zero_stage == 3:
+        log.warning("evaluation while training is skipped under ZeRO-3 (parameters are partitioned across ranks)")
+        return None
+    from codeexecutor.training.evaluation import StageEvaluator
+
+    return StageEvaluator(stage, encoder, base_dir, cur.train.eval_examples, cur.train.eval_decode_examples)
+
+
+def _evaluate(evaluator, engine, tok, cur: Curriculum, si: int, stage: Stage, step: int, writer, log_path: str,
+              out: str, rank: int, zero_stage: int) -> None:
+    """Evaluate (rank 0), log it, and keep the stage's best export (`stageN-NAME-best/`)."""
+    from codeexecutor.training.evaluation import score
+
+    results = evaluator.evaluate(engine.module, engine.device, cur.model.max_trace_length)
+    _log(writer, log_path, {"step": step, "stage": stage.name, "eval": results})
+    best_path = os.path.join(out, f"stage{si + 1}-{stage.name}-best")
+    value = score(results)
+    record = os.path.join(best_path, "best.json")
+    previous = json.load(open(record))["score"] if os.path.exists(record) else None
+    if previous is None or value > previous:
+        from codeexecutor.training.export import save_export
+
+        save_export(engine.module, tok, best_path)
+        with open(record, "w") as f:
+            json.dump({"step": step, "score": value, "eval": results}, f, indent=2)
+    log.info("step %d eval: %s", step, {k: {m: v for m, v in r.items() if m != "split"} for k, r in results.items()})
+
+
+def _log(writer, log_path: str, row: dict) -> None:
+    """One line of train_log.jsonl, and its numbers in TensorBoard."""
+    with open(log_path, "a") as f:
+        f.write(json.dumps(row) + "\n")
+    for key, value in row.items():
+        if key in ("step", "stage"):
+            continue
+        if isinstance(value, dict):  # eval: {source: {metric: value}}
+            for src, metrics in value.items():
+                for name, v in metrics.items():
+                    if isinstance(v, (int, float)) and v is not None:
+                        writer.add_scalar(f"eval/{src}/{name}", v, row["step"])
+        elif isinstance(value, (int, float)):
+            writer.add_scalar(key, value, row["step"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="codeexecutor.training", description="Curriculum pretraining under DeepSpeed.")
+    ap.add_argument("--curriculum", required=True, help="curriculum YAML (see curricula/*.yaml)")
+    ap.add_argument("--ds-config", default="ds_configs/cpu.json", help="DeepSpeed JSON config (ds_configs/)")
+    ap.add_argument("--base-dir", default=".", help="folder the curriculum's dataset paths are relative to")
+    ap.add_argument("--output-dir", help="override train.output_dir")
+    ap.add_argument("--max-steps", type=int, help="stop after this global step (the rest resumes later)")
+    ap.add_argument("--local_rank", type=int, default=None, help=argparse.SUPPRESS)  # set by the deepspeed launcher
+    args = ap.parse_args(argv)
+    from codeexecutor.progress import quiet_libraries
+
+    quiet_libraries()
+    try:
+        train(args.curriculum, args.ds_config, args.base_dir, args.output_dir, args.max_steps)
+    except ConfigError as exc:
+        print(f"codeexecutor.training: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

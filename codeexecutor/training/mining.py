@@ -1,0 +1,30 @@
+"""Hard-example mining: the examples of a source with the highest loss under the model
+as the previous stage left it, scored in parallel across ranks."""
+
+from __future__ import annotations
+
+from codeexecutor.training.data import StageData
+
+
+def mine_hardest(engine, data: StageData, source: int, k: int, batch_size: int, rank: int, world: int) -> list[int]:
+    """Indices of the k highest-loss examples of one source; each rank scores a slice."""
+    import torch
+    import torch.distributed as dist
+
+    table = data.tables[source]
+    mine = list(range(rank, len(table), world))
+    scores: list[tuple[float, int]] = []
+    engine.eval()
+    with torch.no_grad():
+        for i in range(0, len(mine), batch_size):
+            idx = mine[i : i + batch_size]
+            rows = table[idx]
+            batch = data.encoder.collate([{"code_ids": c, "trace_ids": t} for c, t in zip(rows["code_ids"], rows["trace_ids"])])
+            batch = {n: v.to(engine.device) for n, v in batch.items()}
+            losses = engine(**batch, reduction="none").loss.float().cpu().tolist()
+            scores += zip(losses, idx)
+    engine.train()
+    gathered: list = [None] * world
+    dist.all_gather_object(gathered, scores)
+    everything = sorted((s for part in gathered for s in part), key=lambda x: (-x[0], x[1]))
+    return sorted(i for _, i in everything[:k])

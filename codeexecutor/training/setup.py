@@ -1,0 +1,69 @@
+"""A run's format profile, tokenizer and model, from its curriculum (and its `init`)."""
+
+from __future__ import annotations
+
+import os
+
+from codeexecutor.training.config import Curriculum
+
+
+def resolve_profile(cur: Curriculum):
+    """The run's format profile: the curriculum's; else its init's (the released
+    checkpoint is `official`); else `exact`."""
+    from codeexecutor.modeling.profiles import Profile
+
+    name = cur.model.format_profile
+    if name is None and cur.model.init:
+        from codeexecutor.modeling.loading import folder_profile, read_config, resolve
+
+        path = resolve(cur.model.init)
+        name = folder_profile(path, read_config(path))
+    return Profile(name or "exact", cur.model.exception_step)
+
+
+def build_tokenizer(cur: Curriculum, base_dir: str, out: str, rank: int, profile):
+    import torch.distributed as dist
+
+    from codeexecutor.modeling.tokenizer import load_tokenizer, train_tokenizer
+
+    path = os.path.join(out, "tokenizer")
+    if not os.path.isdir(path):
+        if rank == 0:
+            if cur.model.tokenizer or cur.model.init:
+                from codeexecutor.modeling.loading import resolve
+
+                tok = load_tokenizer(resolve(cur.model.tokenizer or cur.model.init), exception=profile.exception_step)
+            else:
+                import datasets
+
+                texts = []
+                for st in cur.stages:
+                    for src in st.sources:
+                        ds = datasets.load_from_disk(os.path.join(base_dir, src.path))
+                        ds = ds["train"] if isinstance(ds, datasets.DatasetDict) else ds
+                        for row in ds:
+                            texts += profile.example(row)
+                tok = train_tokenizer(texts, vocab_size=cur.model.vocab_size)
+            tmp = path + ".tmp"
+            tok.save_pretrained(tmp)
+            os.replace(tmp, path)
+        dist.barrier()
+    return load_tokenizer(path, exception=profile.exception_step)
+
+
+def build_model(cur: Curriculum, tok, profile):
+    from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
+    from codeexecutor.modeling.tokenizer import structural_ids
+
+    settings = dict(max_code_length=cur.model.max_code_length, max_trace_length=cur.model.max_trace_length,
+                    structural_weight=cur.model.structural_weight, other_weight=cur.model.other_weight,
+                    structural_token_ids=structural_ids(tok), mask0_token_id=tok.convert_tokens_to_ids("<mask0>"),
+                    **profile.to_config())
+    if cur.model.init:  # any supported layout; embeddings resized to the tokenizer (<exception>, format tokens)
+        from codeexecutor.modeling.loading import load_model
+
+        return load_model(cur.model.init, vocab_size=len(tok), overrides=settings)
+    cfg = CodeExecutorConfig.preset(cur.model.preset, vocab_size=len(tok), pad_token_id=tok.pad_token_id,
+                                    bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **settings)
+    cfg._attn_implementation = "sdpa"
+    return CodeExecutorModel(cfg)
