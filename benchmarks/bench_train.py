@@ -1,11 +1,16 @@
-"""Benchmark: training tokens per second of our DeepSpeed loop against plain Hugging Face
-`Trainer` (no DeepSpeed) for the same tiny model, same batches, same run, on CPU; on a
-GPU also the `base` config in bf16 with SDPA vs eager attention, and peak memory.
+"""Benchmark: training throughput.
+
+1. Batching: the padding share of every source and the real (non-padding) tokens/s of
+   the same model trained on fixed-size batches (drawn as the loop drew them before) and
+   on token-budget batches (`train.max_tokens`), in one run.
+2. Our DeepSpeed loop against plain Hugging Face `Trainer` (no DeepSpeed) for the same
+   tiny model and batches; on a GPU also the `base` config in bf16 with SDPA vs eager
+   attention, and peak memory.
 
     .venv/bin/python benchmarks/bench_train.py [--steps 40] [--data demo_out/data]
 
-Needs the demo datasets (`make demo`, or `python -m codeexecutor.demo --only data`).
-Writes benchmarks/results/bench_train.json.
+Needs built datasets (`make demo`, or the quality run's runs/quality/data). Writes
+benchmarks/results/bench_train.json.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ def setup(data: pathlib.Path, preset: str = "tiny"):
                                         ("codenetmut/codenetmut", "tutorial/tutorial", "singleline/singleline")])
     tok = train_tokenizer(list(ds["input"]) + list(ds["target"]), vocab_size=2000)
     enc = Encoder(tok, 256, 512)
-    table = tokenize(ds, enc)
+    table, _ = tokenize(ds, enc)
     torch.manual_seed(0)
     cfg = CodeExecutorConfig.preset(preset, vocab_size=len(tok), structural_token_ids=structural_ids(tok), pad_token_id=tok.pad_token_id)
     return CodeExecutorModel(cfg), enc, table
@@ -47,6 +52,57 @@ def batches(table, enc, steps: int, size: int):
         rows = table[[rng.randrange(len(table)) for _ in range(size)]]
         out.append(enc.collate([{"code_ids": c, "trace_ids": t} for c, t in zip(rows["code_ids"], rows["trace_ids"])]))
     return out
+
+
+SOURCES = {"singleline": "singleline/singleline", "tutorial": "tutorial/tutorial",
+           "codenetmut": "codenetmut/codenetmut", "errors": "codenetmut/errors"}
+
+
+def batching(data_dir: pathlib.Path, steps: int, size: int, max_tokens: int, preset: str) -> dict:
+    """Padding per source, and real tokens/s of fixed vs token-budget batches on one model."""
+    import datasets
+
+    from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
+    from codeexecutor.modeling.tokenizer import Encoder, structural_ids, train_tokenizer
+    from codeexecutor.training.config import Source, Stage
+    from codeexecutor.training.data import StageData, padding_share
+
+    present = {n: str(data_dir / p) for n, p in SOURCES.items() if (data_dir / p).exists()}
+    texts = []
+    for path in present.values():
+        rows = datasets.load_from_disk(path)["train"]
+        texts += list(rows.select(range(min(2000, len(rows))))["target"])
+    tok = train_tokenizer(texts, vocab_size=4000)
+    enc = Encoder(tok, 256, 768)
+    report: dict = {"max_tokens": max_tokens, "fixed_batch": size, "padding_share": {}}
+    for name, path in present.items():
+        stage = Stage(name, [Source(path, "singleline" if name == "singleline" else "codenet")], steps)
+        fixed, budget = StageData(stage, enc, "."), StageData(stage, enc, ".", max_tokens=max_tokens)
+        report["padding_share"][name] = {
+            "fixed": sum(padding_share(fixed.batch(0, i, 0, 0, size)) for i in range(100)) / 100,
+            "token_budget": sum(padding_share(budget.batch(0, i, 0, 0, size)) for i in range(100)) / 100,
+        }
+    stage = Stage("mixed", [Source(p, "singleline" if n == "singleline" else "codenet") for n, p in present.items()], steps)
+    torch.manual_seed(0)
+    cfg = CodeExecutorConfig.preset(preset, vocab_size=len(tok), structural_token_ids=structural_ids(tok), pad_token_id=tok.pad_token_id)
+    model = CodeExecutorModel(cfg)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    for kind, data in (("fixed", StageData(stage, enc, ".")), ("token_budget", StageData(stage, enc, ".", max_tokens=max_tokens))):
+        model.load_state_dict(state)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        batches = [data.batch(0, i, 0, 0, size) for i in range(steps)]
+        real = sum(int(b["code_mask"].sum() + b["trace_mask"].sum()) for b in batches)
+        start = time.perf_counter()
+        for b in batches:
+            loss = model(**b).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+        seconds = time.perf_counter() - start
+        report[f"{kind}_real_tokens_per_s"] = real / seconds
+        report[f"{kind}_padding_share"] = 1 - real / sum(b["code_ids"].numel() + b["trace_ids"].numel() for b in batches)
+    report["real_tokens_per_s_ratio"] = report["token_budget_real_tokens_per_s"] / report["fixed_real_tokens_per_s"]
+    return report
 
 
 def ours(model, data, device: str) -> float:
@@ -91,11 +147,19 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--data", default=str(ROOT / "demo_out" / "data"))
+    ap.add_argument("--max-tokens", type=int, default=6144)
+    ap.add_argument("--batching-steps", type=int, default=30)
+    ap.add_argument("--preset", default="mini", help="model of the batching comparison")
     args = ap.parse_args()
     data_dir = pathlib.Path(args.data)
     if not (data_dir / "codenetmut" / "codenetmut").exists():
-        sys.exit(f"bench_train: no demo datasets in {data_dir}; run `python -m codeexecutor.demo --only data` first")
+        sys.exit(f"bench_train: no datasets in {data_dir}; run `python -m codeexecutor.demo --only data` first")
     torch.set_num_threads(2)
+    b = batching(data_dir, args.batching_steps, 16, args.max_tokens, args.preset)
+    for name, share in b["padding_share"].items():
+        print(f"padding share {name:11} fixed batches of 16: {share['fixed']:.1%}   token budget {args.max_tokens}: {share['token_budget']:.1%}")
+    print(f"{args.preset} model, {args.batching_steps} steps, mixed sources: real tokens/s fixed {b['fixed_real_tokens_per_s']:,.0f}, "
+          f"token budget {b['token_budget_real_tokens_per_s']:,.0f} ({b['real_tokens_per_s_ratio']:.2f}x)")
     model, enc, table = setup(data_dir)
     data = batches(table, enc, args.steps, args.batch)
     tokens = sum(int(b["code_mask"].sum() + b["trace_mask"].sum()) for b in data)
@@ -105,7 +169,8 @@ def main() -> None:
     t_ours = ours(model, data, "cpu")
     model.load_state_dict(state)
     t_trainer = trainer(model, data, "cpu")
-    report = {"steps": args.steps, "batch": args.batch, "tokens": tokens, "ours_tokens_per_s": tokens / t_ours,
+    report = {"device": "cpu", "data": str(data_dir), "batching": b, "padding_share": b["padding_share"],
+              "steps": args.steps, "batch": args.batch, "tokens": tokens, "ours_tokens_per_s": tokens / t_ours,
               "trainer_tokens_per_s": tokens / t_trainer, "ratio": t_trainer / t_ours}
     print(f"tiny model, CPU, {args.steps} steps x {args.batch}: ours (DeepSpeed engine) {tokens / t_ours:,.0f} tokens/s, "
           f"plain Trainer {tokens / t_trainer:,.0f} tokens/s, ratio {t_trainer / t_ours:.2f}x")

@@ -121,7 +121,11 @@ def generate_demo(out: pathlib.Path) -> None:
     root = pathlib.Path(__file__).resolve().parent.parent
     model = root / "demo_out" / "pretrain" / "final"
     _, program, stdin = next(x for x in demo_program_paths() if x[0] == FIGURE3)
-    print(f"\nPredicted trace of {program} by the demo model ({model}):\n")
+    print(f"\nPredicted trace of {program} by the demo model ({model}).")
+    print("What this model is: a tiny model (2 layers x 128) trained for a few CPU minutes on about a hundred demo\n"
+          "examples. It shows that the pipeline runs end to end; it does not execute code well, and its trace below\n"
+          "is expected to be wrong. Measured models: benchmarks/results/quality-*.json (a budgeted run on the\n"
+          "shared corpora, scored on held-out programs with the release's metric; benchmarks/bench_quality.py).\n")
     page = out / "figure3_trace.html"
     report = trace_program(program.read_text(), stdin.read_text(), str(model), beam=4, max_length=256, compare=True,
                            html_out=str(page))

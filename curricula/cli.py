@@ -12,7 +12,8 @@ from codeexecutor.errors import UsageError
 def _build_args(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="dataset", metavar="DATASET", required=True)
     c = sub.add_parser("codenetmut", help="mutants of CodeNet submissions run on their sample inputs")
-    c.add_argument("--codenet", required=True, metavar="DIR", help="Project CodeNet root (data/, metadata/, derived/)")
+    c.add_argument("--codenet", required=True, metavar="DIR", nargs="+",
+                   help="Project CodeNet root(s) (data/, metadata/, derived/); several corpora in that layout build one dataset")
     c.add_argument("--out", required=True, metavar="DIR", help="output folder (journal, datasets, stats.json)")
     c.add_argument("--mutants", type=int, default=20, help="mutation attempts per program (default 20)")
     c.add_argument("--workers", type=int, default=2, help="sandbox workers (default 2)")
@@ -20,6 +21,10 @@ def _build_args(p: argparse.ArgumentParser) -> None:
     c.add_argument("--limit", type=int, help="only the first LIMIT programs of the shard (demo-size builds)")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--all-statuses", action="store_true", help="also use programs whose metadata status is not Accepted")
+    c.add_argument("--no-heldout-mutants", action="store_true", help="valid/test problems give only their original programs")
+    m = sub.add_parser("merge", help="merge the outputs of --shard I/N codenetmut builds into one dataset")
+    m.add_argument("shards", nargs="+", metavar="SHARD_DIR", help="the --out folders of the shard builds")
+    m.add_argument("--out", required=True, metavar="DIR")
     t = sub.add_parser("tutorial", help="runnable examples of the Python tutorial, multiplied with CRP mutants")
     t.add_argument("--out", required=True, metavar="DIR")
     t.add_argument("--sources", metavar="DIR", help="folder of tutorial .rst.txt files (default: python3.11-doc's, "
@@ -43,9 +48,10 @@ def _check_inputs(args: argparse.Namespace) -> None:
     from curricula.common import built_datasets
 
     if args.dataset == "codenetmut":
-        if not os.path.isdir(os.path.join(args.codenet, "data")):
-            raise UsageError(f"{args.codenet} does not look like Project CodeNet: no data/ folder "
-                             "(expected data/pXXXXX/Python/sXXXXXXXXX.py)")
+        for root in args.codenet:
+            if not os.path.isdir(os.path.join(root, "data")):
+                raise UsageError(f"{root} does not look like Project CodeNet: no data/ folder "
+                                 "(expected data/pXXXXX/Python/sXXXXXXXXX.py)")
     elif args.dataset == "tutorial" and args.sources is not None:
         if not glob.glob(os.path.join(args.sources, "*.rst.txt")):
             raise UsageError(f"no tutorial sources in {args.sources} (expected *.rst.txt files, e.g. "
@@ -61,7 +67,11 @@ def _build_run(args: argparse.Namespace) -> int:
 
         stats = CodeNetBuilder(args.codenet, args.out, mutants=args.mutants, workers=args.workers,
                                shard=shard_arg(args.shard), seed=args.seed, limit=args.limit,
-                               accepted_only=not args.all_statuses).run()
+                               accepted_only=not args.all_statuses, heldout_mutants=not args.no_heldout_mutants).run()
+    elif args.dataset == "merge":
+        from curricula.codenet import merge_shards
+
+        stats = merge_shards(args.out, args.shards)
     elif args.dataset == "tutorial":
         from curricula.tutorial import build_tutorial
 

@@ -7,13 +7,16 @@ Reads Project CodeNet's directory layout:
     derived/input_output/data/pXXXXX/input.txt            CodeNet's one sample input, or
     derived/input_output/data/pXXXXX/input_K.txt          several samples (K = 0, 1, ...)
 
-For each submission (in a fixed order; `--shard I/N` takes every N-th from I): keep
-Python 3 programs that parse and (where metadata says) were accepted; inline the first
-sample input; trace the inlined program (must end `ok` within 1 s and 1024 steps).
-Problems are split train/valid/test by a stable hash. Train problems contribute
-mutants (n attempts each, deduplicated, executed: `ok` ones become examples, crashing
-ones go to the separate error-trace set); valid/test problems contribute their
-un-mutated programs (crashing originals go to the error set's valid/test split).
+For each submission of one or more corpora in that layout (in a fixed order; `--shard I/N`
+takes every N-th from I): keep Python 3 programs that parse and (where metadata says)
+were accepted; inline the first sample input; trace the inlined program (must end `ok`
+within 1 s and 1024 steps). Problems are split train/valid/test by a stable hash. Every
+program contributes its original (kind `original`) and its mutants (n attempts,
+deduplicated, executed: `ok` ones become examples, crashing ones go to the separate
+error-trace set), so that valid/test hold mutants of held-out problems beside their
+originals, reported apart by `evaluate` (`--no-heldout-mutants`: originals only there;
+train problems give only mutants, as the paper's). The outputs of several `--shard`
+builds merge into one dataset (`merge_shards`, `codeexecutor build merge`).
 
 Work is journaled per program (curricula/journal.py): `kill -9` and the same command
 again continues where it stopped, losing and duplicating nothing. At the end the
@@ -83,11 +86,32 @@ def _read_source(path: str) -> str | None:
         return None
 
 
+def read_layouts(roots: list[str]) -> tuple[list[Submission], dict[str, list[str]]]:
+    """`read_layout` over several CodeNet-layout corpora, in the order given (a problem's
+    input files are taken from the first corpus that has them)."""
+    subs: list[Submission] = []
+    inputs: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    for root in roots:
+        more, files = read_layout(root)
+        for sub in more:
+            if sub.submission_id not in seen:  # the same submission in two corpora counts once
+                seen.add(sub.submission_id)
+                subs.append(sub)
+        for pid, paths in files.items():
+            if paths and not inputs.get(pid):
+                inputs[pid] = paths
+            inputs.setdefault(pid, paths)
+    return subs, inputs
+
+
 class CodeNetBuilder:
-    def __init__(self, codenet: str, out: str, mutants: int = 20, workers: int = 2, shard: tuple[int, int] = (0, 1),
+    def __init__(self, codenet: str | list[str], out: str, mutants: int = 20, workers: int = 2, shard: tuple[int, int] = (0, 1),
                  seed: int = 0, limit: int | None = None, timeout: float = 1.0, max_steps: int = 1024,
-                 accepted_only: bool = True) -> None:
-        self.codenet, self.out, self.n_mutants, self.workers = codenet, out, mutants, workers
+                 accepted_only: bool = True, heldout_mutants: bool = True) -> None:
+        self.codenet = [codenet] if isinstance(codenet, str) else list(codenet)
+        self.out, self.n_mutants, self.workers = out, mutants, workers
+        self.heldout_mutants = heldout_mutants
         self.shard, self.seed, self.limit = shard, seed, limit
         self.timeout, self.max_steps, self.accepted_only = timeout, max_steps, accepted_only
         self.counts: Counter = Counter()
@@ -128,10 +152,11 @@ class CodeNetBuilder:
             counts["skip:too_many_lines"] += 1
             return rows, counts, op_status
         counts["programs_used"] += 1
-        if split != "train":
+        if split != "train":  # held-out problems: the original, and its mutants (reported apart by `kind`)
             rows.append(self._row(sub, split, code, original, "original", ()))
             counts["examples"] += 1
-            return rows, counts, op_status
+            if not self.heldout_mutants:
+                return rows, counts, op_status
         try:
             mutants = mutate(code, n=self.n_mutants, seed=self.seed, protected=inlined.literal_spans)
         except MutationError:
@@ -167,7 +192,7 @@ class CodeNetBuilder:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
         logging.getLogger("curricula").addHandler(handler)
         logging.getLogger("curricula").setLevel(logging.INFO)
-        subs, inputs = read_layout(self.codenet)
+        subs, inputs = read_layouts(self.codenet)
         splits = assign_splits(s.problem_id for s in subs)
         index, count = self.shard
         mine = [s for i, s in enumerate(subs) if i % count == index]
@@ -176,7 +201,7 @@ class CodeNetBuilder:
         journal = Journal(os.path.join(self.out, "journal.jsonl"))
         todo = [s for s in mine if s.submission_id not in journal.done]
         log.info("codenetmut: %d submissions in %s, shard %d/%d has %d, %d already done (%d records kept), %d to do",
-                 len(subs), self.codenet, index, count, len(mine), len(mine) - len(todo), journal.records_kept, len(todo))
+                 len(subs), ", ".join(self.codenet), index, count, len(mine), len(mine) - len(todo), journal.records_kept, len(todo))
         if len(mine) != len(todo):
             print(f"resuming: {len(mine) - len(todo)} of {len(mine)} programs already done")
         bar = None
@@ -230,6 +255,33 @@ class CodeNetBuilder:
         write_json_atomic(stats, os.path.join(self.out, "stats.json"))
         log.info("codenetmut done: %s", stats["datasets"])
         return stats
+
+
+def merge_shards(out: str, shards: list[str]) -> dict:
+    """One dataset from the outputs of `--shard I/N` builds (one per SLURM array task):
+    their journals' complete units, concatenated into OUT's journal (a unit already there
+    is kept once), then the datasets written as a single build writes them."""
+    from codeexecutor.errors import UsageError
+
+    journals = [os.path.join(d, "journal.jsonl") for d in shards]
+    missing = [j for j in journals if not os.path.isfile(j)]
+    if missing:
+        raise UsageError(f"not a shard build folder (no journal.jsonl): {', '.join(os.path.dirname(m) for m in missing)}")
+    os.makedirs(out, exist_ok=True)
+    programs = 0
+    with Journal(os.path.join(out, "journal.jsonl")) as merged:
+        for path in journals:
+            records: list[dict] = []
+            for kind, obj in read_journal(path):
+                if kind == "record":
+                    records.append(obj)
+                    continue
+                unit = obj.pop("_done")
+                programs += 1
+                if unit not in merged.done:
+                    merged.write_unit(unit, records, obj)
+                records = []
+    return CodeNetBuilder(shards, out).finalize(0.0, programs)
 
 
 def shard_arg(text: str) -> tuple[int, int]:

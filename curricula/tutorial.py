@@ -96,6 +96,9 @@ def string_spans(code: str) -> tuple[tuple[int, int], ...]:
     return tuple((n.start_byte, n.end_byte) for n in walk(parse(code.encode()).root_node) if n.type == "string")
 
 
+TEST_PCT, VALID_PCT = 12, 6
+
+
 def build_tutorial(out: str, sources: str | None = None, mutants: int = 100, workers: int = 2, seed: int = 0,
                    progress: bool = True) -> dict:
     from codeexecutor.execution import ExecutorPool
@@ -111,7 +114,9 @@ def build_tutorial(out: str, sources: str | None = None, mutants: int = 100, wor
         from codeexecutor.errors import UsageError
 
         raise UsageError(f"no code found in {sources}/*.rst.txt")
-    splits = assign_splits(sid for sid, _ in snippets)
+    # A larger held-out share than CodeNet's 5%/5%: the tutorial has only a few hundred
+    # snippets; held-out snippets give mutants too (kind "mutant", reported apart).
+    splits = assign_splits((sid for sid, _ in snippets), test_pct=TEST_PCT, valid_pct=VALID_PCT)
     journal = Journal(os.path.join(out, "journal.jsonl"))
     todo = [(sid, code) for sid, code in snippets if sid not in journal.done]
     bar = None
@@ -131,16 +136,15 @@ def build_tutorial(out: str, sources: str | None = None, mutants: int = 100, wor
             counts["snippets_used"] += 1
             split = splits[sid]
             rows.append(make_example(sid, sid, split, TASK, code, original, "snippet"))
-            if split == "train":
-                try:
-                    ms = mutate(code, n=mutants, seed=seed, operators=["CRP"], protected=string_spans(code))
-                except MutationError:
-                    ms = []
-                for k, m in enumerate(ms):
-                    r = pool.execute(m.code)
-                    counts[f"mutant:{r.status.value}"] += 1
-                    if r.status.value == "ok":
-                        rows.append(make_example(f"{sid}_m{k:03d}", sid, split, TASK, m.code, r, "mutant", m.operators, sid))
+            try:
+                ms = mutate(code, n=mutants, seed=seed, operators=["CRP"], protected=string_spans(code))
+            except MutationError:
+                ms = []
+            for k, m in enumerate(ms):
+                r = pool.execute(m.code)
+                counts[f"mutant:{r.status.value}"] += 1
+                if r.status.value == "ok":
+                    rows.append(make_example(f"{sid}_m{k:03d}", sid, split, TASK, m.code, r, "mutant", m.operators, sid))
             counts["examples"] += len(rows)
             return sid, rows, counts
 

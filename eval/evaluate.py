@@ -208,6 +208,13 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
         preds = _generate(gen, [c for c, _ in pairs], beam, max_length, batch_size, progress)
         singleline = rows[0]["task"] == "singleline"
         report["datasets"][name] = _score(name, use, [r["code"] for r in rows], preds, golds, gen.parse, singleline)
+        kinds = sorted({r["kind"] for r in rows})
+        if len(kinds) > 1:  # held-out originals and their mutants, apart
+            report["datasets"][name]["by_kind"] = {
+                k: {"examples": sum(r["kind"] == k for r in rows),
+                    **table3_metrics([p for p, r in zip(preds, rows) if r["kind"] == k],
+                                     [g for g, r in zip(golds, rows) if r["kind"] == k], singleline=singleline)}
+                for k in kinds}
         predictions += [{"dataset": name, "id": r["id"], "prediction": p, "gold": g} for r, p, g in zip(rows, preds, golds)]
         if name in ("errors", "codenetmut"):
             refs = [TraceRecord.from_parsed(gen.parse(t)) for _, t in pairs]  # uncut: the exception step is the label

@@ -98,6 +98,28 @@ def test_codenetmut_build_splits_format_and_kill9_resume(tmp_path):
 
 
 @pytest.mark.data
+def test_two_corpora_shards_merge_into_one_dataset(tmp_path):
+    """Two CodeNet-layout corpora at once, built as two --shard tasks (as a SLURM array
+    would), merge into the same dataset as one build of both."""
+    second = ATCODER.parent / "atcoder-python-2"
+    if not ATCODER.exists() or not second.exists():
+        pytest.skip("no shared data")
+    from curricula.codenet import CodeNetBuilder, merge_shards, read_layouts
+
+    subs, _ = read_layouts([str(ATCODER), str(second)])
+    assert len({s.submission_id for s in subs}) == len(subs) > 5000
+    # a small sample over both corpora: every 600th submission, which includes both of them
+    roots = [str(ATCODER), str(second)]
+    whole = CodeNetBuilder(roots, str(tmp_path / "whole"), mutants=2, shard=(0, 600)).run(progress=False)
+    for i, shard in enumerate([(0, 1200), (600, 1200)]):  # the same programs as two array tasks
+        CodeNetBuilder(roots, str(tmp_path / f"part{i}"), mutants=2, shard=shard).run(progress=False)
+    merged = merge_shards(str(tmp_path / "merged"), [str(tmp_path / "part0"), str(tmp_path / "part1")])
+    assert merged["datasets"] == whole["datasets"]
+    assert _rows(tmp_path / "merged") == _rows(tmp_path / "whole")
+    assert {r[1] for r in _rows(tmp_path / "whole").values()} <= {"train", "valid", "test"}
+
+
+@pytest.mark.data
 def test_tutorial_and_singleline_builds(tmp_path):
     from curricula.singleline import build_singleline
     from curricula.stats import dataset_stats

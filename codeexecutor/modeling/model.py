@@ -55,10 +55,12 @@ class CodeExecutorConfig(RobertaConfig):
     def preset(cls, name: str, vocab_size: int, **kwargs) -> "CodeExecutorConfig":
         """`base`: UniXcoder size (12 x 768, 12 heads, 1024 tokens, ~125 M parameters with
         UniXcoder's vocabulary). `small`: 6 x 512, 8 heads (~30 M with a 16 k vocabulary;
-        sized for a single-GPU hour). `tiny`: for CPU demos and tests."""
+        sized for a single-GPU hour). `mini`: 4 x 256 (~6 M with an 8 k vocabulary; a CPU
+        hour). `tiny`: for CPU demos and tests."""
         sizes = {
             "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
             "small": dict(hidden_size=512, num_hidden_layers=6, num_attention_heads=8, intermediate_size=2048),
+            "mini": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024),
             "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256),
         }
         if name not in sizes:

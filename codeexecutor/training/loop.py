@@ -168,6 +168,7 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
                     elapsed = max(time.perf_counter() - t0, 1e-9)
                     _log(writer, log_path, {"step": global_step, "stage": stage.name, "loss": loss_value,
                                             "lr": scheduler.get_last_lr()[0], "tokens_per_s": tokens * world / elapsed,
+                                            "stage_tokens": tokens * world, "stage_seconds": elapsed,
                                             "padding_share": 1 - tokens / max(computed, 1)})
             at_end = global_step == end_of
             if evaluator is not None and (at_end or (cur.train.eval_every and global_step % cur.train.eval_every == 0)):

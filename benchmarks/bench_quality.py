@@ -1,0 +1,181 @@
+"""The quality run: how well does a model trained within a wall-clock budget execute code?
+
+    .venv/bin/python benchmarks/bench_quality.py --budget-minutes 60 [--preset mini]
+
+1. Builds (or reuses, `--data`) the three datasets from the shared corpora: CodeNetMut
+   from atcoder-python and atcoder-python-2 (with the error-trace set), Tutorial from the
+   tutorial sources, SingleLine from the CodeNetMut traces.
+2. Trains the three-stage curriculum (SingleLine; hardest SingleLine + Tutorial;
+   + CodeNetMut and crashes) within the budget: a short calibration measures seconds
+   per step at the run's token budget (batches by token budget cost about the same per
+   step whatever the source), then the steps of each stage are its share of the budget,
+   less the estimated mining time. Evaluates while training (valid samples).
+3. Evaluates the final model on every test split (greedy, `--eval-limit` examples per
+   set, a fixed sample): Table 3 with the release's metric, originals and mutants of
+   held-out problems apart, runtime-error detection / localisation / kind on the
+   crashing test programs against the CodeNetMut test programs.
+4. Writes benchmarks/results/quality-<device>.json and the learning curves
+   (quality-<device>-curves.png); the model stays in the run folder (`model` in the JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from _common import RESULTS, ROOT
+
+SHARED = ROOT.parent / "shared" / "data"
+CORPORA = [SHARED / "atcoder-python", SHARED / "atcoder-python-2"]
+STAGE_SHARES = {"singleline": 0.4, "tutorial": 0.25, "codenet": 0.35}
+
+
+def sh(args: list[str], log) -> None:
+    print("$", " ".join(args), flush=True)
+    subprocess.run(args, check=True, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+
+def build(data: str, log, mutants: int, singleline_limit: int) -> dict:
+    cli = [sys.executable, "-m", "codeexecutor", "build"]
+    corpora = [str(c) for c in CORPORA if c.is_dir()]
+    if not corpora:
+        sys.exit("bench_quality: no shared corpora in ../shared/data (atcoder-python, atcoder-python-2)")
+    if not os.path.isdir(os.path.join(data, "codenetmut", "codenetmut")):
+        sh(cli + ["codenetmut", "--codenet", *corpora, "--out", f"{data}/codenetmut", "--mutants", str(mutants)], log)
+    if not os.path.isdir(os.path.join(data, "tutorial", "tutorial")):
+        sh(cli + ["tutorial", "--sources", str(SHARED / "python-tutorial" / "tutorial_rst"), "--out", f"{data}/tutorial",
+                  "--mutants", "100"], log)
+    if not os.path.isdir(os.path.join(data, "singleline", "singleline")):
+        sh(cli + ["singleline", "--from", f"{data}/codenetmut", "--out", f"{data}/singleline", "--limit", str(singleline_limit)], log)
+    return {name: json.load(open(os.path.join(data, name, "stats.json")))["datasets"] for name in ("codenetmut", "tutorial", "singleline")}
+
+
+def curriculum(data: str, out: str, preset: str, steps: dict[str, int], lr: float, max_tokens: int, hardest: int,
+               eval_every: int, tokenizer: str | None = None) -> dict:
+    sl, tut = f"{data}/singleline/singleline", f"{data}/tutorial/tutorial"
+    cn, err = f"{data}/codenetmut/codenetmut", f"{data}/codenetmut/errors"
+    warm = lambda n: max(1, min(200, n // 10))  # noqa: E731
+    return {
+        "model": {"preset": preset, "vocab_size": 8000, "max_code_length": 256, "max_trace_length": 768,
+                  **({"tokenizer": tokenizer} if tokenizer else {})},
+        "train": {"output_dir": out, "micro_batch_size": 16, "grad_accum": 1, "save_every": 1000, "log_every": 20,
+                  "max_tokens": max_tokens, "eval_every": eval_every, "eval_examples": 48, "eval_decode_examples": 12},
+        "stages": [
+            {"name": "singleline", "steps": steps["singleline"], "lr": lr, "warmup": warm(steps["singleline"]),
+             "sources": [{"path": sl, "task": "singleline"}]},
+            {"name": "tutorial", "steps": steps["tutorial"], "lr": lr, "warmup": warm(steps["tutorial"]),
+             "sources": [{"path": sl, "task": "singleline", "weight": 0.5, "hardest": hardest},
+                         {"path": tut, "task": "tutorial", "weight": 0.5}]},
+            {"name": "codenet", "steps": steps["codenet"], "lr": lr, "warmup": warm(steps["codenet"]),
+             "sources": [{"path": sl, "task": "singleline", "weight": 0.34}, {"path": tut, "task": "tutorial", "weight": 0.33},
+                         {"path": cn, "task": "codenet", "weight": 0.33}, {"path": err, "task": "codenet", "weight": 0.1}]},
+        ],
+    }
+
+
+def train(cur: dict, run: str, log, max_steps: int | None = None) -> float:
+    import yaml
+
+    os.makedirs(run, exist_ok=True)
+    path = os.path.join(run, "curriculum.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(cur, f)
+    start = time.perf_counter()
+    args = [sys.executable, "-m", "codeexecutor.training", "--curriculum", path, "--ds-config", str(ROOT / "ds_configs" / "cpu.json")]
+    sh(args + (["--max-steps", str(max_steps)] if max_steps else []), log)
+    return time.perf_counter() - start
+
+
+def calibrate(data: str, work: str, preset: str, lr: float, max_tokens: int, log) -> float:
+    """Seconds per optimizer step at this token budget: 10 steps after 5 of warm-up."""
+    cur = curriculum(data, f"{work}/calibration", preset, {"singleline": 15, "tutorial": 1, "codenet": 1}, lr, max_tokens, 8, 0)
+    cur["train"]["eval_examples"] = 0
+    shutil.rmtree(f"{work}/calibration", ignore_errors=True)
+    train(cur, f"{work}/calibration", log, max_steps=15)
+    rows = [json.loads(line) for line in open(f"{work}/calibration/train_log.jsonl") if '"loss"' in line]
+    return rows[-1]["stage_seconds"] / max(rows[-1]["step"], 1)
+
+
+def stage_summary(run: str) -> dict:
+    rows = [json.loads(line) for line in open(os.path.join(run, "train_log.jsonl"))]
+    out = {}
+    for r in rows:
+        if "loss" in r:
+            out.setdefault(r["stage"], {}).update(steps_logged_to=r["step"], real_tokens=r["stage_tokens"],
+                                                  seconds=round(r["stage_seconds"], 1), final_loss=r["loss"],
+                                                  padding_share=r["padding_share"])
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--budget-minutes", type=float, required=True, help="wall-clock budget of the training (all stages, mining included)")
+    ap.add_argument("--preset", default="mini", help="model preset: tiny, mini (CPU), small (one GPU), base")
+    ap.add_argument("--data", default=str(ROOT / "runs" / "quality" / "data"), help="built datasets (reused when present)")
+    ap.add_argument("--run", default=str(ROOT / "runs" / "quality" / "run"), help="the training run's folder")
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--max-tokens", type=int, default=6144, help="token budget per micro-batch")
+    ap.add_argument("--mutants", type=int, default=8, help="mutation attempts per CodeNet program when building")
+    ap.add_argument("--singleline-limit", type=int, default=60000)
+    ap.add_argument("--eval-limit", type=int, default=300, help="test examples per dataset (a fixed sample)")
+    args = ap.parse_args()
+    import torch
+
+    device = torch.cuda.get_device_name(0).replace(" ", "-") if torch.cuda.is_available() else "cpu"
+    work = os.path.dirname(args.run)
+    os.makedirs(work, exist_ok=True)
+    log = open(os.path.join(work, "bench_quality.log"), "a")
+    t0 = time.perf_counter()
+    sizes = build(args.data, log, args.mutants, args.singleline_limit)
+    build_s = time.perf_counter() - t0
+    per_step = calibrate(args.data, work, args.preset, args.lr, args.max_tokens, log)
+    budget = args.budget_minutes * 60
+    singleline_train = sizes["singleline"]["singleline"]["train"]
+    hardest = max(1, singleline_train // 3)
+    mining_s = singleline_train / max(1, args.max_tokens // 64) * per_step / 3  # forward only, ~64-token examples
+    budget *= 0.93  # what the evaluations while training take (measured: a few percent)
+    steps = {name: max(1, int((budget * share - (mining_s if name == "tutorial" else 0)) / per_step))
+             for name, share in STAGE_SHARES.items()}
+    total = sum(steps.values())
+    print(f"calibration: {per_step:.3f} s/step; stages {steps} ({total} steps) in {args.budget_minutes:g} min", flush=True)
+    shutil.rmtree(args.run, ignore_errors=True)
+    cur = curriculum(args.data, args.run, args.preset, steps, args.lr, args.max_tokens, hardest, max(1, total // 6),
+                     tokenizer=os.path.join(work, "calibration", "tokenizer"))  # trained once, in the calibration
+    train_s = train(cur, args.run, log)
+    model = os.path.join(args.run, "final")
+    sys.path.insert(0, str(ROOT))
+    from eval.evaluate import evaluate_model, table3
+
+    t1 = time.perf_counter()
+    report = evaluate_model(model, args.data, split="test", limit=args.eval_limit, beam=1, batch_size=16, progress=False)
+    eval_s = time.perf_counter() - t1
+    report.pop("predictions")
+    params = sum(p.numel() for p in __import__("codeexecutor.modeling.loading", fromlist=["load_model"]).load_model(model).parameters())
+    result = {
+        "device": device, "preset": args.preset, "parameters": params, "budget_minutes": args.budget_minutes,
+        "training_seconds": round(train_s, 1), "build_seconds": round(build_s, 1), "eval_seconds": round(eval_s, 1),
+        "calibration_seconds_per_step": round(per_step, 4), "steps": steps, "stages": stage_summary(args.run),
+        "lr": args.lr, "max_tokens": args.max_tokens, "dataset_sizes": sizes,
+        "metric": report["metric"], "decoding": "greedy (beam 1)", "eval_limit_per_set": args.eval_limit,
+        "test": {name: {"examples": e["examples"], **{k: v for k, v in e["table3"].items() if k not in ("programs",)},
+                        "by_kind": e.get("by_kind", {}), "ours_aligned": e["aligned"]}
+                 for name, e in report["datasets"].items()},
+        "runtime_errors": report.get("runtime_errors"),
+        "model": model,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"quality-{device}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    if os.path.exists(os.path.join(args.run, "loss.png")):
+        shutil.copy(os.path.join(args.run, "loss.png"), RESULTS / f"quality-{device}-curves.png")
+    print(table3(report))
+    print(f"report: {path}")
+
+
+if __name__ == "__main__":
+    main()
