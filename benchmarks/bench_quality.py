@@ -63,7 +63,7 @@ def curriculum(data: str, out: str, preset: str, steps: dict[str, int], lr: floa
     return {
         "model": {"preset": preset, "vocab_size": 8000, "max_code_length": 256, "max_trace_length": 768,
                   **({"tokenizer": tokenizer} if tokenizer else {})},
-        "train": {"output_dir": out, "micro_batch_size": 16, "grad_accum": 1, "save_every": 1000, "log_every": 20,
+        "train": {"output_dir": out, "micro_batch_size": 16, "grad_accum": 1, "save_every": 1000, "log_every": 20, "mining_batch_size": 128,
                   "max_tokens": max_tokens, "eval_every": eval_every, "eval_examples": 48, "eval_decode_examples": 12},
         "stages": [
             {"name": "singleline", "steps": steps["singleline"], "lr": lr, "warmup": warm(steps["singleline"]),
@@ -126,6 +126,10 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
+    from codeexecutor.progress import quiet_libraries
+
+    quiet_libraries()
+
     device = torch.cuda.get_device_name(0).replace(" ", "-") if torch.cuda.is_available() else "cpu"
     work = os.path.dirname(args.run)
     os.makedirs(work, exist_ok=True)
@@ -144,7 +148,7 @@ def main() -> None:
     total = sum(steps.values())
     print(f"calibration: {per_step:.3f} s/step; stages {steps} ({total} steps) in {args.budget_minutes:g} min", flush=True)
     shutil.rmtree(args.run, ignore_errors=True)
-    cur = curriculum(args.data, args.run, args.preset, steps, args.lr, args.max_tokens, hardest, max(1, total // 6),
+    cur = curriculum(args.data, args.run, args.preset, steps, args.lr, args.max_tokens, hardest, 0,  # evaluate at stage ends
                      tokenizer=os.path.join(work, "calibration", "tokenizer"))  # trained once, in the calibration
     train_s = train(cur, args.run, log)
     model = os.path.join(args.run, "final")

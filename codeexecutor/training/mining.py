@@ -12,17 +12,28 @@ def mine_hardest(engine, data: StageData, source: int, k: int, batch_size: int, 
     import torch.distributed as dist
 
     table = data.tables[source]
-    mine = list(range(rank, len(table), world))
+    # This rank's slice, in length order: batches of similar lengths pad little (the
+    # losses do not depend on the batch an example is scored in).
+    mine = [int(i) for i in data.order[source] if i % world == rank]
     scores: list[tuple[float, int]] = []
     engine.eval()
+    bar = None
+    if rank == 0:
+        from codeexecutor.progress import bar as progress_bar
+
+        bar = progress_bar(total=len(mine), desc=f"mining {data.stage.name}", unit="ex")
     with torch.no_grad():
         for i in range(0, len(mine), batch_size):
+            if bar is not None:
+                bar.update(min(batch_size, len(mine) - i))
             idx = mine[i : i + batch_size]
             rows = table[idx]
             batch = data.encoder.collate([{"code_ids": c, "trace_ids": t} for c, t in zip(rows["code_ids"], rows["trace_ids"])])
             batch = {n: v.to(engine.device) for n, v in batch.items()}
             losses = engine(**batch, reduction="none").loss.float().cpu().tolist()
             scores += zip(losses, idx)
+    if bar is not None:
+        bar.close()
     engine.train()
     gathered: list = [None] * world
     dist.all_gather_object(gathered, scores)
