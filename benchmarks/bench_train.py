@@ -65,7 +65,7 @@ def batching(data_dir: pathlib.Path, steps: int, size: int, max_tokens: int, pre
     from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
     from codeexecutor.modeling.tokenizer import Encoder, structural_ids, train_tokenizer
     from codeexecutor.training.config import Source, Stage
-    from codeexecutor.training.data import StageData, padding_share
+    from codeexecutor.training.data import StageData, batch_tokens, padding_share
 
     present = {n: str(data_dir / p) for n, p in SOURCES.items() if (data_dir / p).exists()}
     texts = []
@@ -91,7 +91,7 @@ def batching(data_dir: pathlib.Path, steps: int, size: int, max_tokens: int, pre
         model.load_state_dict(state)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         batches = [data.batch(0, i, 0, 0, size) for i in range(steps)]
-        real = sum(int(b["code_mask"].sum() + b["trace_mask"].sum()) for b in batches)
+        real = sum(batch_tokens(b)[0] for b in batches)
         start = time.perf_counter()
         for b in batches:
             loss = model(**b).loss
@@ -100,7 +100,7 @@ def batching(data_dir: pathlib.Path, steps: int, size: int, max_tokens: int, pre
             opt.zero_grad()
         seconds = time.perf_counter() - start
         report[f"{kind}_real_tokens_per_s"] = real / seconds
-        report[f"{kind}_padding_share"] = 1 - real / sum(b["code_ids"].numel() + b["trace_ids"].numel() for b in batches)
+        report[f"{kind}_padding_share"] = 1 - real / sum(batch_tokens(b)[1] for b in batches)
     report["real_tokens_per_s_ratio"] = report["token_budget_real_tokens_per_s"] / report["fixed_real_tokens_per_s"]
     return report
 

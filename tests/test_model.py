@@ -102,3 +102,20 @@ def test_head_is_the_tied_projection_of_the_last_hidden_state():
     expected = h @ m.roberta.embeddings.word_embeddings.weight.T  # lm_head(h), no bias
     assert torch.allclose(m.logits(h), expected, atol=1e-6)
     assert m.lm_head.bias is None
+
+
+def test_packed_rows_give_the_same_losses():
+    from codeexecutor.modeling.tokenizer import pad
+
+    m = tiny()
+    torch.manual_seed(3)
+    codes = [torch.randint(3, 300, (n,)).tolist() for n in (7, 4, 9)]
+    traces = [[5] + torch.randint(3, 300, (n,)).tolist() for n in (3, 8, 5)]
+    unpacked = {**pad(codes, 1, "code"), **pad(traces, 1, "trace")}
+    seqs = [c + t for c, t in zip(codes, traces)]
+    packed = {"ids": pad(seqs, 1, "p")["p_ids"], "code_len": torch.tensor([7, 4, 9]), "total_len": torch.tensor([len(s) for s in seqs])}
+    with torch.no_grad():
+        a = m(**unpacked, reduction="none").loss
+        b = m(**packed, reduction="none").loss
+        assert torch.allclose(a, b, atol=1e-5)
+        assert torch.allclose(m(**unpacked).loss, m(**packed).loss, atol=1e-5)

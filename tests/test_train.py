@@ -190,8 +190,8 @@ def test_token_budget_batches_are_deterministic_and_tightly_packed(demo_data):
         a, b = budget.indices(0, step, 0, 0, 8), budget.indices(0, step, 0, 0, 8)
         assert a == b  # the batch of a step depends on nothing else
         batch = budget.batch(0, step, 0, 0, 8)
-        assert batch["code_ids"].numel() + batch["trace_ids"].numel() <= 2048
+        assert batch["ids"].numel() <= 2048
         shares.append(padding_share(batch))
         fixed_shares.append(padding_share(fixed.batch(0, step, 0, 0, 8)))
-    assert sum(shares) / len(shares) < 0.25 < sum(fixed_shares) / len(fixed_shares)
+    assert sum(shares) / len(shares) < 0.25 < sum(fixed_shares) / len(fixed_shares)  # demo-size data: sparse lengths
     assert set(budget.fits) == {s.path for s in stage.sources} and all(f["whole"] > 0 for f in budget.fits.values())

@@ -89,6 +89,18 @@ def prefix_lm_mask(code_mask: torch.Tensor, trace_mask: torch.Tensor) -> torch.T
     return mask | eye
 
 
+def packed_mask(code_len: torch.Tensor, total_len: torch.Tensor, L: int) -> torch.Tensor:
+    """Boolean attention mask (B, L, L) of packed rows [code ; trace ; padding], True = may
+    attend: every real query sees the row's code; a trace query also sees the trace up to
+    itself; padding is seen by none (a padding query sees itself, so no row is empty).
+    The same attention as `prefix_lm_mask` gives the unpacked layout."""
+    pos = torch.arange(L, device=code_len.device)
+    q, k = pos[None, :, None], pos[None, None, :]  # (1, L, 1), (1, 1, L)
+    c, n = code_len[:, None, None], total_len[:, None, None]  # (B, 1, 1)
+    mask = ((k < c) | ((k <= q) & (q >= c))) & (k < n) & (q < n)  # (B, L, L)
+    return mask | torch.eye(L, dtype=torch.bool, device=code_len.device)[None]
+
+
 def additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """(B, Q, K) boolean -> (B, 1, Q, K) additive float mask as RoBERTa's attention expects."""
     out = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
@@ -148,11 +160,17 @@ class CodeExecutorModel(PreTrainedModel):
             weights[torch.isin(labels, ids)] = float(self.config.structural_weight)
         return weights
 
-    def forward(self, code_ids: torch.Tensor, code_mask: torch.Tensor, trace_ids: torch.Tensor,
-                trace_mask: torch.Tensor, reduction: str = "mean") -> Seq2SeqLMOutput:
+    def forward(self, code_ids: torch.Tensor | None = None, code_mask: torch.Tensor | None = None,
+                trace_ids: torch.Tensor | None = None, trace_mask: torch.Tensor | None = None, reduction: str = "mean",
+                ids: torch.Tensor | None = None, code_len: torch.Tensor | None = None,
+                total_len: torch.Tensor | None = None) -> Seq2SeqLMOutput:
         """Prefix-LM training forward. trace_ids start with <mask0>; the loss is on
         predicting trace_ids[:, 1:] (weighted; padding ignored). reduction="none" gives
-        one loss per example (hard-example mining)."""
+        one loss per example (hard-example mining). Packed rows (`ids`, `code_len`,
+        `total_len`: each row its code then its trace, padded once at the end) give the
+        same losses with less padding (`forward_packed`)."""
+        if ids is not None:
+            return self.forward_packed(ids, code_len, total_len, reduction)
         B, S = code_ids.shape
         T = trace_ids.shape[1]
         ids = torch.cat([code_ids, trace_ids], dim=1)  # (B, S+T)
@@ -166,6 +184,25 @@ class CodeExecutorModel(PreTrainedModel):
         logits = self.logits(hidden[:, S:-1])  # (B, T-1, V): predicts trace tokens 1..T-1
         labels = trace_ids[:, 1:]  # (B, T-1)
         valid = trace_mask[:, 1:].bool()
+        ce = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1), reduction="none").view_as(labels)
+        w = self.token_weights(labels) * valid
+        per_example = (ce * w).sum(1) / w.sum(1).clamp(min=1e-9)  # (B,)
+        loss = per_example if reduction == "none" else (ce * w).sum() / w.sum().clamp(min=1e-9)
+        return Seq2SeqLMOutput(loss=loss, logits=logits)
+
+    def forward_packed(self, ids: torch.Tensor, code_len: torch.Tensor, total_len: torch.Tensor,
+                       reduction: str = "mean") -> Seq2SeqLMOutput:
+        """ids: (B, L) rows [code ; trace ; padding]; code_len, total_len: (B,). Positions
+        run on from the code into the trace, as in the unpacked layout."""
+        B, L = ids.shape
+        positions = torch.arange(L, device=ids.device)[None].expand(B, L).clamp(
+            max=self.config.max_position_embeddings - POSITION_OFFSET - 1) + POSITION_OFFSET  # (B, L)
+        mask = additive(packed_mask(code_len, total_len, L), self.dtype)  # (B, 1, L, L)
+        hidden = self.roberta(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
+        logits = self.logits(hidden[:, :-1])  # (B, L-1, V): position p predicts token p+1
+        labels = ids[:, 1:]  # (B, L-1)
+        pos = torch.arange(L - 1, device=ids.device)[None]  # (1, L-1)
+        valid = (pos >= code_len[:, None]) & (pos < total_len[:, None] - 1)  # from the trace's <mask0> on
         ce = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1), reduction="none").view_as(labels)
         w = self.token_weights(labels) * valid
         per_example = (ce * w).sum(1) / w.sum(1).clamp(min=1e-9)  # (B,)

@@ -11,7 +11,6 @@ from codeexecutor.training.config import Stage
 
 
 FIT_OUTCOMES = ("whole", "cut_at_step", "dropped_crash", "dropped_long_step")
-CODE_BUCKET = 16  # code lengths grouped in steps of 16 tokens before ordering by trace length
 
 
 class StageData:
@@ -19,11 +18,12 @@ class StageData:
     batch of (stage, step, micro, rank) depends on nothing else.
 
     With `max_tokens`, a micro-batch is a run of examples of similar length under that
-    token budget (padded code + trace tokens): each source's examples are ordered by code
-    length (in buckets of 16 tokens), then trace length; a batch grows from a random
-    anchor in that order while `n x (longest code + longest trace)` fits. Without it,
-    `size` examples are drawn uniformly, as before. Either way one source per batch,
-    drawn by the stage's weights.
+    token budget, packed (each row its code then its trace, padded once at the end:
+    `Encoder.collate_packed`, `CodeExecutorModel.forward_packed`): each source's examples
+    are ordered by total length, and a batch grows from a random anchor in that order
+    while `n x longest` fits. Without it, `size` examples are drawn uniformly and code and
+    trace are padded apart, as before. Either way one source per batch, drawn by the
+    stage's weights.
     """
 
     def __init__(self, stage: Stage, encoder, base_dir: str, subsets: dict[int, list[int]] | None = None,
@@ -51,7 +51,7 @@ class StageData:
             self.tables.append(table)
             self.code_len.append(code)
             self.trace_len.append(trace)
-            self.order.append(np.lexsort((trace, code // CODE_BUCKET)))
+            self.order.append(np.argsort(code + trace, kind="stable"))
         total = sum(s.weight for s in stage.sources)
         self.weights = [s.weight / total for s in stage.sources]
 
@@ -62,34 +62,38 @@ class StageData:
         n = len(self.tables[j])
         if not self.max_tokens:
             return j, [rng.randrange(n) for _ in range(size)]
-        order, code, trace = self.order[j], self.code_len[j], self.trace_len[j]
+        order, total = self.order[j], self.code_len[j] + self.trace_len[j]
         lo = hi = rng.randrange(n)
         hi += 1
-        longest_code, longest_trace = int(code[order[lo]]), int(trace[order[lo]])
+        longest = int(total[order[lo]])
         while True:  # forward while the budget holds, then backward
-            if hi < n:
-                c, t = max(longest_code, int(code[order[hi]])), max(longest_trace, int(trace[order[hi]]))
-                if (hi - lo + 1) * (c + t) <= self.max_tokens:
-                    hi, longest_code, longest_trace = hi + 1, c, t
-                    continue
-            if lo > 0:
-                c, t = max(longest_code, int(code[order[lo - 1]])), max(longest_trace, int(trace[order[lo - 1]]))
-                if (hi - lo + 1) * (c + t) <= self.max_tokens:
-                    lo, longest_code, longest_trace = lo - 1, c, t
-                    continue
-            break
+            if hi < n and (hi - lo + 1) * max(longest, int(total[order[hi]])) <= self.max_tokens:
+                longest = max(longest, int(total[order[hi]]))
+                hi += 1
+            elif lo > 0 and (hi - lo + 1) * max(longest, int(total[order[lo - 1]])) <= self.max_tokens:
+                longest = max(longest, int(total[order[lo - 1]]))
+                lo -= 1
+            else:
+                break
         return j, [int(i) for i in order[lo:hi]]
 
     def batch(self, seed: int, step: int, micro: int, rank: int, size: int) -> dict:
         j, idx = self.indices(seed, step, micro, rank, size)
         rows = self.tables[j][idx]
-        return self.encoder.collate([{"code_ids": c, "trace_ids": t} for c, t in zip(rows["code_ids"], rows["trace_ids"])])
+        pairs = [{"code_ids": c, "trace_ids": t} for c, t in zip(rows["code_ids"], rows["trace_ids"])]
+        return self.encoder.collate_packed(pairs) if self.max_tokens else self.encoder.collate(pairs)
+
+
+def batch_tokens(batch: dict) -> tuple[int, int]:
+    """(real, computed) tokens of a collated batch, packed or not."""
+    if "ids" in batch:
+        return int(batch["total_len"].sum()), batch["ids"].numel()
+    return int(batch["code_mask"].sum() + batch["trace_mask"].sum()), batch["code_ids"].numel() + batch["trace_ids"].numel()
 
 
 def padding_share(batch: dict) -> float:
     """Share of the computed (padded) tokens of a collated batch that are padding."""
-    computed = batch["code_ids"].numel() + batch["trace_ids"].numel()
-    real = int(batch["code_mask"].sum() + batch["trace_mask"].sum())
+    real, computed = batch_tokens(batch)
     return 1.0 - real / computed
 
 

@@ -32,7 +32,7 @@ from dataclasses import asdict
 
 from codeexecutor.errors import ConfigError
 from codeexecutor.training.config import Curriculum, Source, Stage, load_ds_config
-from codeexecutor.training.data import StageData
+from codeexecutor.training.data import StageData, batch_tokens
 from codeexecutor.training.export import export_model, save_checkpoint
 from codeexecutor.training.mining import mine_hardest
 from codeexecutor.training.plots import plot_losses
@@ -150,8 +150,8 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
             losses = []
             for micro in range(ds_cfg["gradient_accumulation_steps"]):
                 batch = data.batch(cur.train.seed, global_step - start_of, micro, rank, ds_cfg["train_micro_batch_size_per_gpu"])
-                tokens += int(batch["code_mask"].sum() + batch["trace_mask"].sum())
-                computed += batch["code_ids"].numel() + batch["trace_ids"].numel()
+                real, padded = batch_tokens(batch)
+                tokens, computed = tokens + real, computed + padded
                 batch = {k: v.to(engine.device) for k, v in batch.items()}
                 loss = engine(**batch).loss
                 engine.backward(loss)
