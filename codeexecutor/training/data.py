@@ -11,6 +11,7 @@ from codeexecutor.training.config import Stage
 
 
 FIT_OUTCOMES = ("whole", "cut_at_step", "dropped_crash", "dropped_long_step")
+LENGTH_BUCKET = 8  # tokens: examples this close in length share a bucket, in shuffled order
 
 
 class StageData:
@@ -20,8 +21,8 @@ class StageData:
     With `max_tokens`, a micro-batch is a run of examples of similar length under that
     token budget, packed (each row its code then its trace, padded once at the end:
     `Encoder.collate_packed`, `CodeExecutorModel.forward_packed`): each source's examples
-    are ordered by total length, and a batch grows from a random anchor in that order
-    while `n x longest` fits. Without it, `size` examples are drawn uniformly and code and
+    are ordered by total length (in 8-token buckets, shuffled within each), and a batch
+    grows from a random anchor in that order while `n x longest` fits. Without it, `size` examples are drawn uniformly and code and
     trace are padded apart, as before. Either way one source per batch, drawn by the
     stage's weights.
     """
@@ -51,7 +52,11 @@ class StageData:
             self.tables.append(table)
             self.code_len.append(code)
             self.trace_len.append(trace)
-            self.order.append(np.argsort(code + trace, kind="stable"))
+            # Total length in buckets of LENGTH_BUCKET tokens, shuffled within a bucket (fixed
+            # seed): a run of the order then mixes programs instead of holding the many
+            # same-length mutants of one program side by side.
+            shuffle = np.random.default_rng(len(table)).permutation(len(table))
+            self.order.append(np.lexsort((shuffle, (code + trace) // LENGTH_BUCKET)))
         total = sum(s.weight for s in stage.sources)
         self.weights = [s.weight / total for s in stage.sources]
 
