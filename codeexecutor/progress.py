@@ -27,6 +27,7 @@ class Lines:
         self.desc, self.unit, self.n, self.every = desc, unit, initial, every
         self.start = self.last = time.monotonic()
         self.postfix = ""
+        self.closed = False
 
     def __iter__(self):
         for item in self.iterable:
@@ -37,7 +38,7 @@ class Lines:
     def update(self, n: int = 1) -> None:
         self.n += n
         now = time.monotonic()
-        if now - self.last >= self.every:
+        if now - self.last >= self.every and not self.closed:
             self.last = now
             self._line(now)
 
@@ -51,10 +52,10 @@ class Lines:
               file=sys.stderr, flush=True)
 
     def close(self) -> None:
-        if self.n:
+        """The final line, once."""
+        if self.n and not self.closed:
             self._line(time.monotonic())
-            self.n = 0 if self.total is None else self.n
-            self.every = float("inf")
+        self.closed = True
 
 
 def quiet_libraries() -> None:

@@ -52,36 +52,34 @@ def _make(tmp: pathlib.Path, name: str, content) -> str:
     return str(path)
 
 
-def _model(tmp: pathlib.Path, kind: str) -> str:
-    path = tmp / "model"
+MODEL_FILES = {
+    "malformed_config": {"config.json": b'{"model_type": "roberta", '},
+    "no_weights": {"config.json": b'{"model_type": "roberta", "vocab_size": 10}'},
+    "wrong_model_type": {"config.json": b'{"model_type": "gpt2"}', "model.safetensors": b"\x00" * 16},
+}
+DATA_FILES = {"malformed_dataset": {"set/dataset_dict.json": b"{not json"}}
+
+
+def _folder(path: pathlib.Path, kind: str, files: dict) -> str:
+    """A bad model or dataset folder: missing, a (binary) file, or a folder holding `files[kind]`."""
     if kind == "missing":
         return str(path)
-    if kind == "file":
-        path.write_bytes(b"\x00\x01 not a model")
+    if kind in ("file", "binary_file"):
+        path.write_bytes(b"\x00\x01\x02 garbage, not a folder")
         return str(path)
     path.mkdir()
-    if kind == "malformed_config":
-        (path / "config.json").write_text("{\"model_type\": \"roberta\", ")
-    elif kind == "no_weights":
-        (path / "config.json").write_text('{"model_type": "roberta", "vocab_size": 10}')
-    elif kind == "wrong_model_type":
-        (path / "config.json").write_text('{"model_type": "gpt2"}')
-        (path / "model.safetensors").write_bytes(b"\x00" * 16)
+    for rel, data in files.get(kind, {}).items():
+        (path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (path / rel).write_bytes(data)
     return str(path)
+
+
+def _model(tmp: pathlib.Path, kind: str) -> str:
+    return _folder(tmp / "model", kind, MODEL_FILES)
 
 
 def _data(tmp: pathlib.Path, kind: str) -> str:
-    path = tmp / "data"
-    if kind == "missing":
-        return str(path)
-    if kind == "binary_file":
-        path.write_bytes(b"\x00\x01\x02garbage")
-        return str(path)
-    path.mkdir()
-    if kind == "malformed_dataset":
-        (path / "set").mkdir()
-        (path / "set" / "dataset_dict.json").write_text("{not json")
-    return str(path)
+    return _folder(tmp / "data", kind, DATA_FILES)
 
 
 def _run(tmp: pathlib.Path, argv: list[str]) -> subprocess.CompletedProcess:
