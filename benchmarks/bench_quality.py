@@ -7,9 +7,9 @@
    tutorial sources, SingleLine from the CodeNetMut traces.
 2. Trains the three-stage curriculum (SingleLine; hardest SingleLine + Tutorial;
    + CodeNetMut and crashes) within the budget: a short calibration measures seconds
-   per step at the run's token budget (batches by token budget cost about the same per
-   step whatever the source), then the steps of each stage are its share of the budget,
-   less the estimated mining time. Evaluates while training (valid samples).
+   per step of each stage at the run's token budget (a step of long CodeNet traces costs
+   more than one of SingleLine lines), then the steps of each stage are its share of the
+   budget (STAGE_SHARES), less the estimated mining time. Evaluates while training.
 3. Evaluates the final model on every test split (greedy, `--eval-limit` examples per
    set, a fixed sample): Table 3 with the release's metric, originals and mutants of
    held-out problems apart, runtime-error detection / localisation / kind on the
@@ -32,7 +32,7 @@ from _common import RESULTS, ROOT
 
 SHARED = ROOT.parent / "shared" / "data"
 CORPORA = [SHARED / "atcoder-python", SHARED / "atcoder-python-2"]
-STAGE_SHARES = {"singleline": 0.4, "tutorial": 0.25, "codenet": 0.35}
+STAGE_SHARES = {"singleline": 0.5, "tutorial": 0.2, "codenet": 0.3}
 
 
 def sh(args: list[str], log) -> None:
@@ -91,14 +91,25 @@ def train(cur: dict, run: str, log, max_steps: int | None = None) -> float:
     return time.perf_counter() - start
 
 
-def calibrate(data: str, work: str, preset: str, lr: float, max_tokens: int, log) -> float:
-    """Seconds per optimizer step at this token budget: 10 steps after 5 of warm-up."""
-    cur = curriculum(data, f"{work}/calibration", preset, {"singleline": 15, "tutorial": 1, "codenet": 1}, lr, max_tokens, 8, 0)
-    cur["train"]["eval_examples"] = 0
+CALIBRATION_STEPS = {"singleline": 10, "tutorial": 8, "codenet": 8}
+
+
+def calibrate(data: str, work: str, preset: str, lr: float, max_tokens: int, log) -> dict[str, float]:
+    """Seconds per optimizer step of each stage at this token budget, from a few steps of
+    each (the first stage's first step, which pays for start-up, is left out): a
+    CodeNet step with its long traces costs more than a SingleLine step."""
+    cur = curriculum(data, f"{work}/calibration", preset, CALIBRATION_STEPS, lr, max_tokens, 8, 0)
+    cur["train"].update(eval_examples=0, log_every=1)
     shutil.rmtree(f"{work}/calibration", ignore_errors=True)
-    train(cur, f"{work}/calibration", log, max_steps=15)
+    train(cur, f"{work}/calibration", log)
     rows = [json.loads(line) for line in open(f"{work}/calibration/train_log.jsonl") if '"loss"' in line]
-    return rows[-1]["stage_seconds"] / max(rows[-1]["step"], 1)
+    out, start = {}, 0
+    for name, n in CALIBRATION_STEPS.items():
+        stage = [r for r in rows if r["stage"] == name]
+        first = 1 if start == 0 else 0
+        out[name] = (stage[-1]["stage_seconds"] - (stage[first - 1]["stage_seconds"] if first else 0)) / (n - first)
+        start += n
+    return out
 
 
 def stage_summary(run: str) -> dict:
@@ -141,12 +152,13 @@ def main() -> None:
     budget = args.budget_minutes * 60
     singleline_train = sizes["singleline"]["singleline"]["train"]
     hardest = max(1, singleline_train // 3)
-    mining_s = singleline_train / max(1, args.max_tokens // 64) * per_step / 3  # forward only, ~64-token examples
+    mining_s = singleline_train / max(1, args.max_tokens // 64) * per_step["singleline"] / 3  # forward only
     budget *= 0.93  # what the evaluations while training take (measured: a few percent)
-    steps = {name: max(1, int((budget * share - (mining_s if name == "tutorial" else 0)) / per_step))
+    steps = {name: max(1, int((budget * share - (mining_s if name == "tutorial" else 0)) / per_step[name]))
              for name, share in STAGE_SHARES.items()}
     total = sum(steps.values())
-    print(f"calibration: {per_step:.3f} s/step; stages {steps} ({total} steps) in {args.budget_minutes:g} min", flush=True)
+    rates = ", ".join(f"{k} {v:.3f}" for k, v in per_step.items())
+    print(f"calibration (s/step): {rates}; stages {steps} ({total} steps) in {args.budget_minutes:g} min", flush=True)
     shutil.rmtree(args.run, ignore_errors=True)
     cur = curriculum(args.data, args.run, args.preset, steps, args.lr, args.max_tokens, hardest, 0,  # evaluate at stage ends
                      tokenizer=os.path.join(work, "calibration", "tokenizer"))  # trained once, in the calibration
@@ -163,7 +175,8 @@ def main() -> None:
     result = {
         "device": device, "preset": args.preset, "parameters": params, "budget_minutes": args.budget_minutes,
         "training_seconds": round(train_s, 1), "build_seconds": round(build_s, 1), "eval_seconds": round(eval_s, 1),
-        "calibration_seconds_per_step": round(per_step, 4), "steps": steps, "stages": stage_summary(args.run),
+        "calibration_seconds_per_step": {k: round(v, 4) for k, v in per_step.items()},
+        "stage_shares": STAGE_SHARES, "steps": steps, "stages": stage_summary(args.run),
         "lr": args.lr, "max_tokens": args.max_tokens, "dataset_sizes": sizes,
         "metric": report["metric"], "decoding": "greedy (beam 1)", "eval_limit_per_set": args.eval_limit,
         "test": {name: {"examples": e["examples"], **{k: v for k, v in e["table3"].items() if k not in ("programs",)},

@@ -38,6 +38,9 @@ def _build_args(p: argparse.ArgumentParser) -> None:
     s.add_argument("--kaggle", metavar="FILE", help="convert the original python-state-changes JSON(L) instead")
     s.add_argument("--workers", type=int, default=2)
     s.add_argument("--limit", type=int, help="at most this many examples")
+    s.add_argument("--per-line", type=int, default=4, metavar="K",
+                   help="at most K examples per statement of a source program, so hot loops do not fill the "
+                        "dataset (default 4; 0: no cap)")
 
 
 def _check_inputs(args: argparse.Namespace) -> None:
@@ -81,7 +84,8 @@ def _build_run(args: argparse.Namespace) -> int:
 
         if bool(args.source) == bool(args.kaggle):
             raise UsageError("give exactly one of --from DIR (a built dataset) or --kaggle FILE")
-        stats = build_singleline(args.out, source=args.source, kaggle=args.kaggle, workers=args.workers, limit=args.limit)
+        stats = build_singleline(args.out, source=args.source, kaggle=args.kaggle, workers=args.workers, limit=args.limit,
+                                 per_line=args.per_line)
     print(json.dumps(stats.get("datasets", stats), indent=2))
     return 0
 

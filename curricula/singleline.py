@@ -14,6 +14,12 @@ and its target is the state after the last line, obtained by running the example
 the sandbox (so the target is ground truth, not copied from the source trace).
 Examples are deduplicated on their code and keep the split of their source program.
 
+A hot loop yields one distinct example per iteration: one program of p02983
+(`mn = min(mn, i * j % 2019)` over all pairs) once gave 991 of 5,895 test examples,
+and one problem 53% of the test split. So each statement of a program (its mutants
+included) contributes at most `per_line` examples (default 4), chosen by a hash of
+their code; the dataset then spans the programs' statements instead of a few loops.
+
 `--kaggle FILE` converts the original python-state-changes data instead: JSON or JSONL
 records with `start` (the variables before: a dict, or a dict literal string), `code`
 (one line) and `end` (ignored: the target is recomputed the same way). Records in
@@ -23,6 +29,7 @@ another shape are counted as skipped, never guessed.
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 import time
@@ -36,6 +43,7 @@ from codeexecutor.modeling.format import format_code, format_singleline_target
 
 TASK = "singleline"
 CHUNK = 512  # candidate programs per journal unit
+PER_LINE = 4  # examples per statement of a program, at most
 log = logging.getLogger("curricula.singleline")
 _SIMPLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)
 
@@ -143,8 +151,21 @@ def kaggle_program(rec) -> str | None:
     return "\n".join(lines) + "\n"
 
 
+def cap_per_statement(programs: dict[str, tuple[str, str, str]], per_line: int) -> dict[str, tuple[str, str, str]]:
+    """Keep at most `per_line` example programs per (source program, statement), the
+    ones with the smallest hash of their code (a choice that depends on nothing else).
+    A source program's mutants count as the same program (ids `sXXX_mYY_...`)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for code, (rid, _, _) in programs.items():
+        groups.setdefault((rid.split("_")[0], code.rstrip("\n").rsplit("\n", 1)[-1]), []).append(code)
+    keep = set()
+    for codes in groups.values():
+        keep.update(sorted(codes, key=lambda c: hashlib.sha1(c.encode()).hexdigest())[:per_line])
+    return {c: meta for c, meta in programs.items() if c in keep}
+
+
 def build_singleline(out: str, source: str | None = None, kaggle: str | None = None, workers: int = 2,
-                     limit: int | None = None, progress: bool = True) -> dict:
+                     limit: int | None = None, progress: bool = True, per_line: int | None = PER_LINE) -> dict:
     from codeexecutor.execution import ExecutorPool
 
     os.makedirs(out, exist_ok=True)
@@ -176,6 +197,9 @@ def build_singleline(out: str, source: str | None = None, kaggle: str | None = N
 
         splits = assign_splits({g for _, g, _ in programs.values()})
         programs = {c: (i, g, splits[g]) for c, (i, g, _) in programs.items()}
+    elif per_line:
+        programs = cap_per_statement(programs, per_line)
+        counts["capped_per_statement"] = len(programs)
     items = sorted(programs.items(), key=lambda kv: kv[1][0])
     if limit is not None:
         items = items[:limit]

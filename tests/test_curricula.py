@@ -175,3 +175,15 @@ def test_singleline_candidates_and_kaggle_records(tmp_path):
     path.write_text("\n".join(json.dumps({"start": {"a": i}, "code": "b = a * 2"}) for i in range(30)) + "\n" + '{"x": 1}\n')
     stats = build_singleline(str(tmp_path / "out"), kaggle=str(path))
     assert stats["counts"]["examples"] == 30 and stats["counts"]["skip:kaggle_record_shape"] == 1
+
+
+def test_singleline_cap_per_statement_keeps_a_hot_loop_to_k_examples():
+    from curricula.singleline import cap_per_statement
+
+    loop = {f"i = {i}\nmn = min(mn, i * 7 % 2019)\n": (f"s001_m0{i % 3}_s{i:03d}", "p1", "test") for i in range(50)}
+    other = {"a = 1\nb = a + 1\n": ("s001_s900", "p1", "test"), "a = 2\nb = a + 1\n": ("s002_s000", "p2", "train")}
+    kept = cap_per_statement({**loop, **other}, 4)
+    assert sum(code in loop for code in kept) == 4  # mutants m00..m02 of s001 are one program
+    assert all(code in kept for code in other)  # another statement, another program: kept
+    assert kept == cap_per_statement(dict(reversed(list({**loop, **other}.items()))), 4)  # order does not matter
+    assert len(cap_per_statement(loop, 1)) == 1
