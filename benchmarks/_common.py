@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import random
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data" / "atcoder-python"
-RESULTS = ROOT / "benchmarks" / "results"
+RESULTS = pathlib.Path(os.environ.get("CODEEXECUTOR_RESULTS") or ROOT / "benchmarks" / "results")  # the GPU campaign: $OUT
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -28,7 +29,7 @@ def load_programs(n: int, seed: int = 0) -> list[tuple[str, str]]:
 
 def write_report(name: str, report: dict) -> pathlib.Path:
     """Write benchmarks/results/NAME.json."""
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(report, indent=2) + "\n")
     return path

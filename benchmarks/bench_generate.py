@@ -30,13 +30,13 @@ def demo_inputs() -> list[str]:
     return [format_code(src) for _, src, _ in demo_programs()]
 
 
-def random_model(inputs: list[str]) -> str:
+def random_model(inputs: list[str], preset: str = "tiny") -> str:
     from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
     from codeexecutor.modeling.tokenizer import structural_ids, train_tokenizer
 
     tok = train_tokenizer(inputs * 3, vocab_size=800, min_frequency=1)
     torch.manual_seed(0)
-    cfg = CodeExecutorConfig.preset("tiny", vocab_size=len(tok), structural_token_ids=structural_ids(tok), pad_token_id=tok.pad_token_id)
+    cfg = CodeExecutorConfig.preset(preset, vocab_size=len(tok), structural_token_ids=structural_ids(tok), pad_token_id=tok.pad_token_id)
     path = tempfile.mkdtemp(prefix="bench_generate_")
     CodeExecutorModel(cfg).save_pretrained(path)
     tok.save_pretrained(path)
@@ -55,14 +55,17 @@ def main() -> None:
     ap.add_argument("--programs", type=int, default=16)
     ap.add_argument("--beam", type=int, default=10)
     ap.add_argument("--max-length", type=int, default=96)
+    ap.add_argument("--preset", default="tiny", help="shape of the randomly initialised model used without --model")
+    ap.add_argument("--device", choices=["all", "cpu", "cuda"], default="all", help="all: the CPU, and the GPU where one is")
     args = ap.parse_args()
     from codeexecutor.generation import TraceGenerator
 
     inputs = (demo_inputs() * 4)[: args.programs]
-    model = args.model or (str(ROOT / "demo_out" / "pretrain" / "final") if (ROOT / "demo_out" / "pretrain" / "final").exists() else random_model(inputs))
+    model = args.model or (str(ROOT / "demo_out" / "pretrain" / "final") if (ROOT / "demo_out" / "pretrain" / "final").exists() else random_model(inputs, args.preset))
     torch.set_num_threads(2)
     report = {"model": model, "programs": len(inputs), "beam": args.beam, "max_length": args.max_length}
-    for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else []) if args.device == "all" else [args.device]
+    for device in devices:
         gen = TraceGenerator(model, device=device)
         gen.generate(inputs[:1], beam=args.beam, max_length=8)  # warm up
         fast_s, fast = timed(gen, inputs, beam=args.beam, max_length=args.max_length, batch_size=8)
@@ -76,7 +79,7 @@ def main() -> None:
               f"ratio {slow_s / fast_s:.1f}x ({same}/{len(inputs)} identical outputs)")
     if not torch.cuda.is_available():
         print("no GPU here: GPU figures are measured when one is available")
-    write_report("bench_generate", report)
+    write_report("bench_generate" + ("" if devices == ["cpu"] else "-" + torch.cuda.get_device_name(0).replace(" ", "-")), report)
 
 
 if __name__ == "__main__":

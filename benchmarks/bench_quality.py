@@ -40,23 +40,25 @@ def sh(args: list[str], log) -> None:
     subprocess.run(args, check=True, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
 
 
-def build(data: str, log, mutants: int, singleline_limit: int) -> dict:
+def build(data: str, log, mutants: int, singleline_limit: int, corpora: list[str], tutorial: str,
+          codenet_limit: int | None = None, workers: int = 2) -> dict:
     cli = [sys.executable, "-m", "codeexecutor", "build"]
-    corpora = [str(c) for c in CORPORA if c.is_dir()]
+    corpora = [c for c in corpora if os.path.isdir(c)]
     if not corpora:
-        sys.exit("bench_quality: no shared corpora in ../shared/data (atcoder-python, atcoder-python-2)")
+        sys.exit("bench_quality: no CodeNet-layout corpora (default: ../shared/data/atcoder-python, atcoder-python-2)")
     if not os.path.isdir(os.path.join(data, "codenetmut", "codenetmut")):
-        sh(cli + ["codenetmut", "--codenet", *corpora, "--out", f"{data}/codenetmut", "--mutants", str(mutants)], log)
+        sh(cli + ["codenetmut", "--codenet", *corpora, "--out", f"{data}/codenetmut", "--mutants", str(mutants),
+                  "--workers", str(workers)] + (["--limit", str(codenet_limit)] if codenet_limit else []), log)
     if not os.path.isdir(os.path.join(data, "tutorial", "tutorial")):
-        sh(cli + ["tutorial", "--sources", str(SHARED / "python-tutorial" / "tutorial_rst"), "--out", f"{data}/tutorial",
-                  "--mutants", "100"], log)
+        sh(cli + ["tutorial", "--sources", tutorial, "--out", f"{data}/tutorial", "--mutants", "100", "--workers", str(workers)], log)
     if not os.path.isdir(os.path.join(data, "singleline", "singleline")):
-        sh(cli + ["singleline", "--from", f"{data}/codenetmut", "--out", f"{data}/singleline", "--limit", str(singleline_limit)], log)
+        sh(cli + ["singleline", "--from", f"{data}/codenetmut", "--out", f"{data}/singleline", "--limit", str(singleline_limit),
+                  "--workers", str(workers)], log)
     return {name: json.load(open(os.path.join(data, name, "stats.json")))["datasets"] for name in ("codenetmut", "tutorial", "singleline")}
 
 
 def curriculum(data: str, out: str, preset: str, steps: dict[str, int], lr: float, max_tokens: int, hardest: int,
-               eval_every: int, tokenizer: str | None = None) -> dict:
+               eval_every: int, tokenizer: str | None = None, valid_examples: int = 48) -> dict:
     sl, tut = f"{data}/singleline/singleline", f"{data}/tutorial/tutorial"
     cn, err = f"{data}/codenetmut/codenetmut", f"{data}/codenetmut/errors"
     warm = lambda n: max(1, min(200, n // 10))  # noqa: E731
@@ -64,7 +66,7 @@ def curriculum(data: str, out: str, preset: str, steps: dict[str, int], lr: floa
         "model": {"preset": preset, "vocab_size": 8000, "max_code_length": 256, "max_trace_length": 768,
                   **({"tokenizer": tokenizer} if tokenizer else {})},
         "train": {"output_dir": out, "micro_batch_size": 16, "grad_accum": 1, "save_every": 1000, "log_every": 20, "mining_batch_size": 128,
-                  "max_tokens": max_tokens, "eval_every": eval_every, "eval_examples": 48, "eval_decode_examples": 12},
+                  "max_tokens": max_tokens, "eval_every": eval_every, "eval_examples": valid_examples, "eval_decode_examples": valid_examples // 4},
         "stages": [
             {"name": "singleline", "steps": steps["singleline"], "lr": lr, "warmup": warm(steps["singleline"]),
              "sources": [{"path": sl, "task": "singleline"}]},
@@ -94,11 +96,14 @@ def train(cur: dict, run: str, log, max_steps: int | None = None) -> float:
 CALIBRATION_STEPS = {"singleline": 10, "tutorial": 8, "codenet": 8}
 
 
-def calibrate(data: str, work: str, preset: str, lr: float, max_tokens: int, log) -> dict[str, float]:
+def calibrate(data: str, work: str, preset: str, lr: float, max_tokens: int, hardest: int, log) -> dict[str, float]:
     """Seconds per optimizer step of each stage at this token budget, from a few steps of
     each (the first stage's first step, which pays for start-up, is left out): a
-    CodeNet step with its long traces costs more than a SingleLine step."""
-    cur = curriculum(data, f"{work}/calibration", preset, CALIBRATION_STEPS, lr, max_tokens, 8, 0)
+    CodeNet step with its long traces costs more than a SingleLine step. Stage 2 mines as
+    many hardest SingleLine examples as the run will (at most 4,096): from a handful, its
+    SingleLine batches would be a few rows, and its steps cheap (1.04 s where the run then
+    took 1.8)."""
+    cur = curriculum(data, f"{work}/calibration", preset, CALIBRATION_STEPS, lr, max_tokens, min(hardest, 4096), 0)
     cur["train"].update(eval_examples=0, log_every=1)
     shutil.rmtree(f"{work}/calibration", ignore_errors=True)
     train(cur, f"{work}/calibration", log)
@@ -110,6 +115,28 @@ def calibrate(data: str, work: str, preset: str, lr: float, max_tokens: int, log
         out[name] = (stage[-1]["stage_seconds"] - (stage[first - 1]["stage_seconds"] if first else 0)) / (n - first)
         start += n
     return out
+
+
+def singleline_breakdown(predictions: list[dict], data: str) -> dict:
+    """SingleLine test accuracy (the release's metric) apart for examples whose every
+    value after the line appears verbatim in the code (`copy`: the line leaves the values
+    or picks one of them, e.g. `mn = min(mn, x)`) and the rest (`computed`: `c %= 2019`)."""
+    import datasets
+
+    from eval.trace_metrics import release_singleline_metrics
+
+    rows = {r["id"]: r for r in datasets.load_from_disk(os.path.join(data, "singleline", "singleline"))["test"]}
+    groups: dict[str, tuple[list, list]] = {"copy": ([], []), "computed": ([], [])}
+    for p in predictions:
+        row = rows.get(p["id"]) if p["dataset"] == "singleline" else None
+        if row is None:
+            continue
+        state = json.loads(row["steps"])[-1]["state"]
+        kind = "copy" if all(v in row["code"] for v in state.values()) else "computed"
+        groups[kind][0].append(p["prediction"])
+        groups[kind][1].append(p["gold"])
+    return {kind: {"examples": len(golds), "trace_accuracy": release_singleline_metrics(preds, golds)["trace_accuracy"] if golds else None}
+            for kind, (preds, golds) in groups.items()}
 
 
 def stage_summary(run: str) -> dict:
@@ -134,7 +161,23 @@ def main() -> None:
     ap.add_argument("--mutants", type=int, default=8, help="mutation attempts per CodeNet program when building")
     ap.add_argument("--singleline-limit", type=int, default=60000)
     ap.add_argument("--eval-limit", type=int, default=300, help="test examples per dataset (a fixed sample)")
+    ap.add_argument("--corpora", nargs="+", default=[str(c) for c in CORPORA], metavar="DIR",
+                    help="CodeNet-layout corpora to build CodeNetMut from (default: the shared atcoder-python ones)")
+    ap.add_argument("--tutorial-sources", default=str(SHARED / "python-tutorial" / "tutorial_rst"), metavar="DIR")
+    ap.add_argument("--codenet-limit", type=int, help="build from at most this many programs (a quick build)")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="sandbox workers of the build")
+    ap.add_argument("--build-only", action="store_true", help="build the datasets and stop")
+    ap.add_argument("--valid-examples", type=int, default=48,
+                    help="valid examples scored at each stage end (a quarter of them decoded); 0: none")
+    ap.add_argument("--steps", metavar="SL,TUT,CN", help="the steps of the three stages, no calibration: reproduces a "
+                    "committed run (its `steps`) on a machine of another speed")
     args = ap.parse_args()
+    fixed_steps = None
+    if args.steps:
+        try:
+            fixed_steps = dict(zip(STAGE_SHARES, (int(n) for n in args.steps.split(",")), strict=True))
+        except ValueError:
+            sys.exit(f"bench_quality: --steps takes three step counts, e.g. 983,462,463 (got {args.steps!r})")
     import torch
 
     from codeexecutor.progress import quiet_libraries
@@ -146,22 +189,28 @@ def main() -> None:
     os.makedirs(work, exist_ok=True)
     log = open(os.path.join(work, "bench_quality.log"), "a")
     t0 = time.perf_counter()
-    sizes = build(args.data, log, args.mutants, args.singleline_limit)
+    sizes = build(args.data, log, args.mutants, args.singleline_limit, args.corpora, args.tutorial_sources,
+                  args.codenet_limit, args.workers)
     build_s = time.perf_counter() - t0
-    per_step = calibrate(args.data, work, args.preset, args.lr, args.max_tokens, log)
-    budget = args.budget_minutes * 60
+    if args.build_only:
+        print(json.dumps(sizes, indent=2))
+        return
     singleline_train = sizes["singleline"]["singleline"]["train"]
     hardest = max(1, singleline_train // 3)
+    per_step = calibrate(args.data, work, args.preset, args.lr, args.max_tokens, hardest, log)  # trains the tokenizer too
+    budget = args.budget_minutes * 60
     mining_s = singleline_train / max(1, args.max_tokens // 64) * per_step["singleline"] / 3  # forward only
     budget *= 0.93  # what the evaluations while training take (measured: a few percent)
     steps = {name: max(1, int((budget * share - (mining_s if name == "tutorial" else 0)) / per_step[name]))
              for name, share in STAGE_SHARES.items()}
+    steps = fixed_steps or steps
     total = sum(steps.values())
     rates = ", ".join(f"{k} {v:.3f}" for k, v in per_step.items())
     print(f"calibration (s/step): {rates}; stages {steps} ({total} steps) in {args.budget_minutes:g} min", flush=True)
     shutil.rmtree(args.run, ignore_errors=True)
     cur = curriculum(args.data, args.run, args.preset, steps, args.lr, args.max_tokens, hardest, 0,  # evaluate at stage ends
-                     tokenizer=os.path.join(work, "calibration", "tokenizer"))  # trained once, in the calibration
+                     tokenizer=os.path.join(work, "calibration", "tokenizer"),  # trained once, in the calibration
+                     valid_examples=args.valid_examples)
     train_s = train(cur, args.run, log)
     model = os.path.join(args.run, "final")
     sys.path.insert(0, str(ROOT))
@@ -170,7 +219,9 @@ def main() -> None:
     t1 = time.perf_counter()
     report = evaluate_model(model, args.data, split="test", limit=args.eval_limit, beam=1, batch_size=16, progress=False)
     eval_s = time.perf_counter() - t1
-    report.pop("predictions")
+    predictions = report.pop("predictions")
+    with open(os.path.join(args.run, "test_predictions.jsonl"), "w") as f:  # for error analysis
+        f.writelines(json.dumps(p) + "\n" for p in predictions)
     params = sum(p.numel() for p in __import__("codeexecutor.modeling.loading", fromlist=["load_model"]).load_model(model).parameters())
     result = {
         "device": device, "preset": args.preset, "parameters": params, "budget_minutes": args.budget_minutes,
@@ -182,6 +233,7 @@ def main() -> None:
         "test": {name: {"examples": e["examples"], **{k: v for k, v in e["table3"].items() if k not in ("programs",)},
                         "by_kind": e.get("by_kind", {}), "ours_aligned": e["aligned"]}
                  for name, e in report["datasets"].items()},
+        "singleline_by_answer": singleline_breakdown(predictions, args.data),
         "runtime_errors": report.get("runtime_errors"),
         "model": model,
     }

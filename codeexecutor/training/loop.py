@@ -169,7 +169,7 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
                     _log(writer, log_path, {"step": global_step, "stage": stage.name, "loss": loss_value,
                                             "lr": scheduler.get_last_lr()[0], "tokens_per_s": tokens * world / elapsed,
                                             "stage_tokens": tokens * world, "stage_seconds": elapsed,
-                                            "padding_share": 1 - tokens / max(computed, 1)})
+                                            "padding_share": 1 - tokens / max(computed, 1), **loss_scaling(engine)})
             at_end = global_step == end_of
             if evaluator is not None and (at_end or (cur.train.eval_every and global_step % cur.train.eval_every == 0)):
                 _evaluate(evaluator, engine, tok, cur, si, stage, global_step, writer, log_path, out, rank, zero_stage)
@@ -262,6 +262,15 @@ def _evaluate(evaluator, engine, tok, cur: Curriculum, si: int, stage: Stage, st
         with open(record, "w") as f:
             json.dump({"step": step, "score": value, "eval": results}, f, indent=2)
     log.info("step %d eval: %s", step, {k: {m: v for m, v in r.items() if m != "split"} for k, r in results.items()})
+
+
+def loss_scaling(engine) -> dict:
+    """fp16 only: the dynamic loss scale now and the optimizer steps skipped on overflow
+    so far (DeepSpeed halves the scale and skips the step when gradients overflow)."""
+    if not engine.fp16_enabled():
+        return {}
+    scale = getattr(engine.optimizer, "cur_scale", None)
+    return {"loss_scale": float(scale) if scale is not None else None, "skipped_steps": int(engine.skipped_steps)}
 
 
 def _log(writer, log_path: str, row: dict) -> None:

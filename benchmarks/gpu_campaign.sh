@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The GPU campaign of issue 13, scripted so that one device call runs a whole part of it.
+#
+#   here, once:   .venv/bin/python benchmarks/campaign_pack.py      # .campaign/: wheels + corpora (< 64 MiB)
+#   device call:  bash benchmarks/gpu_campaign.sh benches             carry [".campaign"], timeout_s 600
+#   device call:  bash benchmarks/gpu_campaign.sh quality 5 small     (a fresh machine: builds again)
+#   then here:    copy the returned files into benchmarks/results/ and commit them
+#
+# benches: bench_train's accelerator section (base in bf16: token-budget vs fixed batches,
+#   SDPA vs eager, real tokens/s, peak memory, MFU), a short fp16 run through
+#   ds_configs/zero2_fp16.json logging the dynamic loss scale and the skipped steps, and
+#   bench_generate at beam 10 (cached + batched vs one-at-a-time recomputation).
+# quality MINUTES PRESET: bench_quality.py with that training budget on a quick build.
+#   One device call lasts at most 10 minutes, start-up, build and evaluation included, so
+#   a 20-minute budget does not fit one call; MINUTES defaults to 5.
+#
+# Everything it writes for the caller goes to $OUT (the device tool brings it back).
+# CAMPAIGN_SMOKE=1 runs the same steps on the CPU at toy sizes (tests/test_campaign.py).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+part=${1:-benches}
+OUT=${OUT:-$PWD/runs/campaign/out}
+WORK=${CAMPAIGN_WORK:-$PWD/runs/campaign}
+PY=${PYTHON:-python3}
+SMOKE=${CAMPAIGN_SMOKE:-0}
+mkdir -p "$OUT" "$WORK"
+export PYTHONUNBUFFERED=1 CODEEXECUTOR_RESULTS="$OUT" PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+log() { echo "[campaign $(date +%H:%M:%S)] $*"; }
+
+if [ "$SMOKE" != 1 ] && compgen -G ".campaign/whl/*.whl" >/dev/null; then
+  log "installing $(ls .campaign/whl | wc -l) carried wheels"
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .campaign/whl/*.whl \
+    || { echo "gpu_campaign: installing the carried wheels failed" >&2; exit 2; }
+  export PYTHONPATH="/tmp/site:$PYTHONPATH"
+fi
+if [ "$SMOKE" = 1 ]; then
+  device=cpu preset=tiny accel_steps=2 corpora=(curricula/demo) tutorial=curricula/demo/tutorial limit=""
+else
+  device=cuda preset=base accel_steps=30 tutorial="$WORK/corpora/python-tutorial/tutorial_rst" limit="--codenet-limit 1500"
+  corpora=("$WORK/corpora/atcoder-python" "$WORK/corpora/atcoder-python-2")
+  if [ ! -d "$WORK/corpora" ]; then
+    [ -f .campaign/corpora.tar.xz ] || { echo "gpu_campaign: no .campaign/corpora.tar.xz; run benchmarks/campaign_pack.py here and carry .campaign" >&2; exit 2; }
+    mkdir -p "$WORK/corpora" && tar -xJf .campaign/corpora.tar.xz -C "$WORK/corpora"
+  fi
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv > "$OUT/gpu.csv" 2>&1
+fi
+$PY -c "import torch, transformers, deepspeed, datasets, tree_sitter; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'transformers', transformers.__version__, 'deepspeed', deepspeed.__version__)" 2>&1 | grep -v WARNING | tee "$OUT/versions.txt"
+
+data="$WORK/data"
+log "datasets"
+$PY benchmarks/bench_quality.py --budget-minutes 1 --build-only --data "$data" --corpora "${corpora[@]}" \
+  --tutorial-sources "$tutorial" $limit --mutants 4 > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+
+status=0
+if [ "$part" = benches ]; then
+  log "bench_train: $preset, accelerator section on $device"
+  timeout 240 $PY benchmarks/bench_train.py --only-accelerator --data "$data" --device "$device" --accelerator-preset "$preset" \
+    --accelerator-steps "$accel_steps" || status=1
+
+  log "fp16 through ds_configs/zero2_fp16.json"
+  fp16="$WORK/fp16"
+  rm -rf "$fp16" && mkdir -p "$fp16"
+  $PY - "$data" "$fp16" "$preset" "$SMOKE" <<'EOF' || status=1
+import sys, yaml
+sys.path.insert(0, "benchmarks")
+from bench_quality import curriculum
+data, out, preset, smoke = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+cur = curriculum(data, out + "/run", preset, {"singleline": 4 if smoke else 60, "tutorial": 1, "codenet": 1}, 1e-4, 6144, 8, 0)
+cur["train"].update(log_every=1, eval_examples=0)
+yaml.safe_dump(cur, open(out + "/curriculum.yaml", "w"))
+EOF
+  if [ "$SMOKE" = 1 ]; then ds=ds_configs/cpu.json; steps=4; else ds=ds_configs/zero2_fp16.json; steps=60; fi
+  timeout 240 $PY -m codeexecutor.training --curriculum "$fp16/curriculum.yaml" --ds-config "$ds" --max-steps "$steps" \
+    > "$OUT/fp16_run.log" 2>&1 || { tail -20 "$OUT/fp16_run.log"; status=1; }
+  cp "$fp16/run/train_log.jsonl" "$OUT/fp16_zero2_train_log.jsonl" 2>/dev/null
+
+  log "bench_generate at beam 10"
+  if [ "$SMOKE" = 1 ]; then gen=(--programs 2 --max-length 8 --preset tiny); else gen=(--programs 32 --max-length 256 --preset small); fi
+  timeout 180 $PY benchmarks/bench_generate.py --beam 10 --device "$device" "${gen[@]}" || status=1
+elif [ "$part" = quality ]; then
+  minutes=${2:-5}
+  log "bench_quality: ${3:-small}, $minutes minutes"
+  $PY benchmarks/bench_quality.py --budget-minutes "$minutes" --preset "${3:-small}" --data "$data" --run "$WORK/quality/run" \
+    --eval-limit "$([ "$SMOKE" = 1 ] && echo 4 || echo 300)" --valid-examples "$([ "$SMOKE" = 1 ] && echo 0 || echo 48)" --corpora "${corpora[@]}" --tutorial-sources "$tutorial" || status=1
+  cp "$WORK/quality/bench_quality.log" "$OUT/" 2>/dev/null
+else
+  echo "gpu_campaign: unknown part '$part' (benches or quality MINUTES [PRESET])" >&2
+  exit 2
+fi
+log "done (status $status); files in $OUT:"
+ls -la "$OUT"
+exit $status
