@@ -14,10 +14,11 @@
    set, a fixed sample): Table 3 with the release's metric, originals and mutants of
    held-out problems apart, runtime-error detection / localisation / kind on the
    crashing test programs against the CodeNetMut test programs.
-A budget buys more steps on a faster machine; `--steps SL,TUT,CN` (a committed run's
-`steps`) trains exactly that run anywhere, to compare its numbers.
 4. Writes benchmarks/results/quality-<device>.json and the learning curves
    (quality-<device>-curves.png); the model stays in the run folder (`model` in the JSON).
+
+A budget buys more steps on a faster machine; `--steps SL,TUT,CN` (a committed run's
+`steps`) trains exactly that run anywhere, to compare its numbers.
 """
 
 from __future__ import annotations
