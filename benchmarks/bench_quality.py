@@ -61,12 +61,12 @@ def build(data: str, log, mutants: int, singleline_limit: int, corpora: list[str
 
 
 def curriculum(data: str, out: str, preset: str, steps: dict[str, int], lr: float, max_tokens: int, hardest: int,
-               eval_every: int, tokenizer: str | None = None, valid_examples: int = 48) -> dict:
+               eval_every: int, tokenizer: str | None = None, valid_examples: int = 48, split_digits: bool = False) -> dict:
     sl, tut = f"{data}/singleline/singleline", f"{data}/tutorial/tutorial"
     cn, err = f"{data}/codenetmut/codenetmut", f"{data}/codenetmut/errors"
     warm = lambda n: max(1, min(200, n // 10))  # noqa: E731
     return {
-        "model": {"preset": preset, "vocab_size": 8000, "max_code_length": 256, "max_trace_length": 768,
+        "model": {"preset": preset, "vocab_size": 8000, "max_code_length": 256, "max_trace_length": 768, "split_digits": split_digits,
                   **({"tokenizer": tokenizer} if tokenizer else {})},
         "train": {"output_dir": out, "micro_batch_size": 16, "grad_accum": 1, "save_every": 1000, "log_every": 20, "mining_batch_size": 128,
                   "max_tokens": max_tokens, "eval_every": eval_every, "eval_examples": valid_examples, "eval_decode_examples": valid_examples // 4},
@@ -99,14 +99,16 @@ def train(cur: dict, run: str, log, max_steps: int | None = None) -> float:
 CALIBRATION_STEPS = {"singleline": 10, "tutorial": 8, "codenet": 8}
 
 
-def calibrate(data: str, work: str, preset: str, lr: float, max_tokens: int, hardest: int, log) -> dict[str, float]:
+def calibrate(data: str, work: str, preset: str, lr: float, max_tokens: int, hardest: int, log,
+              split_digits: bool = False) -> dict[str, float]:
     """Seconds per optimizer step of each stage at this token budget, from a few steps of
     each (the first stage's first step, which pays for start-up, is left out): a
     CodeNet step with its long traces costs more than a SingleLine step. Stage 2 mines as
     many hardest SingleLine examples as the run will (at most 4,096): from a handful, its
     SingleLine batches would be a few rows, and its steps cheap (1.04 s where the run then
     took 1.8)."""
-    cur = curriculum(data, f"{work}/calibration", preset, CALIBRATION_STEPS, lr, max_tokens, min(hardest, 4096), 0)
+    cur = curriculum(data, f"{work}/calibration", preset, CALIBRATION_STEPS, lr, max_tokens, min(hardest, 4096), 0,
+                     split_digits=split_digits)
     cur["train"].update(eval_examples=0, log_every=1)
     shutil.rmtree(f"{work}/calibration", ignore_errors=True)
     train(cur, f"{work}/calibration", log)
@@ -170,6 +172,7 @@ def main() -> None:
     ap.add_argument("--codenet-limit", type=int, help="build from at most this many programs (a quick build)")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="sandbox workers of the build")
     ap.add_argument("--build-only", action="store_true", help="build the datasets and stop")
+    ap.add_argument("--split-digits", action="store_true", help="train the tokenizer with one token per digit")
     ap.add_argument("--valid-examples", type=int, default=48,
                     help="valid examples scored at each stage end (a quarter of them decoded); 0: none")
     ap.add_argument("--steps", metavar="SL,TUT,CN", help="the steps of the three stages, no calibration: reproduces a "
@@ -200,7 +203,8 @@ def main() -> None:
         return
     singleline_train = sizes["singleline"]["singleline"]["train"]
     hardest = max(1, singleline_train // 3)
-    per_step = calibrate(args.data, work, args.preset, args.lr, args.max_tokens, hardest, log)  # trains the tokenizer too
+    per_step = calibrate(args.data, work, args.preset, args.lr, args.max_tokens, hardest, log,
+                         args.split_digits)  # trains the tokenizer too
     budget = args.budget_minutes * 60
     mining_s = singleline_train / max(1, args.max_tokens // 64) * per_step["singleline"] / 3  # forward only
     budget *= 0.93  # what the evaluations while training take (measured: a few percent)
@@ -213,7 +217,7 @@ def main() -> None:
     shutil.rmtree(args.run, ignore_errors=True)
     cur = curriculum(args.data, args.run, args.preset, steps, args.lr, args.max_tokens, hardest, 0,  # evaluate at stage ends
                      tokenizer=os.path.join(work, "calibration", "tokenizer"),  # trained once, in the calibration
-                     valid_examples=args.valid_examples)
+                     valid_examples=args.valid_examples, split_digits=args.split_digits)
     train_s = train(cur, args.run, log)
     model = os.path.join(args.run, "final")
     sys.path.insert(0, str(ROOT))
@@ -231,7 +235,7 @@ def main() -> None:
         "training_seconds": round(train_s, 1), "build_seconds": round(build_s, 1), "eval_seconds": round(eval_s, 1),
         "calibration_seconds_per_step": {k: round(v, 4) for k, v in per_step.items()},
         "stage_shares": STAGE_SHARES, "steps": steps, "stages": stage_summary(args.run),
-        "lr": args.lr, "max_tokens": args.max_tokens, "dataset_sizes": sizes,
+        "lr": args.lr, "max_tokens": args.max_tokens, "split_digits": args.split_digits, "dataset_sizes": sizes,
         "metric": report["metric"], "decoding": "greedy (beam 1)", "eval_limit_per_set": args.eval_limit,
         "test": {name: {"examples": e["examples"], **{k: v for k, v in e["table3"].items() if k not in ("programs",)},
                         "by_kind": e.get("by_kind", {}), "ours_aligned": e["aligned"]}

@@ -195,3 +195,22 @@ def test_token_budget_batches_are_deterministic_and_tightly_packed(demo_data):
         fixed_shares.append(padding_share(fixed.batch(0, step, 0, 0, 8)))
     assert sum(shares) / len(shares) < 0.25 < sum(fixed_shares) / len(fixed_shares)  # demo-size data: sparse lengths
     assert set(budget.fits) == {s.path for s in stage.sources} and all(f["whole"] > 0 for f in budget.fits.values())
+
+
+def test_split_digits_tokenizer_gives_one_token_per_digit_and_round_trips(tmp_path):
+    from codeexecutor.modeling.tokenizer import Encoder, load_tokenizer, train_tokenizer
+
+    texts = ["<line> <1> <state> candidate : 4118780 <dictsep> mod : 2019 </state>", "x = 2019 * 2020 + 12.5"] * 50
+    target = "<line> <1> <state> candidate : 4118780 <dictsep> mod : 2019 </state>"
+    merged = train_tokenizer(texts, vocab_size=400, min_frequency=1)
+    split = train_tokenizer(texts, vocab_size=400, min_frequency=1, split_digits=True)
+    assert "Ġ2019" in merged.convert_ids_to_tokens(merged.encode(target, add_special_tokens=False))
+    pieces = split.convert_ids_to_tokens(split.encode(target, add_special_tokens=False))
+    assert all(len(p.strip("Ġ")) <= 1 for p in pieces if any(c.isdigit() for c in p) and not p.startswith("<"))
+    assert pieces.count("7") == 1 and pieces.count("1") == 3  # 4118780 and 2019, digit by digit
+    enc = Encoder(split)
+    assert enc.decode(enc.ids(target)) == target
+    split.save_pretrained(tmp_path)
+    assert load_tokenizer(str(tmp_path)).encode(target, add_special_tokens=False) == split.encode(target, add_special_tokens=False)
+    cur = Curriculum.from_dict({"model": {"split_digits": True}, "stages": [{"name": "s", "steps": 1, "sources": [{"path": "x", "task": "singleline"}]}]})
+    assert cur.model.split_digits is True

@@ -34,11 +34,17 @@ def _added(tokens: list[str]):
     return [AddedToken(t, lstrip=True, rstrip=True, normalized=False, special=True) for t in tokens]
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency: int = 2):
-    from tokenizers import ByteLevelBPETokenizer
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency: int = 2, split_digits: bool = False):
+    """A byte-level BPE trained on `texts`. `split_digits`: every digit is a token of its
+    own (numbers never merge into pieces like `2019`), which makes arithmetic on values
+    something a model can learn digit by digit; traces get longer where they hold numbers."""
+    from tokenizers import ByteLevelBPETokenizer, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     bpe = ByteLevelBPETokenizer()
+    if split_digits:
+        bpe._tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)])
     bpe.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=min_frequency,
                             special_tokens=ROBERTA_SPECIALS + UNIXCODER_SPECIALS)
     tok = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>",

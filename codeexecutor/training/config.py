@@ -20,6 +20,7 @@ class ModelArgs:
     format_profile: str | None = None  # official | exact; default: init's (the release: official), else exact
     exception_step: bool = True  # crashing traces end with <exception> (added to the released vocabulary if needed)
     vocab_size: int = 8000  # for a trained tokenizer
+    split_digits: bool = False  # a trained tokenizer: one token per digit (learnable arithmetic)
     max_code_length: int = 256
     max_trace_length: int = 768
     structural_weight: float = 1.0

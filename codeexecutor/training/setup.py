@@ -43,7 +43,7 @@ def build_tokenizer(cur: Curriculum, base_dir: str, out: str, rank: int, profile
                         ds = ds["train"] if isinstance(ds, datasets.DatasetDict) else ds
                         for row in ds:
                             texts += profile.example(row)
-                tok = train_tokenizer(texts, vocab_size=cur.model.vocab_size)
+                tok = train_tokenizer(texts, vocab_size=cur.model.vocab_size, split_digits=cur.model.split_digits)
             tmp = path + ".tmp"
             tok.save_pretrained(tmp)
             os.replace(tmp, path)
