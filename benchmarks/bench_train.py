@@ -61,22 +61,30 @@ SOURCES = {"singleline": "singleline/singleline", "tutorial": "tutorial/tutorial
            "codenetmut": "codenetmut/codenetmut", "errors": "codenetmut/errors"}
 
 
-def batching(data_dir: pathlib.Path, steps: int, size: int, max_tokens: int, preset: str) -> dict:
-    """Padding per source, and real tokens/s of fixed vs token-budget batches on one model."""
+def sources_and_encoder(data_dir: pathlib.Path, vocab_size: int):
+    """The built sources present ({name: path}), a BPE trained on up to 2,000 targets of
+    each, and an encoder at the run's lengths (256 code, 768 trace)."""
     import datasets
 
-    from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
-    from codeexecutor.modeling.tokenizer import Encoder, structural_ids, train_tokenizer
-    from codeexecutor.training.config import Source, Stage
-    from codeexecutor.training.data import StageData, batch_tokens, padding_share
+    from codeexecutor.modeling.tokenizer import Encoder, train_tokenizer
 
     present = {n: str(data_dir / p) for n, p in SOURCES.items() if (data_dir / p).exists()}
     texts = []
     for path in present.values():
         rows = datasets.load_from_disk(path)["train"]
         texts += list(rows.select(range(min(2000, len(rows))))["target"])
-    tok = train_tokenizer(texts, vocab_size=4000)
-    enc = Encoder(tok, 256, 768)
+    tok = train_tokenizer(texts, vocab_size=vocab_size)
+    return present, tok, Encoder(tok, 256, 768)
+
+
+def batching(data_dir: pathlib.Path, steps: int, size: int, max_tokens: int, preset: str) -> dict:
+    """Padding per source, and real tokens/s of fixed vs token-budget batches on one model."""
+    from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
+    from codeexecutor.modeling.tokenizer import structural_ids
+    from codeexecutor.training.config import Source, Stage
+    from codeexecutor.training.data import StageData, batch_tokens, padding_share
+
+    present, tok, enc = sources_and_encoder(data_dir, 4000)
     report: dict = {"max_tokens": max_tokens, "fixed_batch": size, "padding_share": {}}
     for name, path in present.items():
         stage = Stage(name, [Source(path, "singleline" if name == "singleline" else "codenet")], steps)
@@ -138,20 +146,12 @@ def accelerator(data_dir: pathlib.Path, device: str, preset: str, steps: int, ma
     and MFU (useful FLOPs / s over the device's dense peak) for token-budget vs fixed
     batches with SDPA attention, and token-budget batches with eager attention. The first
     3 steps of each are warm-up, not timed."""
-    import datasets
-
     from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
-    from codeexecutor.modeling.tokenizer import Encoder, structural_ids, train_tokenizer
+    from codeexecutor.modeling.tokenizer import structural_ids
     from codeexecutor.training.config import Source, Stage
     from codeexecutor.training.data import StageData, batch_tokens
 
-    present = {n: str(data_dir / p) for n, p in SOURCES.items() if (data_dir / p).exists()}
-    texts = []
-    for path in present.values():
-        rows = datasets.load_from_disk(path)["train"]
-        texts += list(rows.select(range(min(2000, len(rows))))["target"])
-    tok = train_tokenizer(texts, vocab_size=8000)
-    enc = Encoder(tok, 256, 768)
+    present, tok, enc = sources_and_encoder(data_dir, 8000)
     stage = Stage("mixed", [Source(p, "singleline" if n == "singleline" else "codenet") for n, p in present.items()], steps + 3)
     dtype = torch.bfloat16 if device != "cpu" else torch.float32
     peak = peak_flops(device)
