@@ -36,6 +36,7 @@ from _common import RESULTS, ROOT
 SHARED = ROOT.parent / "shared" / "data"
 CORPORA = [SHARED / "atcoder-python", SHARED / "atcoder-python-2"]
 STAGE_SHARES = {"singleline": 0.5, "tutorial": 0.2, "codenet": 0.3}
+AUGMENT = 3  # SingleLine training variants per program (curricula/augment.py)
 
 
 def sh(args: list[str], log) -> None:
@@ -44,7 +45,7 @@ def sh(args: list[str], log) -> None:
 
 
 def build(data: str, log, mutants: int, singleline_limit: int, corpora: list[str], tutorial: str,
-          codenet_limit: int | None = None, workers: int = 2) -> dict:
+          codenet_limit: int | None = None, workers: int = 2, augment: int = 0) -> dict:
     cli = [sys.executable, "-m", "codeexecutor", "build"]
     corpora = [c for c in corpora if os.path.isdir(c)]
     if not corpora:
@@ -54,9 +55,15 @@ def build(data: str, log, mutants: int, singleline_limit: int, corpora: list[str
                   "--workers", str(workers)] + (["--limit", str(codenet_limit)] if codenet_limit else []), log)
     if not os.path.isdir(os.path.join(data, "tutorial", "tutorial")):
         sh(cli + ["tutorial", "--sources", tutorial, "--out", f"{data}/tutorial", "--mutants", "100", "--workers", str(workers)], log)
-    if not os.path.isdir(os.path.join(data, "singleline", "singleline")):
+    params = os.path.join(data, "singleline", "params.json")
+    if os.path.isdir(os.path.join(data, "singleline", "singleline")):
+        built = json.load(open(params)).get("augment", 0) if os.path.exists(params) else 0
+        if built != augment:
+            sys.exit(f"bench_quality: {data}/singleline was built with --augment {built}, this run asks for {augment}: "
+                     f"pass --augment {built}, or delete {data}/singleline to build it again")
+    else:
         sh(cli + ["singleline", "--from", f"{data}/codenetmut", "--out", f"{data}/singleline", "--limit", str(singleline_limit),
-                  "--workers", str(workers)], log)
+                  "--workers", str(workers), "--augment", str(augment)], log)
     return {name: json.load(open(os.path.join(data, name, "stats.json")))["datasets"] for name in ("codenetmut", "tutorial", "singleline")}
 
 
@@ -165,6 +172,8 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=6144, help="token budget per micro-batch")
     ap.add_argument("--mutants", type=int, default=8, help="mutation attempts per CodeNet program when building")
     ap.add_argument("--singleline-limit", type=int, default=60000)
+    ap.add_argument("--augment", type=int, default=AUGMENT, metavar="K",
+                    help=f"variants (new names and values) of every SingleLine training program (default {AUGMENT})")
     ap.add_argument("--eval-limit", type=int, default=300, help="test examples per dataset (a fixed sample)")
     ap.add_argument("--corpora", nargs="+", default=[str(c) for c in CORPORA], metavar="DIR",
                     help="CodeNet-layout corpora to build CodeNetMut from (default: the shared atcoder-python ones)")
@@ -196,7 +205,7 @@ def main() -> None:
     log = open(os.path.join(work, "bench_quality.log"), "a")
     t0 = time.perf_counter()
     sizes = build(args.data, log, args.mutants, args.singleline_limit, args.corpora, args.tutorial_sources,
-                  args.codenet_limit, args.workers)
+                  args.codenet_limit, args.workers, args.augment)
     build_s = time.perf_counter() - t0
     if args.build_only:
         print(json.dumps(sizes, indent=2))
@@ -235,7 +244,8 @@ def main() -> None:
         "training_seconds": round(train_s, 1), "build_seconds": round(build_s, 1), "eval_seconds": round(eval_s, 1),
         "calibration_seconds_per_step": {k: round(v, 4) for k, v in per_step.items()},
         "stage_shares": STAGE_SHARES, "steps": steps, "stages": stage_summary(args.run),
-        "lr": args.lr, "max_tokens": args.max_tokens, "split_digits": args.split_digits, "dataset_sizes": sizes,
+        "lr": args.lr, "max_tokens": args.max_tokens, "split_digits": args.split_digits, "singleline_augment": args.augment,
+        "dataset_sizes": sizes,
         "metric": report["metric"], "decoding": "greedy (beam 1)", "eval_limit_per_set": args.eval_limit,
         "test": {name: {"examples": e["examples"], **{k: v for k, v in e["table3"].items() if k not in ("programs",)},
                         "by_kind": e.get("by_kind", {}), "ours_aligned": e["aligned"]}

@@ -41,6 +41,9 @@ def _build_args(p: argparse.ArgumentParser) -> None:
     s.add_argument("--per-line", type=int, default=4, metavar="K",
                    help="at most K examples per statement of a source program, so hot loops do not fill the "
                         "dataset (default 4; 0: no cap)")
+    s.add_argument("--augment", type=int, default=0, metavar="K",
+                   help="add up to K variants of every training program: new variable names and freshly drawn "
+                        "values, each run in the sandbox for its target (default 0: none; valid/test never)")
 
 
 def _check_inputs(args: argparse.Namespace) -> None:
@@ -85,7 +88,7 @@ def _build_run(args: argparse.Namespace) -> int:
         if bool(args.source) == bool(args.kaggle):
             raise UsageError("give exactly one of --from DIR (a built dataset) or --kaggle FILE")
         stats = build_singleline(args.out, source=args.source, kaggle=args.kaggle, workers=args.workers, limit=args.limit,
-                                 per_line=args.per_line)
+                                 per_line=args.per_line, augment=args.augment)
     print(json.dumps(stats.get("datasets", stats), indent=2))
     return 0
 

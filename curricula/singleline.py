@@ -44,6 +44,7 @@ from codeexecutor.modeling.format import format_code, format_singleline_target
 TASK = "singleline"
 CHUNK = 512  # candidate programs per journal unit
 PER_LINE = 4  # examples per statement of a program, at most
+AUGMENTED = "_aug"  # id infix of a variant of a training program (`--augment`)
 log = logging.getLogger("curricula.singleline")
 _SIMPLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)
 
@@ -164,11 +165,52 @@ def cap_per_statement(programs: dict[str, tuple[str, str, str]], per_line: int) 
     return {c: meta for c, meta in programs.items() if c in keep}
 
 
+def augmented_programs(items: list[tuple[str, tuple[str, str, str]]], k: int) -> list[tuple[str, tuple[str, str, str]]]:
+    """Up to `k` variants (curricula/augment.py) of every training program, with the
+    names of the training programs as the pool of new names; never of valid or test."""
+    from curricula.augment import assigned_names, variants
+
+    train = [(code, meta) for code, meta in items if meta[2] == "train"]
+    names: Counter = Counter()
+    for code, _ in train:
+        try:
+            names.update(assigned_names(code))
+        except SyntaxError:
+            continue
+    pool = sorted(names, key=lambda n: (-names[n], n))[:5000]
+    seen = {code for code, _ in items}
+    out = []
+    for code, (rid, group, split) in train:
+        for j, v in enumerate(variants(code, k, rid, pool)):
+            if v not in seen:
+                seen.add(v)
+                out.append((v, (f"{rid}{AUGMENTED}{j}", group, split)))
+    return out
+
+
+def _check_params(out: str, params: dict) -> None:
+    """A build resumes only with the options it started with: its journal's chunks are
+    slices of one candidate list, which other options change."""
+    path = os.path.join(out, "params.json")
+    if os.path.exists(os.path.join(out, "journal.jsonl")) and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            before = json.load(f)
+        if before != params:
+            from codeexecutor.errors import UsageError
+
+            changed = ", ".join(f"{k} {before.get(k)!r} -> {v!r}" for k, v in params.items() if before.get(k) != v)
+            raise UsageError(f"{out} holds a SingleLine build with other options ({changed}): give the same options "
+                             "to resume it, or delete the folder to build anew")
+    write_json_atomic(params, path)
+
+
 def build_singleline(out: str, source: str | None = None, kaggle: str | None = None, workers: int = 2,
-                     limit: int | None = None, progress: bool = True, per_line: int | None = PER_LINE) -> dict:
+                     limit: int | None = None, progress: bool = True, per_line: int | None = PER_LINE,
+                     augment: int = 0) -> dict:
     from codeexecutor.execution import ExecutorPool
 
     os.makedirs(out, exist_ok=True)
+    _check_params(out, {"source": source, "kaggle": kaggle, "limit": limit, "per_line": per_line, "augment": augment})
     counts = Counter()
     programs: dict[str, tuple[str, str, str]] = {}  # code -> (id, group, split)
     if kaggle:
@@ -204,6 +246,10 @@ def build_singleline(out: str, source: str | None = None, kaggle: str | None = N
     if limit is not None:
         items = items[:limit]
     counts["unique_programs"] = len(items)
+    if augment:
+        extra = augmented_programs(items, augment)
+        counts["augmented_programs"] = len(extra)
+        items = sorted(items + extra, key=lambda kv: kv[1][0])
     rows_by_split: dict[str, list[dict]] = {s: [] for s in SPLITS}
     start = time.perf_counter()
     chunks = [items[i : i + CHUNK] for i in range(0, len(items), CHUNK)]
@@ -222,7 +268,7 @@ def build_singleline(out: str, source: str | None = None, kaggle: str | None = N
                         if result.status.value != "ok" or not result.steps:
                             chunk_counts[f"skip:{result.status.value}"] += 1
                             continue
-                        row = make_example(rid, group, split, TASK, code, result, "singleline")
+                        row = make_example(rid, group, split, TASK, code, result, "augmented" if AUGMENTED in rid else "singleline")
                         last = result.steps[-1]
                         row["target"] = format_singleline_target(dict(last.state), last.line)
                         row["input"] = format_code(code, TASK)

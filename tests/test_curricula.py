@@ -187,3 +187,66 @@ def test_singleline_cap_per_statement_keeps_a_hot_loop_to_k_examples():
     assert all(code in kept for code in other)  # another statement, another program: kept
     assert kept == cap_per_statement(dict(reversed(list({**loop, **other}.items()))), 4)  # order does not matter
     assert len(cap_per_statement(loop, 1)) == 1
+
+
+def test_singleline_variant_renames_and_redraws_but_keeps_the_line_shape():
+    import ast
+
+    from curricula.augment import new_value, variant, variants
+
+    code = "dp = [3, 14, 159]\nk = 2\nres = {'a': 7}\ndp.append(res['a'] * k % 2019)\n"
+    rng = __import__("random").Random(0)
+    seen = set()
+    for _ in range(30):
+        v = variant(code, rng, name_pool=["ans", "cnt", "dp", "k"])
+        if v is None:
+            continue
+        seen.add(v)
+        tree, old = ast.parse(v), ast.parse(code)
+        assert [type(n).__name__ for n in ast.walk(tree)] == [type(n).__name__ for n in ast.walk(old)]  # same shape
+        assert ".append(" in v and "['a']" in v  # attributes and dict keys stay
+        names = [s.targets[0].id for s in tree.body[:3]]
+        assert len(set(names)) == 3 and not set(names) & {"dp", "k", "res", "append"}  # fresh, distinct names
+        values = [ast.literal_eval(s.value) for s in tree.body[:3]]
+        assert len(values[0]) == 3 and [len(str(x)) for x in values[0]] == [1, 2, 3] and list(values[2]) == ["a"]
+        scope: dict = {}
+        exec(v, {}, scope)  # it still runs
+    assert len(seen) > 20  # values and names do vary
+    assert variants(code, 3, "s1") == variants(code, 3, "s1") != variants(code, 3, "s2")
+    assert variant("x = 1\nprint(f'{x}')\n", rng) is None  # f-strings are left alone
+    assert new_value({"k": [True, None, -45, "Ab 9."]}, rng)["k"][:2] == [True, None]
+    drawn = new_value([-45, "Ab 9.", 2.5], rng)
+    assert -99 <= drawn[0] <= -10 and len(drawn[1]) == 5 and drawn[1][2] == " " and drawn[1][4] == "." and drawn[1][3].isdigit()
+
+
+def test_singleline_augment_varies_training_programs_only_and_guards_its_resume(tmp_path):
+    from codeexecutor.errors import UsageError
+    from curricula.singleline import AUGMENTED, augmented_programs, build_singleline
+
+    items = [("a = 5\nb = a * 3\n", ("s1_s000", "p1", "train")), ("a = 7\nb = a + 1\n", ("s2_s000", "p2", "test")),
+             ("x = 'ab'\ny = x.upper()\n", ("s3_s000", "p3", "train"))]
+    extra = augmented_programs(items, 2)
+    assert len(extra) == 4 and {meta[2] for _, meta in extra} == {"train"}
+    assert {meta[0].split(AUGMENTED)[0] for _, meta in extra} == {"s1_s000", "s3_s000"}
+    path = tmp_path / "k.jsonl"
+    path.write_text("\n".join(json.dumps({"start": {"a": i}, "code": "b = a * 2"}) for i in range(20)) + "\n")
+    stats = build_singleline(str(tmp_path / "out"), kaggle=str(path), augment=2, progress=False)
+    assert stats["counts"]["augmented_programs"] > 0
+    with pytest.raises(UsageError, match="augment 2 -> 0"):  # resuming with other options would mix two builds
+        build_singleline(str(tmp_path / "out"), kaggle=str(path), augment=0, progress=False)
+
+
+def test_augment_renders_values_the_same_in_every_process():
+    import ast
+    import subprocess
+    import sys
+
+    from curricula.augment import render
+
+    value = [{"b", "a", "c"}, (1,), {"k": {"y", "x"}}, set(), 2.5, None]
+    assert ast.literal_eval(render(value))[:2] == value[:2] and render(value).startswith("[{'a', 'b', 'c'}, (1,), ")
+    prog = ("import random; from curricula.augment import variant; "
+            "print(variant(\"s = {'ab', 'cd', 'ef', 'gh'}\\nt = sorted(s)\\n\", random.Random(1)))")
+    outs = {subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, check=True,
+                           env={**__import__("os").environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in (1, 2, 3)}
+    assert len(outs) == 1 and "{" in outs.pop()
