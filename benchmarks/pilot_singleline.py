@@ -1,0 +1,77 @@
+"""A SingleLine-only pilot: how do batch size, data and tokenizer choices compare at equal cost?
+
+    .venv/bin/python benchmarks/pilot_singleline.py --name p4 --steps 2400 --max-tokens 1024
+
+Trains stage 1 of the quality run (bench_quality.curriculum: preset, learning rate,
+warm-up and decay as there) for a fixed number of steps on `--data`'s SingleLine split,
+then scores greedy decoding on a fixed sample of the *unaugmented* SingleLine test split
+(`--test-data`; the release's metric, copy vs computed answers apart). Appends one JSON
+line to benchmarks/results/pilots-<device>.jsonl, so pilots of several sessions sit
+side by side; compare pilots by their wall-clock `train_seconds` as well as their steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from _common import RESULTS, ROOT
+
+import bench_quality as bq
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--name", required=True, help="the pilot's name (its run folder: runs/pilots/NAME)")
+    ap.add_argument("--steps", type=int, required=True)
+    ap.add_argument("--max-tokens", type=int, default=6144, help="token budget per micro-batch")
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--preset", default="mini")
+    ap.add_argument("--split-digits", action="store_true")
+    ap.add_argument("--data", default=str(ROOT / "runs" / "quality" / "data"), help="built datasets to train on")
+    ap.add_argument("--test-data", default=str(ROOT / "runs" / "quality" / "data"), help="built datasets to test on")
+    ap.add_argument("--eval-limit", type=int, default=200)
+    args = ap.parse_args()
+    if not os.path.isdir(os.path.join(args.data, "singleline", "singleline")):
+        sys.exit(f"pilot_singleline: no SingleLine dataset under {args.data} (build it with bench_quality.py --build-only)")
+    import torch
+
+    from codeexecutor.progress import quiet_libraries
+
+    quiet_libraries()
+    device = torch.cuda.get_device_name(0).replace(" ", "-") if torch.cuda.is_available() else "cpu"
+    run = str(ROOT / "runs" / "pilots" / args.name)
+    cur = bq.curriculum(args.data, run, args.preset, {"singleline": args.steps, "tutorial": 1, "codenet": 1}, args.lr,
+                        args.max_tokens, 1, 0, valid_examples=0, split_digits=args.split_digits)
+    cur["stages"] = cur["stages"][:1]
+    os.makedirs(os.path.dirname(run), exist_ok=True)
+    with open(run + ".log", "w") as log:
+        train_s = bq.train(cur, run, log)
+    sys.path.insert(0, str(ROOT))
+    from eval.evaluate import evaluate_model
+
+    t0 = time.perf_counter()
+    report = evaluate_model(os.path.join(run, "final"), os.path.join(args.test_data, "singleline"), split="test",
+                            limit=args.eval_limit, beam=1, batch_size=16, progress=False)
+    predictions = report.pop("predictions")
+    data_params = os.path.join(args.data, "singleline", "params.json")
+    result = {
+        "name": args.name, "device": device, "preset": args.preset, "steps": args.steps, "max_tokens": args.max_tokens,
+        "lr": args.lr, "split_digits": args.split_digits, "data": args.data,
+        "singleline_augment": json.load(open(data_params)).get("augment", 0) if os.path.exists(data_params) else 0,
+        "train_seconds": round(train_s, 1), "eval_seconds": round(time.perf_counter() - t0, 1),
+        "stage": bq.stage_summary(run).get("singleline"), "metric": report["metric"], "decoding": "greedy (beam 1)",
+        "test": report["datasets"]["singleline"]["table3"],
+        "singleline_by_answer": bq.singleline_breakdown(predictions, args.test_data),
+    }
+    RESULTS.mkdir(exist_ok=True)
+    with open(RESULTS / f"pilots-{device}.jsonl", "a") as f:
+        f.write(json.dumps(result) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
