@@ -54,3 +54,14 @@ def test_loss_scaling_is_logged_for_fp16_only():
     assert loss_scaling(fp16) == {"loss_scale": 32768.0, "skipped_steps": 3}
     bf16 = types.SimpleNamespace(fp16_enabled=lambda: False, optimizer=None, skipped_steps=0)
     assert loss_scaling(bf16) == {}
+
+
+def test_quality_defaults_pick_the_token_budget_by_device_and_pilot_refuses_missing_data(tmp_path):
+    import subprocess
+
+    import bench_quality
+
+    assert bench_quality.MAX_TOKENS["cpu"] < bench_quality.MAX_TOKENS["gpu"]  # small CPU steps, full GPU batches
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pilot_singleline.py"), "--name", "x", "--steps", "1",
+                          "--data", str(tmp_path)], capture_output=True, text=True)
+    assert run.returncode == 1 and "no SingleLine dataset under" in run.stderr and "Traceback" not in run.stderr
