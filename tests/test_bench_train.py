@@ -65,3 +65,24 @@ def test_quality_defaults_pick_the_token_budget_by_device_and_pilot_refuses_miss
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pilot_singleline.py"), "--name", "x", "--steps", "1",
                           "--data", str(tmp_path)], capture_output=True, text=True)
     assert run.returncode == 1 and "no SingleLine dataset under" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_quality_calibration_leaves_out_each_stage_set_up(tmp_path, monkeypatch):
+    import json
+
+    import bench_quality
+
+    def fake_train(cur, run, log):  # 2 s of set-up on each stage's first step, then 0.3 s a step
+        import os
+
+        os.makedirs(run, exist_ok=True)
+        with open(os.path.join(run, "train_log.jsonl"), "w") as f:
+            for stage in cur["stages"]:
+                for k in range(stage["steps"]):
+                    f.write(json.dumps({"stage": stage["name"], "loss": 1.0, "stage_seconds": 2.0 + 0.3 * (k + 1)}) + "\n")
+        return 0.0
+
+    monkeypatch.setattr(bench_quality, "train", fake_train)
+    per_step = bench_quality.calibrate(str(tmp_path), str(tmp_path), "mini", 1e-3, 1024, 10, None)
+    assert all(abs(v - 0.3) < 1e-9 for v in per_step.values()), per_step
+    assert bench_quality.calibration_steps(1024)["singleline"] == 60 and bench_quality.calibration_steps(8192)["singleline"] == 10
