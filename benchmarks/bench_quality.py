@@ -63,9 +63,10 @@ def build(data: str, log, mutants: int, singleline_limit: int, corpora: list[str
                   "--workers", str(workers)] + (["--limit", str(codenet_limit)] if codenet_limit else []), log)
     if not os.path.isdir(os.path.join(data, "tutorial", "tutorial")):
         sh(cli + ["tutorial", "--sources", tutorial, "--out", f"{data}/tutorial", "--mutants", "100", "--workers", str(workers)], log)
-    params = os.path.join(data, "singleline", "params.json")
     if os.path.isdir(os.path.join(data, "singleline", "singleline")):
-        built = json.load(open(params)).get("augment", 0) if os.path.exists(params) else 0
+        from curricula.singleline import built_params
+
+        built = built_params(os.path.join(data, "singleline")).get("augment", 0)
         if built != augment:
             sys.exit(f"bench_quality: {data}/singleline was built with --augment {built}, this run asks for {augment}: "
                      f"pass --augment {built}, or delete {data}/singleline to build it again")

@@ -51,17 +51,17 @@ def main() -> None:
     with open(run + ".log", "w") as log:
         train_s = bq.train(cur, run, log)
     sys.path.insert(0, str(ROOT))
+    from curricula.singleline import built_params
     from eval.evaluate import evaluate_model
 
     t0 = time.perf_counter()
     report = evaluate_model(os.path.join(run, "final"), os.path.join(args.test_data, "singleline"), split="test",
                             limit=args.eval_limit, beam=1, batch_size=16, progress=False)
     predictions = report.pop("predictions")
-    data_params = os.path.join(args.data, "singleline", "params.json")
     result = {
         "name": args.name, "device": device, "preset": args.preset, "steps": args.steps, "max_tokens": args.max_tokens,
         "lr": args.lr, "split_digits": args.split_digits, "data": args.data,
-        "singleline_augment": json.load(open(data_params)).get("augment", 0) if os.path.exists(data_params) else 0,
+        "singleline_augment": built_params(os.path.join(args.data, "singleline")).get("augment", 0),
         "train_seconds": round(train_s, 1), "eval_seconds": round(time.perf_counter() - t0, 1),
         "stage": bq.stage_summary(run).get("singleline"), "metric": report["metric"], "decoding": "greedy (beam 1)",
         "test": report["datasets"]["singleline"]["table3"],

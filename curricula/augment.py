@@ -40,10 +40,10 @@ _BUILTINS = set(dir(__builtins__) if not isinstance(__builtins__, dict) else __b
 _KEEP_SMALL = {0, 1, -1}  # loop bounds, flags and offsets: kept half the time
 
 
-def assigned_names(code: str) -> list[str]:
-    """Names the program stores to, in order of first store."""
+def assigned_names(code: str | ast.AST) -> list[str]:
+    """Names the program (source or parsed) stores to, in order of first store."""
     out: list[str] = []
-    for node in ast.walk(ast.parse(code)):
+    for node in ast.walk(ast.parse(code) if isinstance(code, str) else code):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id not in out:
             out.append(node.id)
     return out
@@ -92,10 +92,10 @@ def new_value(v, rng: random.Random, depth: int = 0):
 
 
 def render(v) -> str:
-    """`repr`, but sets in sorted order, so the same value is the same text in every process."""
-    if isinstance(v, (set, frozenset)):
-        inner = ", ".join(sorted(render(x) for x in v))
-        return ("{" + inner + "}" if v else "set()") if isinstance(v, set) else f"frozenset({{{inner}}})" if v else "frozenset()"
+    """`repr` of a literal value, but sets in sorted order, so the same value is the same
+    text in every process."""
+    if isinstance(v, set):
+        return "{" + ", ".join(sorted(render(x) for x in v)) + "}" if v else "set()"
     if isinstance(v, list):
         return "[" + ", ".join(render(x) for x in v) + "]"
     if isinstance(v, tuple):
@@ -156,7 +156,7 @@ def variant(code: str, rng: random.Random, name_pool: list[str] | None = None, l
         n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     renamed: dict[str, str] = {}
     taken = set(used)
-    for name in assigned_names(code):
+    for name in assigned_names(tree):
         for _ in range(20):
             new = rng.choice(name_pool) if name_pool and rng.random() < 0.6 else made_up_name(rng)
             if new.isidentifier() and not keyword.iskeyword(new) and new not in _BUILTINS and new not in taken:

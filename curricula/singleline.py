@@ -188,20 +188,26 @@ def augmented_programs(items: list[tuple[str, tuple[str, str, str]]], k: int) ->
     return out
 
 
+def built_params(out: str) -> dict:
+    """The options a SingleLine build in `out` was started with ({} before they were kept)."""
+    path = os.path.join(out, "params.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
 def _check_params(out: str, params: dict) -> None:
     """A build resumes only with the options it started with: its journal's chunks are
     slices of one candidate list, which other options change."""
-    path = os.path.join(out, "params.json")
-    if os.path.exists(os.path.join(out, "journal.jsonl")) and os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            before = json.load(f)
+    if os.path.exists(os.path.join(out, "journal.jsonl")) and (before := built_params(out)):
         if before != params:
             from codeexecutor.errors import UsageError
 
             changed = ", ".join(f"{k} {before.get(k)!r} -> {v!r}" for k, v in params.items() if before.get(k) != v)
             raise UsageError(f"{out} holds a SingleLine build with other options ({changed}): give the same options "
                              "to resume it, or delete the folder to build anew")
-    write_json_atomic(params, path)
+    write_json_atomic(params, os.path.join(out, "params.json"))
 
 
 def build_singleline(out: str, source: str | None = None, kaggle: str | None = None, workers: int = 2,
