@@ -45,6 +45,7 @@ AUGMENT = 0
 # (400 steps), 22.5% at 2,048 (1,200 steps), 25.0% at 1,024 (2,400 steps, 13.7 minutes).
 # A GPU wants its batches full.
 MAX_TOKENS = {"cpu": 1024, "gpu": 6144}
+DROPOUT = 0.1  # hidden and attention dropout (pilots below)
 
 
 def sh(args: list[str], log) -> None:
@@ -77,13 +78,14 @@ def build(data: str, log, mutants: int, singleline_limit: int, corpora: list[str
 
 
 def curriculum(data: str, out: str, preset: str, steps: dict[str, int], lr: float, max_tokens: int, hardest: int,
-               eval_every: int, tokenizer: str | None = None, valid_examples: int = 48, split_digits: bool = False) -> dict:
+               eval_every: int, tokenizer: str | None = None, valid_examples: int = 48, split_digits: bool = False,
+               dropout: float = 0.1) -> dict:
     sl, tut = f"{data}/singleline/singleline", f"{data}/tutorial/tutorial"
     cn, err = f"{data}/codenetmut/codenetmut", f"{data}/codenetmut/errors"
     warm = lambda n: max(1, min(200, n // 10))  # noqa: E731
     return {
         "model": {"preset": preset, "vocab_size": 8000, "max_code_length": 256, "max_trace_length": 768, "split_digits": split_digits,
-                  **({"tokenizer": tokenizer} if tokenizer else {})},
+                  "dropout": dropout, **({"tokenizer": tokenizer} if tokenizer else {})},
         "train": {"output_dir": out, "micro_batch_size": 16, "grad_accum": 1, "save_every": 1000, "log_every": 20, "mining_batch_size": 128,
                   "max_tokens": max_tokens, "eval_every": eval_every, "eval_examples": valid_examples, "eval_decode_examples": valid_examples // 4},
         "stages": [
@@ -121,7 +123,7 @@ def calibration_steps(max_tokens: int) -> dict[str, int]:
 
 
 def calibrate(data: str, work: str, preset: str, lr: float, max_tokens: int, hardest: int, log,
-              split_digits: bool = False) -> dict[str, float]:
+              split_digits: bool = False, dropout: float = 0.1) -> dict[str, float]:
     """Seconds per optimizer step of each stage at this token budget, from some steps of
     each: a CodeNet step with its long traces costs more than a SingleLine step. The first
     step of every stage, which pays for the stage's set-up, is left out (kept in, eight
@@ -131,7 +133,7 @@ def calibrate(data: str, work: str, preset: str, lr: float, max_tokens: int, har
     took 1.8)."""
     steps = calibration_steps(max_tokens)
     cur = curriculum(data, f"{work}/calibration", preset, steps, lr, max_tokens, min(hardest, 4096), 0,
-                     split_digits=split_digits)
+                     split_digits=split_digits, dropout=dropout)
     cur["train"].update(eval_examples=0, log_every=1)
     shutil.rmtree(f"{work}/calibration", ignore_errors=True)
     train(cur, f"{work}/calibration", log)
@@ -197,6 +199,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 2, help="sandbox workers of the build")
     ap.add_argument("--build-only", action="store_true", help="build the datasets and stop")
     ap.add_argument("--split-digits", action="store_true", help="train the tokenizer with one token per digit")
+    ap.add_argument("--dropout", type=float, default=DROPOUT, help=f"hidden and attention dropout (default {DROPOUT})")
     ap.add_argument("--valid-examples", type=int, default=48,
                     help="valid examples scored at each stage end (a quarter of them decoded); 0: none")
     ap.add_argument("--steps", metavar="SL,TUT,CN", help="the steps of the three stages, no calibration: reproduces a "
@@ -229,7 +232,7 @@ def main() -> None:
     singleline_train = sizes["singleline"]["singleline"]["train"]
     hardest = max(1, singleline_train // 3)
     per_step = calibrate(args.data, work, args.preset, args.lr, args.max_tokens, hardest, log,
-                         args.split_digits)  # trains the tokenizer too
+                         args.split_digits, args.dropout)  # trains the tokenizer too
     budget = args.budget_minutes * 60
     mining_s = singleline_train / max(1, args.max_tokens // 64) * per_step["singleline"] / 3  # forward only
     budget *= 0.93  # what the evaluations while training take (measured: a few percent)
@@ -242,7 +245,7 @@ def main() -> None:
     shutil.rmtree(args.run, ignore_errors=True)
     cur = curriculum(args.data, args.run, args.preset, steps, args.lr, args.max_tokens, hardest, 0,  # evaluate at stage ends
                      tokenizer=os.path.join(work, "calibration", "tokenizer"),  # trained once, in the calibration
-                     valid_examples=args.valid_examples, split_digits=args.split_digits)
+                     valid_examples=args.valid_examples, split_digits=args.split_digits, dropout=args.dropout)
     train_s = train(cur, args.run, log)
     model = os.path.join(args.run, "final")
     sys.path.insert(0, str(ROOT))
@@ -260,7 +263,8 @@ def main() -> None:
         "training_seconds": round(train_s, 1), "build_seconds": round(build_s, 1), "eval_seconds": round(eval_s, 1),
         "calibration_seconds_per_step": {k: round(v, 4) for k, v in per_step.items()},
         "stage_shares": STAGE_SHARES, "steps": steps, "stages": stage_summary(args.run),
-        "lr": args.lr, "max_tokens": args.max_tokens, "split_digits": args.split_digits, "singleline_augment": args.augment,
+        "lr": args.lr, "max_tokens": args.max_tokens, "split_digits": args.split_digits, "dropout": args.dropout,
+        "singleline_augment": args.augment,
         "dataset_sizes": sizes,
         "metric": report["metric"], "decoding": "greedy (beam 1)", "eval_limit_per_set": args.eval_limit,
         "test": {name: {"examples": e["examples"], **{k: v for k, v in e["table3"].items() if k not in ("programs",)},

@@ -128,17 +128,21 @@ def peak_flops(device: str) -> float | None:
 
 
 def train_flops(model, batch: dict) -> float:
-    """Useful training FLOPs of one batch: 6 x (matmul parameters: the layers and the tied
-    output projection, not the embedding lookups) per real token, plus attention,
-    12 x layers x width x length^2 per row (forward QK^T and AV, backward twice that)."""
+    """Useful training FLOPs of one batch: 6 x (the layers' matmul parameters, not the
+    embedding lookups) per real token, 6 x the tied output projection per predicted trace
+    token (code predicts nothing), plus attention, 12 x layers x width x length^2 per row
+    (forward QK^T and AV, backward twice that)."""
     cfg = model.config
     embeddings = sum(p.numel() for n, p in model.named_parameters() if "embeddings" in n)
-    matmul = sum(p.numel() for p in model.parameters()) - embeddings + cfg.vocab_size * cfg.hidden_size
+    layers = sum(p.numel() for p in model.parameters()) - embeddings
     if "ids" in batch:
-        lengths = batch["total_len"].double()
+        lengths, traces = batch["total_len"].double(), (batch["total_len"] - batch["code_len"]).double()
     else:
-        lengths = (batch["code_mask"].sum(1) + batch["trace_mask"].sum(1)).double()
-    return float(6 * matmul * lengths.sum() + 12 * cfg.num_hidden_layers * cfg.hidden_size * (lengths ** 2).sum())
+        traces = batch["trace_mask"].sum(1).double()
+        lengths = batch["code_mask"].sum(1).double() + traces
+    predicted = (traces - 1).clamp(min=0).sum()  # the trace's <mask0> on predicts each next trace token
+    return float(6 * layers * lengths.sum() + 6 * cfg.vocab_size * cfg.hidden_size * predicted
+                 + 12 * cfg.num_hidden_layers * cfg.hidden_size * (lengths ** 2).sum())
 
 
 def accelerator(data_dir: pathlib.Path, device: str, preset: str, steps: int, max_tokens: int, size: int) -> dict:

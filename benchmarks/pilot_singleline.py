@@ -31,6 +31,7 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--preset", default="mini")
     ap.add_argument("--split-digits", action="store_true")
+    ap.add_argument("--dropout", type=float, default=0.1, help="hidden and attention dropout")
     ap.add_argument("--data", default=str(ROOT / "runs" / "quality" / "data"), help="built datasets to train on")
     ap.add_argument("--test-data", default=str(ROOT / "runs" / "quality" / "data"), help="built datasets to test on")
     ap.add_argument("--eval-limit", type=int, default=200)
@@ -45,7 +46,7 @@ def main() -> None:
     device = torch.cuda.get_device_name(0).replace(" ", "-") if torch.cuda.is_available() else "cpu"
     run = str(ROOT / "runs" / "pilots" / args.name)
     cur = bq.curriculum(args.data, run, args.preset, {"singleline": args.steps, "tutorial": 1, "codenet": 1}, args.lr,
-                        args.max_tokens, 1, 0, valid_examples=0, split_digits=args.split_digits)
+                        args.max_tokens, 1, 0, valid_examples=0, split_digits=args.split_digits, dropout=args.dropout)
     cur["stages"] = cur["stages"][:1]
     os.makedirs(os.path.dirname(run), exist_ok=True)
     with open(run + ".log", "w") as log:
@@ -60,7 +61,7 @@ def main() -> None:
     predictions = report.pop("predictions")
     result = {
         "name": args.name, "device": device, "preset": args.preset, "steps": args.steps, "max_tokens": args.max_tokens,
-        "lr": args.lr, "split_digits": args.split_digits, "data": args.data,
+        "lr": args.lr, "dropout": args.dropout, "split_digits": args.split_digits, "data": args.data,
         "singleline_augment": built_params(os.path.join(args.data, "singleline")).get("augment", 0),
         "train_seconds": round(train_s, 1), "eval_seconds": round(time.perf_counter() - t0, 1),
         "stage": bq.stage_summary(run).get("singleline"), "metric": report["metric"], "decoding": "greedy (beam 1)",

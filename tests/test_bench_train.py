@@ -17,15 +17,16 @@ def _tiny(vocab=300):
     return CodeExecutorModel(CodeExecutorConfig.preset("tiny", vocab_size=vocab, pad_token_id=1))
 
 
-def test_train_flops_counts_matmuls_per_real_token_and_attention_per_row():
+def test_train_flops_counts_layers_per_real_token_the_head_per_predicted_token_and_attention_per_row():
     import bench_train
 
     model = _tiny()
     cfg = model.config
     embeddings = sum(p.numel() for n, p in model.named_parameters() if "embeddings" in n)
-    matmul = sum(p.numel() for p in model.parameters()) - embeddings + cfg.vocab_size * cfg.hidden_size
+    layers = sum(p.numel() for p in model.parameters()) - embeddings
     packed = {"ids": torch.zeros(2, 10, dtype=torch.long), "code_len": torch.tensor([3, 4]), "total_len": torch.tensor([10, 6])}
-    want = 6 * matmul * 16 + 12 * cfg.num_hidden_layers * cfg.hidden_size * (100 + 36)
+    # traces of 7 and 2 tokens predict 6 + 1 next tokens
+    want = 6 * layers * 16 + 6 * cfg.vocab_size * cfg.hidden_size * 7 + 12 * cfg.num_hidden_layers * cfg.hidden_size * (100 + 36)
     assert bench_train.train_flops(model, packed) == want
     code_mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])
     trace_mask = torch.tensor([[1] * 7, [1, 1, 0, 0, 0, 0, 0]])

@@ -197,6 +197,36 @@ def test_token_budget_batches_are_deterministic_and_tightly_packed(demo_data):
     assert set(budget.fits) == {s.path for s in stage.sources} and all(f["whole"] > 0 for f in budget.fits.values())
 
 
+def test_a_budget_below_the_longest_example_puts_long_examples_alone(demo_data):
+    from codeexecutor.modeling.tokenizer import Encoder, train_tokenizer
+    from codeexecutor.training.config import Source, Stage
+    from codeexecutor.training.data import StageData
+
+    import datasets
+
+    path = str(demo_data / "tutorial" / "tutorial")
+    rows = list(datasets.load_from_disk(path)["train"])
+    tok = train_tokenizer([r["input"] for r in rows] + [r["target"] for r in rows], vocab_size=600, min_frequency=1)
+    data = StageData(Stage("s", [Source(path, "tutorial")], steps=10), Encoder(tok, 256, 512), ".", max_tokens=128)
+    total = data.code_len[0] + data.trace_len[0]
+    assert total.max() > 128 > total.min()  # both kinds occur
+    alone = together = 0
+    for step in range(200):
+        _, idx = data.indices(0, step, 0, 0, 8)
+        if len(idx) == 1 and total[idx[0]] > 128:
+            alone += 1
+        else:
+            assert len(idx) * max(total[i] for i in idx) <= 128
+            together += len(idx) > 1
+    assert alone > 0 and together > 0
+    ok = {"train": {"max_tokens": 128}, "stages": [{"name": "s", "steps": 1, "sources": [{"path": "x", "task": "singleline"}]}]}
+    assert not Curriculum.from_dict(ok).validate()
+    with pytest.raises(ConfigError, match="train.max_tokens must be >= 64"):
+        Curriculum.from_dict({**ok, "train": {"max_tokens": 32}})
+    with pytest.raises(ConfigError, match=r"model.dropout must be in \[0, 1\)"):
+        Curriculum.from_dict({**ok, "model": {"dropout": 1.0}})
+
+
 def test_split_digits_tokenizer_gives_one_token_per_digit_and_round_trips(tmp_path):
     from codeexecutor.modeling.tokenizer import Encoder, load_tokenizer, train_tokenizer
 

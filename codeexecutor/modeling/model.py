@@ -193,20 +193,28 @@ class CodeExecutorModel(PreTrainedModel):
     def forward_packed(self, ids: torch.Tensor, code_len: torch.Tensor, total_len: torch.Tensor,
                        reduction: str = "mean") -> Seq2SeqLMOutput:
         """ids: (B, L) rows [code ; trace ; padding]; code_len, total_len: (B,). Positions
-        run on from the code into the trace, as in the unpacked layout."""
+        run on from the code into the trace, as in the unpacked layout. The output
+        projection runs on the N trace positions only (code and padding predict nothing,
+        and with an 8 k vocabulary the projection is a third of a small model's work), so
+        `logits` is (N, V) in row order."""
         B, L = ids.shape
         positions = torch.arange(L, device=ids.device)[None].expand(B, L).clamp(
             max=self.config.max_position_embeddings - POSITION_OFFSET - 1) + POSITION_OFFSET  # (B, L)
         mask = additive(packed_mask(code_len, total_len, L), self.dtype)  # (B, 1, L, L)
         hidden = self.roberta(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
-        logits = self.logits(hidden[:, :-1])  # (B, L-1, V): position p predicts token p+1
-        labels = ids[:, 1:]  # (B, L-1)
-        pos = torch.arange(L - 1, device=ids.device)[None]  # (1, L-1)
-        valid = (pos >= code_len[:, None]) & (pos < total_len[:, None] - 1)  # from the trace's <mask0> on
-        ce = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1), reduction="none").view_as(labels)
-        w = self.token_weights(labels) * valid
-        per_example = (ce * w).sum(1) / w.sum(1).clamp(min=1e-9)  # (B,)
-        loss = per_example if reduction == "none" else (ce * w).sum() / w.sum().clamp(min=1e-9)
+        pos = torch.arange(L - 1, device=ids.device)[None]  # (1, L-1): position p predicts token p+1
+        valid = (pos >= code_len[:, None]) & (pos < total_len[:, None] - 1)  # (B, L-1), from the trace's <mask0> on
+        logits = self.logits(hidden[:, :-1][valid])  # (N, V)
+        labels = ids[:, 1:][valid]  # (N,)
+        row = torch.arange(B, device=ids.device)[:, None].expand(B, L - 1)[valid]  # (N,) the row of each target
+        ce = F.cross_entropy(logits.float(), labels, reduction="none")  # (N,)
+        w = self.token_weights(labels)  # (N,)
+        if reduction == "none":
+            num = torch.zeros(B, device=ids.device).index_add_(0, row, ce * w)
+            den = torch.zeros(B, device=ids.device).index_add_(0, row, w)
+            loss = num / den.clamp(min=1e-9)  # (B,)
+        else:
+            loss = (ce * w).sum() / w.sum().clamp(min=1e-9)
         return Seq2SeqLMOutput(loss=loss, logits=logits)
 
     # -- inference: encoder-decoder with the code keys/values cached ---------------------

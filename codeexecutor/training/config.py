@@ -10,6 +10,9 @@ from dataclasses import dataclass, field, fields
 from codeexecutor.errors import ConfigError
 
 
+MIN_MAX_TOKENS = 64  # a smaller token budget would make nearly every batch a single example
+
+
 @dataclass
 class ModelArgs:
     """The model and its tokenizer."""
@@ -25,6 +28,7 @@ class ModelArgs:
     max_trace_length: int = 768
     structural_weight: float = 1.0
     other_weight: float = 10.0
+    dropout: float = 0.1  # hidden and attention dropout of a new model (RoBERTa's 0.1); 0 learns faster on short budgets
 
 
 @dataclass
@@ -41,7 +45,9 @@ class TrainArgs:
     keep_checkpoints: int = 2  # older DeepSpeed checkpoints are deleted (0 keeps all)
     log_every: int = 10
     mining_batch_size: int = 32
-    max_tokens: int | None = None  # token budget per micro-batch (padded code + trace); None: micro_batch_size examples
+    max_tokens: int | None = None  # token budget per micro-batch (packed code + trace); None: micro_batch_size examples.
+    # An example longer than the budget is a batch of its own, so peak memory follows
+    # max(max_tokens, max_code_length + max_trace_length).
     eval_every: int = 0  # evaluate every N steps (0: at each stage end only)
     eval_examples: int = 128  # valid examples per source for the held-out loss (0: no evaluation)
     eval_decode_examples: int = 32  # of those, greedily decoded for trace/output accuracy
@@ -138,11 +144,13 @@ class Curriculum:
             p.append("model.max_code_length and max_trace_length must be in [8, 1024]")
         if self.model.max_code_length + self.model.max_trace_length > 1024:
             p.append("model.max_code_length + max_trace_length must be <= 1024 (position embeddings)")
+        if not 0 <= self.model.dropout < 1:
+            p.append(f"model.dropout must be in [0, 1), got {self.model.dropout}")
         if self.train.micro_batch_size < 1 or self.train.grad_accum < 1:
             p.append("train.micro_batch_size and train.grad_accum must be >= 1")
-        if self.train.max_tokens is not None and self.train.max_tokens < self.model.max_code_length + self.model.max_trace_length:
-            p.append(f"train.max_tokens must hold one longest example: >= max_code_length + max_trace_length "
-                     f"({self.model.max_code_length + self.model.max_trace_length})")
+        if self.train.max_tokens is not None and self.train.max_tokens < MIN_MAX_TOKENS:
+            p.append(f"train.max_tokens must be >= {MIN_MAX_TOKENS} (or left out for micro_batch_size examples), "
+                     f"got {self.train.max_tokens}")
         if self.train.eval_every < 0 or self.train.eval_examples < 0 or self.train.eval_decode_examples < 0:
             p.append("train.eval_every, eval_examples and eval_decode_examples must be >= 0")
         if not self.stages:

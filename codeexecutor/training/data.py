@@ -22,7 +22,8 @@ class StageData:
     token budget, packed (each row its code then its trace, padded once at the end:
     `Encoder.collate_packed`, `CodeExecutorModel.forward_packed`): each source's examples
     are ordered by total length (in 8-token buckets, shuffled within each), and a batch
-    grows from a random anchor in that order while `n x longest` fits. Without it, `size` examples are drawn uniformly and code and
+    grows from a random anchor in that order while `n x longest` fits (an anchor longer
+    than the budget is a batch of its own). Without it, `size` examples are drawn uniformly and code and
     trace are padded apart, as before. Either way one source per batch, drawn by the
     stage's weights.
     """
