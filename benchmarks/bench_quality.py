@@ -85,7 +85,7 @@ def build(data: str, log, mutants: int, singleline_limit: int, corpora: list[str
 
 def curriculum(data: str, out: str, preset: str, steps: dict[str, int], lr: float, max_tokens: int, hardest: int,
                eval_every: int, tokenizer: str | None = None, valid_examples: int = 48, split_digits: bool = False,
-               dropout: float = 0.1) -> dict:
+               dropout: float = DROPOUT) -> dict:
     sl, tut = f"{data}/singleline/singleline", f"{data}/tutorial/tutorial"
     cn, err = f"{data}/codenetmut/codenetmut", f"{data}/codenetmut/errors"
     warm = lambda n: max(1, min(200, n // 10))  # noqa: E731
@@ -129,7 +129,7 @@ def calibration_steps(max_tokens: int) -> dict[str, int]:
 
 
 def calibrate(data: str, work: str, preset: str, lr: float, max_tokens: int, hardest: int, log,
-              split_digits: bool = False, dropout: float = 0.1) -> dict[str, float]:
+              split_digits: bool = False, dropout: float = DROPOUT) -> dict[str, float]:
     """Seconds per optimizer step of each stage at this token budget, from some steps of
     each: a CodeNet step with its long traces costs more than a SingleLine step. The first
     step of every stage, which pays for the stage's set-up, is left out (kept in, eight

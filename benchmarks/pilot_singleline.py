@@ -31,7 +31,7 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--preset", default="mini")
     ap.add_argument("--split-digits", action="store_true")
-    ap.add_argument("--dropout", type=float, default=0.1, help="hidden and attention dropout")
+    ap.add_argument("--dropout", type=float, default=bq.DROPOUT, help=f"hidden and attention dropout (default {bq.DROPOUT})")
     ap.add_argument("--data", default=str(ROOT / "runs" / "quality" / "data"), help="built datasets to train on")
     ap.add_argument("--test-data", default=str(ROOT / "runs" / "quality" / "data"), help="built datasets to test on")
     ap.add_argument("--eval-limit", type=int, default=200)

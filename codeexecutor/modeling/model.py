@@ -206,10 +206,10 @@ class CodeExecutorModel(PreTrainedModel):
         valid = (pos >= code_len[:, None]) & (pos < total_len[:, None] - 1)  # (B, L-1), from the trace's <mask0> on
         logits = self.logits(hidden[:, :-1][valid])  # (N, V)
         labels = ids[:, 1:][valid]  # (N,)
-        row = torch.arange(B, device=ids.device)[:, None].expand(B, L - 1)[valid]  # (N,) the row of each target
         ce = F.cross_entropy(logits.float(), labels, reduction="none")  # (N,)
         w = self.token_weights(labels)  # (N,)
         if reduction == "none":
+            row = torch.arange(B, device=ids.device)[:, None].expand(B, L - 1)[valid]  # (N,) the row of each target
             num = torch.zeros(B, device=ids.device).index_add_(0, row, ce * w)
             den = torch.zeros(B, device=ids.device).index_add_(0, row, w)
             loss = num / den.clamp(min=1e-9)  # (B,)

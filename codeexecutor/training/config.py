@@ -28,7 +28,7 @@ class ModelArgs:
     max_trace_length: int = 768
     structural_weight: float = 1.0
     other_weight: float = 10.0
-    dropout: float = 0.1  # hidden and attention dropout of a new model (RoBERTa's 0.1); 0 learns faster on short budgets
+    dropout: float = 0.1  # hidden and attention dropout of a new model (an init keeps its own); 0 learns faster on short budgets
 
 
 @dataclass

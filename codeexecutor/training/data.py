@@ -23,9 +23,9 @@ class StageData:
     `Encoder.collate_packed`, `CodeExecutorModel.forward_packed`): each source's examples
     are ordered by total length (in 8-token buckets, shuffled within each), and a batch
     grows from a random anchor in that order while `n x longest` fits (an anchor longer
-    than the budget is a batch of its own). Without it, `size` examples are drawn uniformly and code and
-    trace are padded apart, as before. Either way one source per batch, drawn by the
-    stage's weights.
+    than the budget is a batch of its own). Without it, `size` examples are drawn
+    uniformly and code and trace are padded apart, as before. Either way one source per
+    batch, drawn by the stage's weights.
     """
 
     def __init__(self, stage: Stage, encoder, base_dir: str, subsets: dict[int, list[int]] | None = None,
