@@ -36,9 +36,17 @@ from _common import RESULTS, ROOT
 SHARED = ROOT.parent / "shared" / "data"
 CORPORA = [SHARED / "atcoder-python", SHARED / "atcoder-python-2"]
 STAGE_SHARES = {"singleline": 0.5, "tutorial": 0.2, "codenet": 0.3}
-# SingleLine training variants per program (curricula/augment.py): off, because a
-# 400-step pilot did not gain from them (10.5% with 3 variants, 13.0% without).
-AUGMENT = 0
+# SingleLine training variants per program (curricula/augment.py; new names and values,
+# 31,626 -> 118,370 training examples). In the full 60-minute run the SingleLine stage
+# ends at 45.0% test trace accuracy with 3 variants against 41.3% without (held-out loss
+# 0.77 against 0.96: without them, three epochs of the same examples over-fit). A 400-step
+# pilot had not gained from them (10.5% against 13.0%): too short to over-fit.
+AUGMENT = 3
+# Stages 2 and 3 at this fraction of the first stage's learning rate, stage 2's SingleLine
+# half split between the mined hardest examples and all of them. With the full rate and
+# only the hardest (the paper's mix), SingleLine test trace accuracy fell from 45.0% at the
+# end of stage 1 to 30.3% at the end of stage 2, and stage 3 recovered it to 37.3%.
+LATER_LR = 0.5
 # Token budget per step. On a CPU, where a step's cost is its tokens, smaller batches buy
 # more optimizer steps for the same time: SingleLine-only pilots of 12.5 minutes on this
 # 2-core VM (mini, lr 1e-3, 200 test examples, greedy) reached 13.0% at 6,144 tokens
@@ -52,6 +60,10 @@ MAX_TOKENS = {"cpu": 1024, "gpu": 6144}
 # (7,231 SingleLine steps) the training loss fell to 0.05 while the held-out loss stayed
 # near 0.95: past about three epochs, dropout 0.1 may do better; not measured yet.
 DROPOUT = 0.0
+# Stage 2 keeps the hardest third of the SingleLine examples it scores, and scores at most
+# this many (a fixed random sample): a forward pass each, so mining 118,370 augmented
+# examples would take about 9 of the run's 60 minutes (the unaugmented 31,626, 2.5).
+MINING_POOL = 32768
 
 
 def sh(args: list[str], log) -> None:
@@ -84,7 +96,7 @@ def build(data: str, log, mutants: int, singleline_limit: int, corpora: list[str
 
 
 def curriculum(data: str, out: str, preset: str, steps: dict[str, int], lr: float, max_tokens: int, hardest: int,
-               eval_every: int, tokenizer: str | None = None, valid_examples: int = 48, split_digits: bool = False,
+               eval_every: int, mine_from: int | None = None, tokenizer: str | None = None, valid_examples: int = 48, split_digits: bool = False,
                dropout: float = DROPOUT) -> dict:
     sl, tut = f"{data}/singleline/singleline", f"{data}/tutorial/tutorial"
     cn, err = f"{data}/codenetmut/codenetmut", f"{data}/codenetmut/errors"
@@ -97,10 +109,12 @@ def curriculum(data: str, out: str, preset: str, steps: dict[str, int], lr: floa
         "stages": [
             {"name": "singleline", "steps": steps["singleline"], "lr": lr, "warmup": warm(steps["singleline"]),
              "sources": [{"path": sl, "task": "singleline"}]},
-            {"name": "tutorial", "steps": steps["tutorial"], "lr": lr, "warmup": warm(steps["tutorial"]),
-             "sources": [{"path": sl, "task": "singleline", "weight": 0.5, "hardest": hardest},
+            {"name": "tutorial", "steps": steps["tutorial"], "lr": lr * LATER_LR, "warmup": warm(steps["tutorial"]),
+             "sources": [{"path": sl, "task": "singleline", "weight": 0.25, "hardest": hardest,
+                          **({"mine_from": mine_from} if mine_from else {})},
+                         {"path": sl, "task": "singleline", "weight": 0.25},
                          {"path": tut, "task": "tutorial", "weight": 0.5}]},
-            {"name": "codenet", "steps": steps["codenet"], "lr": lr, "warmup": warm(steps["codenet"]),
+            {"name": "codenet", "steps": steps["codenet"], "lr": lr * LATER_LR, "warmup": warm(steps["codenet"]),
              "sources": [{"path": sl, "task": "singleline", "weight": 0.34}, {"path": tut, "task": "tutorial", "weight": 0.33},
                          {"path": cn, "task": "codenet", "weight": 0.33}, {"path": err, "task": "codenet", "weight": 0.1}]},
         ],
@@ -136,9 +150,11 @@ def calibrate(data: str, work: str, preset: str, lr: float, max_tokens: int, har
     0.35 s steps measured 0.45 s, and a 60-minute run trained 45). Stage 2 mines as many
     hardest SingleLine examples as the run will (at most 4,096): from a handful, its
     SingleLine batches would be a few rows, and its steps cheap (1.04 s where the run then
-    took 1.8)."""
+    took 1.8). It scores twice that many, not the run's whole pool: the mining's time is
+    estimated apart."""
     steps = calibration_steps(max_tokens)
-    cur = curriculum(data, f"{work}/calibration", preset, steps, lr, max_tokens, min(hardest, 4096), 0,
+    hardest = min(hardest, 4096)
+    cur = curriculum(data, f"{work}/calibration", preset, steps, lr, max_tokens, hardest, 0, mine_from=2 * hardest,
                      split_digits=split_digits, dropout=dropout)
     cur["train"].update(eval_examples=0, log_every=1)
     shutil.rmtree(f"{work}/calibration", ignore_errors=True)
@@ -188,7 +204,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget-minutes", type=float, required=True, help="wall-clock budget of the training (all stages, mining included)")
     ap.add_argument("--preset", default="mini", help="model preset: tiny, mini (CPU), small (one GPU), base")
-    ap.add_argument("--data", default=str(ROOT / "runs" / "quality" / "data"), help="built datasets (reused when present)")
+    ap.add_argument("--data", help="built datasets, reused when present (default runs/quality/data, or data-augK "
+                    "with --augment K)")
     ap.add_argument("--run", default=str(ROOT / "runs" / "quality" / "run"), help="the training run's folder")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--max-tokens", type=int, help=f"token budget per micro-batch (default {MAX_TOKENS['cpu']} on a CPU, "
@@ -211,6 +228,7 @@ def main() -> None:
     ap.add_argument("--steps", metavar="SL,TUT,CN", help="the steps of the three stages, no calibration: reproduces a "
                     "committed run (its `steps`) on a machine of another speed")
     args = ap.parse_args()
+    args.data = args.data or str(ROOT / "runs" / "quality" / ("data" if args.augment == 0 else f"data-aug{args.augment}"))
     fixed_steps = None
     if args.steps:
         try:
@@ -236,11 +254,12 @@ def main() -> None:
         print(json.dumps(sizes, indent=2))
         return
     singleline_train = sizes["singleline"]["singleline"]["train"]
-    hardest = max(1, singleline_train // 3)
+    scored = min(singleline_train, MINING_POOL)  # mined in stage 2, the hardest third kept
+    hardest = max(1, scored // 3)
     per_step = calibrate(args.data, work, args.preset, args.lr, args.max_tokens, hardest, log,
                          args.split_digits, args.dropout)  # trains the tokenizer too
     budget = args.budget_minutes * 60
-    mining_s = singleline_train / max(1, args.max_tokens // 64) * per_step["singleline"] / 3  # forward only
+    mining_s = scored / max(1, args.max_tokens // 64) * per_step["singleline"] / 3  # forward only
     budget *= 0.93  # what the evaluations while training take (measured: a few percent)
     steps = {name: max(1, int((budget * share - (mining_s if name == "tutorial" else 0)) / per_step[name]))
              for name, share in STAGE_SHARES.items()}
@@ -250,6 +269,7 @@ def main() -> None:
     print(f"calibration (s/step): {rates}; stages {steps} ({total} steps) in {args.budget_minutes:g} min", flush=True)
     shutil.rmtree(args.run, ignore_errors=True)
     cur = curriculum(args.data, args.run, args.preset, steps, args.lr, args.max_tokens, hardest, 0,  # evaluate at stage ends
+                     mine_from=scored if scored < singleline_train else None,
                      tokenizer=os.path.join(work, "calibration", "tokenizer"),  # trained once, in the calibration
                      valid_examples=args.valid_examples, split_digits=args.split_digits, dropout=args.dropout)
     train_s = train(cur, args.run, log)
@@ -271,6 +291,7 @@ def main() -> None:
         "stage_shares": STAGE_SHARES, "steps": steps, "stages": stage_summary(args.run),
         "lr": args.lr, "max_tokens": args.max_tokens, "split_digits": args.split_digits, "dropout": args.dropout,
         "singleline_augment": args.augment,
+        "singleline_mining": {"scored": scored, "kept": hardest},
         "dataset_sizes": sizes,
         "metric": report["metric"], "decoding": "greedy (beam 1)", "eval_limit_per_set": args.eval_limit,
         "test": {name: {"examples": e["examples"], **{k: v for k, v in e["table3"].items() if k not in ("programs",)},

@@ -59,8 +59,15 @@ def categories(code: str) -> list[str]:
 
 
 def find_datasets(root: str) -> dict[str, str]:
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
+    """name -> folder of every saved DatasetDict under root, symbolic links followed (a
+    data folder may link the datasets it shares with another), each real folder once."""
+    out, seen = {}, set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen:  # a link back up the tree, or a second link to the same folder
+            dirnames[:] = []
+            continue
+        seen.add(real)
         if "dataset_dict.json" in filenames:
             out[os.path.basename(dirpath)] = dirpath
             dirnames[:] = []

@@ -83,7 +83,45 @@ def test_quality_calibration_leaves_out_each_stage_set_up(tmp_path, monkeypatch)
                     f.write(json.dumps({"stage": stage["name"], "loss": 1.0, "stage_seconds": 2.0 + 0.3 * (k + 1)}) + "\n")
         return 0.0
 
-    monkeypatch.setattr(bench_quality, "train", fake_train)
+    seen = []
+    monkeypatch.setattr(bench_quality, "train", lambda cur, run, log: seen.append(cur) or fake_train(cur, run, log))
     per_step = bench_quality.calibrate(str(tmp_path), str(tmp_path), "mini", 1e-3, 1024, 10, None)
     assert all(abs(v - 0.3) < 1e-9 for v in per_step.values()), per_step
+    mined = seen[0]["stages"][1]["sources"][0]
+    assert mined["hardest"] == 10 and mined["mine_from"] == 20  # the calibration scores twice what it keeps
     assert bench_quality.calibration_steps(1024)["singleline"] == 60 and bench_quality.calibration_steps(8192)["singleline"] == 10
+
+
+def test_quality_curriculum_keeps_all_singleline_beside_the_hardest_at_a_lower_rate(tmp_path):
+    import bench_quality
+
+    from codeexecutor.training.config import Curriculum
+
+    steps = {"singleline": 30, "tutorial": 20, "codenet": 10}
+    cur = Curriculum.from_dict(bench_quality.curriculum(str(tmp_path), str(tmp_path / "run"), "mini", steps, 1e-3, 1024,
+                                                        hardest=100, eval_every=0, mine_from=300))
+    first, second, third = cur.stages
+    assert first.lr == 1e-3 and second.lr == third.lr == 1e-3 * bench_quality.LATER_LR < 1e-3
+    singleline = [src for src in second.sources if src.task == "singleline"]
+    assert [(src.hardest, src.mine_from) for src in singleline] == [(100, 300), (None, None)]
+    assert sum(src.weight for src in singleline) == 0.5
+    plain = bench_quality.curriculum(str(tmp_path), str(tmp_path / "run"), "mini", steps, 1e-3, 1024, hardest=100, eval_every=0)
+    assert "mine_from" not in plain["stages"][1]["sources"][0]  # all of them scored when no pool is given
+
+
+def test_stage_exports_come_in_stage_order_and_a_run_without_them_is_refused(tmp_path):
+    import subprocess
+
+    import stage_exports
+
+    for name in ("stage10-extra", "stage2-tutorial", "stage1-singleline", "stage1-singleline-best", "stage3-codenet"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text("{}")
+    (tmp_path / "stage4-unfinished").mkdir()  # no export written yet
+    assert [p.rsplit("/", 1)[1] for p in stage_exports.stage_exports(str(tmp_path))] == [
+        "stage1-singleline", "stage2-tutorial", "stage3-codenet", "stage10-extra"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "stage_exports.py"), "--run", str(empty)],
+                         capture_output=True, text=True)
+    assert run.returncode == 1 and "no stage exports under" in run.stderr and "Traceback" not in run.stderr

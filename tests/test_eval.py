@@ -173,3 +173,18 @@ def test_evaluate_and_rerank_end_to_end(overfit_model, demo_data, tmp_path):
     assert out["per_problem"][0]["correct"] == 2
     assert out["summary"]["oracle"]["pass@1"] == 100.0
     assert out["summary"]["baseline"]["pass@1"] == pytest.approx(100 * 2 / 3)
+
+
+def test_find_datasets_follows_links_and_lists_each_folder_once(tmp_path):
+    from eval.evaluate import find_datasets
+
+    (tmp_path / "shared" / "codenetmut" / "errors").mkdir(parents=True)
+    (tmp_path / "shared" / "codenetmut" / "errors" / "dataset_dict.json").write_text("{}")
+    data = tmp_path / "data"
+    (data / "singleline" / "singleline").mkdir(parents=True)
+    (data / "singleline" / "singleline" / "dataset_dict.json").write_text("{}")
+    (data / "codenetmut").symlink_to(tmp_path / "shared" / "codenetmut")  # shared with another data folder
+    (data / "singleline" / "loop").symlink_to(data)  # a link back up the tree ends the walk there
+    found = find_datasets(str(data))
+    assert sorted(found) == ["errors", "singleline"]
+    assert found["errors"] == str(data / "codenetmut" / "errors")

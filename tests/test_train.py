@@ -4,11 +4,13 @@ import os
 import subprocess
 import sys
 
+import datasets
 import pytest
 
 from codeexecutor.errors import ConfigError
 from codeexecutor.training.config import Curriculum, TrainArgs, load_ds_config
 from codeexecutor.training.loop import lr_at
+from codeexecutor.training.mining import mining_pool
 
 from .conftest import ROOT
 
@@ -48,10 +50,18 @@ def test_wrong_batch_size_and_optimizer_block_are_explained(tmp_path):
 def test_curriculum_errors_are_collected():
     with pytest.raises(ConfigError) as err:
         Curriculum.from_dict({"model": {"preset": "huge", "colour": 1},
-                              "stages": [{"name": "a", "steps": 0, "sources": [{"path": "x", "task": "nope", "hardest": 5}]}]})
+                              "stages": [{"name": "a", "steps": 0, "sources": [{"path": "x", "task": "nope", "hardest": 5, "mine_from": 4}]}]})
     text = str(err.value)
-    for fragment in ("colour", "preset", "steps must be >= 1", "task must be one of", "hardest needs a previous stage"):
+    for fragment in ("colour", "preset", "steps must be >= 1", "task must be one of", "hardest needs a previous stage",
+                     "mine_from needs hardest and must be >= it"):
         assert fragment in text
+
+
+def test_the_mining_pool_is_a_fixed_sample_of_the_asked_size():
+    pool = mining_pool(1000, 64, seed=0)
+    assert len(pool) == 64 and all(0 <= i < 1000 for i in pool)
+    assert pool == mining_pool(1000, 64, seed=0) and pool != mining_pool(1000, 64, seed=1)
+    assert mining_pool(1000, None, 0) is None and mining_pool(50, 64, 0) is None  # all of them are scored
 
 
 def test_lr_schedule_warms_up_and_decays_per_stage():
@@ -71,7 +81,7 @@ def _curriculum(tmp_path, data, steps):
         "stages": [
             {"name": "singleline", "steps": steps, "lr": 1e-3, "warmup": 1, "sources": [{"path": str(data / "singleline" / "singleline"), "task": "singleline"}]},
             {"name": "tutorial", "steps": steps, "lr": 1e-3, "warmup": 1, "sources": [
-                {"path": str(data / "singleline" / "singleline"), "task": "singleline", "hardest": 8},
+                {"path": str(data / "singleline" / "singleline"), "task": "singleline", "hardest": 8, "mine_from": 16},
                 {"path": str(data / "tutorial" / "tutorial"), "task": "tutorial"}]},
             {"name": "codenet", "steps": steps, "lr": 1e-3, "warmup": 1, "sources": [
                 {"path": str(data / "codenetmut" / "codenetmut"), "task": "codenet"},
@@ -105,7 +115,9 @@ def test_two_process_zero2_over_gloo_with_resume(tmp_path, demo_data):
     assert all(0 <= e["trace_accuracy"] <= 100 and e["loss"] > 0 for r in evals for e in r["eval"].values())
     assert (run / "stage1-singleline-best" / "best.json").exists() and (run / "data_stats.json").exists()
     assert all(0 <= r["padding_share"] < 1 for r in log if "loss" in r)
-    assert len(json.loads((run / "stage2-tutorial-hardest-0.json").read_text())) == 8
+    mined = json.loads((run / "stage2-tutorial-hardest-0.json").read_text())
+    train_rows = len(datasets.load_from_disk(str(demo_data / "singleline" / "singleline"))["train"])
+    assert len(mined) == 8 and set(mined) <= mining_pool(train_rows, 16, 0)  # the hardest of the 16 scored
     assert (run / "loss.png").exists() and (run / "final" / "model.safetensors").exists()
     assert sorted(d.name for d in (run / "checkpoints").iterdir() if d.name.startswith("step")) == ["step4", "step6"]
     from codeexecutor.generation import TraceGenerator

@@ -61,6 +61,7 @@ class Source:
     task: str
     weight: float = 1.0
     hardest: int | None = None  # keep only the K hardest examples by the previous stage's loss
+    mine_from: int | None = None  # score only a fixed random sample of this many examples for `hardest`
 
 
 @dataclass
@@ -169,6 +170,9 @@ class Curriculum:
                     p.append(f"stages[{i}].sources[{j}]: weight must be > 0")
                 if src.hardest is not None and (i == 0 or src.hardest < 1):
                     p.append(f"stages[{i}].sources[{j}]: hardest needs a previous stage and K >= 1")
+                if src.mine_from is not None and (src.hardest is None or src.mine_from < src.hardest):
+                    p.append(f"stages[{i}].sources[{j}]: mine_from needs hardest and must be >= it "
+                             f"(got mine_from {src.mine_from}, hardest {src.hardest})")
                 if base_dir is not None and not os.path.isdir(os.path.join(base_dir, src.path)):
                     p.append(f"stages[{i}].sources[{j}]: dataset folder {src.path} not found "
                              "(build it first: codeexecutor build ...)")

@@ -6,7 +6,8 @@
 The curriculum file (YAML) has three groups (see `Curriculum`): `model`, `train`, and a
 list of `stages`, each with its data sources (dataset folder, task, mixing weight, and
 optionally `hardest: K`: the K examples of that source with the highest loss under the
-model as the previous stage left it, scored in parallel across ranks), its number of
+model as the previous stage left it, scored in parallel across ranks, among a fixed random
+sample of `mine_from: N` of them when given), its number of
 optimizer steps and its learning rate / warmup. One DeepSpeed engine runs all stages;
 the learning rate follows each stage's warmup + linear decay.
 
@@ -210,7 +211,8 @@ def _stage_data(cur: Curriculum, si: int, stage: Stage, engine, encoder, base_di
             mined = os.path.join(out, f"stage{si + 1}-{stage.name}-hardest-{j}.json")
             if not os.path.exists(mined):
                 full = StageData(Stage(stage.name, [Source(src.path, src.task)], 1), encoder, base_dir)
-                idx = mine_hardest(engine, full, 0, src.hardest, cur.train.mining_batch_size, rank, world)
+                idx = mine_hardest(engine, full, 0, src.hardest, cur.train.mining_batch_size, rank, world,
+                                   src.mine_from, cur.train.seed)
                 if rank == 0:
                     with open(mined + ".tmp", "w") as f:
                         json.dump(idx, f)

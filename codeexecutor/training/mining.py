@@ -6,15 +6,29 @@ from __future__ import annotations
 from codeexecutor.training.data import StageData
 
 
-def mine_hardest(engine, data: StageData, source: int, k: int, batch_size: int, rank: int, world: int) -> list[int]:
-    """Indices of the k highest-loss examples of one source; each rank scores a slice."""
+def mining_pool(n: int, pool: int | None, seed: int) -> set[int] | None:
+    """The examples scored when at most `pool` of the source's `n` may be: a fixed random
+    sample (the seed's), so a resumed or re-run stage mines the same; None: all of them."""
+    import numpy as np
+
+    if pool is None or pool >= n:
+        return None
+    return {int(i) for i in np.random.default_rng(seed).choice(n, size=pool, replace=False)}
+
+
+def mine_hardest(engine, data: StageData, source: int, k: int, batch_size: int, rank: int, world: int,
+                 pool: int | None = None, seed: int = 0) -> list[int]:
+    """Indices of the k highest-loss examples of one source (of a fixed random sample of
+    `pool` of them when given: scoring costs a forward pass per example, and a source grown
+    by augmentation would spend a short run's budget on it); each rank scores a slice."""
     import torch
     import torch.distributed as dist
 
     table = data.tables[source]
+    sample = mining_pool(len(table), pool, seed)
     # This rank's slice, in length order: batches of similar lengths pad little (the
     # losses do not depend on the batch an example is scored in).
-    mine = [int(i) for i in data.order[source] if i % world == rank]
+    mine = [int(i) for i in data.order[source] if i % world == rank and (sample is None or int(i) in sample)]
     scores: list[tuple[float, int]] = []
     engine.eval()
     bar = None
