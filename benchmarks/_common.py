@@ -27,6 +27,13 @@ def load_programs(n: int, seed: int = 0) -> list[tuple[str, str]]:
     return out
 
 
+def device_label() -> str:
+    """The accelerator's name as a file-name part (`NVIDIA-H100-80GB-HBM3`), or `cpu`."""
+    import torch
+
+    return torch.cuda.get_device_name(0).replace(" ", "-") if torch.cuda.is_available() else "cpu"
+
+
 def write_report(name: str, report: dict) -> pathlib.Path:
     """Write benchmarks/results/NAME.json."""
     RESULTS.mkdir(parents=True, exist_ok=True)

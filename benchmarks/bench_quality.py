@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 
-from _common import RESULTS, ROOT
+from _common import RESULTS, ROOT, device_label
 
 SHARED = ROOT.parent / "shared" / "data"
 CORPORA = [SHARED / "atcoder-python", SHARED / "atcoder-python-2"]
@@ -235,13 +235,12 @@ def main() -> None:
             fixed_steps = dict(zip(STAGE_SHARES, (int(n) for n in args.steps.split(",")), strict=True))
         except ValueError:
             sys.exit(f"bench_quality: --steps takes three step counts, e.g. 983,462,463 (got {args.steps!r})")
-    import torch
 
     from codeexecutor.progress import quiet_libraries
 
     quiet_libraries()
 
-    device = torch.cuda.get_device_name(0).replace(" ", "-") if torch.cuda.is_available() else "cpu"
+    device = device_label()
     args.max_tokens = args.max_tokens or MAX_TOKENS["cpu" if device == "cpu" else "gpu"]
     work = os.path.dirname(args.run)
     os.makedirs(work, exist_ok=True)
@@ -269,7 +268,7 @@ def main() -> None:
     print(f"calibration (s/step): {rates}; stages {steps} ({total} steps) in {args.budget_minutes:g} min", flush=True)
     shutil.rmtree(args.run, ignore_errors=True)
     cur = curriculum(args.data, args.run, args.preset, steps, args.lr, args.max_tokens, hardest, 0,  # evaluate at stage ends
-                     mine_from=scored if scored < singleline_train else None,
+                     mine_from=scored,  # all of them scored when the pool holds them all
                      tokenizer=os.path.join(work, "calibration", "tokenizer"),  # trained once, in the calibration
                      valid_examples=args.valid_examples, split_digits=args.split_digits, dropout=args.dropout)
     train_s = train(cur, args.run, log)

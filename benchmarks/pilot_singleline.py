@@ -18,7 +18,7 @@ import os
 import sys
 import time
 
-from _common import RESULTS, ROOT
+from _common import RESULTS, ROOT, device_label
 
 import bench_quality as bq
 
@@ -38,12 +38,11 @@ def main() -> None:
     args = ap.parse_args()
     if not os.path.isdir(os.path.join(args.data, "singleline", "singleline")):
         sys.exit(f"pilot_singleline: no SingleLine dataset under {args.data} (build it with bench_quality.py --build-only)")
-    import torch
 
     from codeexecutor.progress import quiet_libraries
 
     quiet_libraries()
-    device = torch.cuda.get_device_name(0).replace(" ", "-") if torch.cuda.is_available() else "cpu"
+    device = device_label()
     run = str(ROOT / "runs" / "pilots" / args.name)
     cur = bq.curriculum(args.data, run, args.preset, {"singleline": args.steps, "tutorial": 1, "codenet": 1}, args.lr,
                         args.max_tokens, 1, 0, valid_examples=0, split_digits=args.split_digits, dropout=args.dropout)

@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-from _common import RESULTS, ROOT
+from _common import RESULTS, ROOT, device_label
 
 
 def stage_exports(run: str) -> list[str]:
@@ -44,12 +44,9 @@ def main() -> None:
         with open(os.path.join(args.run, "curriculum.json")) as f:
             first = json.load(f)["stages"][0]["sources"][0]["path"]  # DATA/singleline/singleline
         data = os.path.dirname(os.path.dirname(first))
-    sys.path.insert(0, str(ROOT))
-    import torch
-
     from eval.evaluate import evaluate_model, find_datasets
 
-    device = torch.cuda.get_device_name(0).replace(" ", "-") if torch.cuda.is_available() else "cpu"
+    device = device_label()
     folders = find_datasets(data)
     missing = [d for d in args.datasets if d not in folders]
     if missing:
