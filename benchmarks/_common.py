@@ -40,3 +40,18 @@ def write_report(name: str, report: dict) -> pathlib.Path:
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(report, indent=2) + "\n")
     return path
+
+
+def fast_bf16() -> bool:
+    """Whether bfloat16 matmuls run natively here: a GPU that supports them, or a CPU with
+    AVX512_BF16 or AMX instructions (elsewhere autocast to bf16 is emulated, and slower)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.is_bf16_supported()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags

@@ -2,7 +2,8 @@
 
 1. Batching: the padding share of every source and the real (non-padding) tokens/s of
    the same model trained on fixed-size batches (drawn as the loop drew them before) and
-   on token-budget batches (`train.max_tokens`), in one run.
+   on token-budget batches (`train.max_tokens`), in one run; and the token-budget batches
+   again with the forward under bfloat16 autocast (`train.autocast`, float32 weights).
 2. Our DeepSpeed loop against plain Hugging Face `Trainer` (no DeepSpeed) for the same
    tiny model and batches (CPU).
 3. On a GPU (`--device cuda`, the default where one is): the `base` preset in bf16,
@@ -26,7 +27,7 @@ import time
 import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import ROOT, write_report  # noqa: E402
+from _common import ROOT, fast_bf16, write_report  # noqa: E402
 
 
 def setup(data: pathlib.Path, preset: str = "tiny"):
@@ -83,6 +84,7 @@ def batching(data_dir: pathlib.Path, steps: int, size: int, max_tokens: int, pre
     from codeexecutor.modeling.tokenizer import structural_ids
     from codeexecutor.training.config import Source, Stage
     from codeexecutor.training.data import StageData, batch_tokens, padding_share
+    from codeexecutor.training.setup import autocast
 
     present, tok, enc = sources_and_encoder(data_dir, 4000)
     report: dict = {"max_tokens": max_tokens, "fixed_batch": size, "padding_share": {}}
@@ -98,14 +100,16 @@ def batching(data_dir: pathlib.Path, steps: int, size: int, max_tokens: int, pre
     cfg = CodeExecutorConfig.preset(preset, vocab_size=len(tok), structural_token_ids=structural_ids(tok), pad_token_id=tok.pad_token_id)
     model = CodeExecutorModel(cfg)
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    for kind, data in (("fixed", StageData(stage, enc, ".")), ("token_budget", StageData(stage, enc, ".", max_tokens=max_tokens))):
+    fixed, budget = StageData(stage, enc, "."), StageData(stage, enc, ".", max_tokens=max_tokens)
+    for kind, data, precision in (("fixed", fixed, None), ("token_budget", budget, None), ("token_budget_bf16_autocast", budget, "bf16")):
         model.load_state_dict(state)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         batches = [data.batch(0, i, 0, 0, size) for i in range(steps)]
         real = sum(batch_tokens(b)[0] for b in batches)
         start = time.perf_counter()
         for b in batches:
-            loss = model(**b).loss
+            with autocast(precision, torch.device("cpu")):
+                loss = model(**b).loss
             loss.backward()
             opt.step()
             opt.zero_grad()
@@ -113,6 +117,8 @@ def batching(data_dir: pathlib.Path, steps: int, size: int, max_tokens: int, pre
         report[f"{kind}_real_tokens_per_s"] = real / seconds
         report[f"{kind}_padding_share"] = 1 - real / sum(batch_tokens(b)[1] for b in batches)
     report["real_tokens_per_s_ratio"] = report["token_budget_real_tokens_per_s"] / report["fixed_real_tokens_per_s"]
+    report["bf16_autocast_ratio"] = report["token_budget_bf16_autocast_real_tokens_per_s"] / report["token_budget_real_tokens_per_s"]
+    report["native_bf16"] = fast_bf16()
     return report
 
 
@@ -267,7 +273,9 @@ def main() -> None:
     for name, share in b["padding_share"].items():
         print(f"padding share {name:11} fixed batches of 16: {share['fixed']:.1%}   token budget {args.max_tokens}: {share['token_budget']:.1%}")
     print(f"{args.preset} model, {args.batching_steps} steps, mixed sources: real tokens/s fixed {b['fixed_real_tokens_per_s']:,.0f}, "
-          f"token budget {b['token_budget_real_tokens_per_s']:,.0f} ({b['real_tokens_per_s_ratio']:.2f}x)")
+          f"token budget {b['token_budget_real_tokens_per_s']:,.0f} ({b['real_tokens_per_s_ratio']:.2f}x); "
+          f"token budget under bf16 autocast {b['token_budget_bf16_autocast_real_tokens_per_s']:,.0f} "
+          f"({b['bf16_autocast_ratio']:.2f}x float32; native bf16 here: {b['native_bf16']})")
     model, enc, table = setup(data_dir)
     data = batches(table, enc, args.steps, args.batch)
     tokens = sum(int(b["code_mask"].sum() + b["trace_mask"].sum()) for b in data)

@@ -32,6 +32,7 @@ def main() -> None:
     ap.add_argument("--preset", default="mini")
     ap.add_argument("--split-digits", action="store_true")
     ap.add_argument("--dropout", type=float, default=bq.DROPOUT, help=f"hidden and attention dropout (default {bq.DROPOUT})")
+    ap.add_argument("--autocast", choices=["bf16", "none"], default="none", help="forward passes under bfloat16 autocast")
     ap.add_argument("--data", default=str(ROOT / "runs" / "quality" / "data"), help="built datasets to train on")
     ap.add_argument("--test-data", default=str(ROOT / "runs" / "quality" / "data"), help="built datasets to test on")
     ap.add_argument("--eval-limit", type=int, default=200)
@@ -45,7 +46,8 @@ def main() -> None:
     device = device_label()
     run = str(ROOT / "runs" / "pilots" / args.name)
     cur = bq.curriculum(args.data, run, args.preset, {"singleline": args.steps, "tutorial": 1, "codenet": 1}, args.lr,
-                        args.max_tokens, 1, 0, valid_examples=0, split_digits=args.split_digits, dropout=args.dropout)
+                        args.max_tokens, 1, 0, valid_examples=0, split_digits=args.split_digits, dropout=args.dropout,
+                        autocast=None if args.autocast == "none" else args.autocast)
     cur["stages"] = cur["stages"][:1]
     os.makedirs(os.path.dirname(run), exist_ok=True)
     with open(run + ".log", "w") as log:
@@ -60,7 +62,7 @@ def main() -> None:
     predictions = report.pop("predictions")
     result = {
         "name": args.name, "device": device, "preset": args.preset, "steps": args.steps, "max_tokens": args.max_tokens,
-        "lr": args.lr, "dropout": args.dropout, "split_digits": args.split_digits, "data": args.data,
+        "lr": args.lr, "dropout": args.dropout, "autocast": args.autocast, "split_digits": args.split_digits, "data": args.data,
         "singleline_augment": built_params(os.path.join(args.data, "singleline")).get("augment", 0),
         "train_seconds": round(train_s, 1), "eval_seconds": round(time.perf_counter() - t0, 1),
         "stage": bq.stage_summary(run).get("singleline"), "metric": report["metric"], "decoding": "greedy (beam 1)",

@@ -107,6 +107,8 @@ def test_quality_curriculum_keeps_all_singleline_beside_the_hardest_at_a_lower_r
     assert sum(src.weight for src in singleline) == 0.5
     plain = bench_quality.curriculum(str(tmp_path), str(tmp_path / "run"), "mini", steps, 1e-3, 1024, hardest=100, eval_every=0)
     assert "mine_from" not in plain["stages"][1]["sources"][0]  # all of them scored when no pool is given
+    assert cur.train.autocast is None and Curriculum.from_dict(bench_quality.curriculum(
+        str(tmp_path), str(tmp_path / "run"), "mini", steps, 1e-3, 1024, hardest=100, eval_every=0, autocast="bf16")).train.autocast == "bf16"
 
 
 def test_stage_exports_come_in_stage_order_and_a_run_without_them_is_refused(tmp_path):

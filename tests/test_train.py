@@ -47,13 +47,43 @@ def test_wrong_batch_size_and_optimizer_block_are_explained(tmp_path):
         load_ds_config(str(bad), TrainArgs(), 1)
 
 
+def test_autocast_and_a_half_precision_deepspeed_section_are_refused_together(tmp_path):
+    cfg = tmp_path / "bf16.json"
+    cfg.write_text(json.dumps({"bf16": {"enabled": True}}))
+    with pytest.raises(ConfigError, match="enables bf16 and the curriculum asks for train.autocast bf16"):
+        load_ds_config(str(cfg), TrainArgs(autocast="bf16"), 1)
+    assert load_ds_config(str(cfg), TrainArgs(), 1)["bf16"]["enabled"]
+    assert load_ds_config(str(ROOT / "ds_configs" / "cpu.json"), TrainArgs(autocast="bf16"), 1)["train_batch_size"] == 8
+
+
+def test_autocast_runs_the_forward_in_bf16_and_keeps_float32_weights_and_gradients():
+    import torch
+
+    from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
+    from codeexecutor.training.setup import autocast
+
+    torch.manual_seed(0)
+    model = CodeExecutorModel(CodeExecutorConfig.preset("tiny", vocab_size=64))
+    batch = {"ids": torch.randint(5, 64, (2, 12)), "code_len": torch.tensor([5, 6]), "total_len": torch.tensor([12, 10])}
+    dtypes = {}
+    for kind in ("bf16", None):
+        with autocast(kind, torch.device("cpu")):
+            out = model(**batch)
+        out.loss.backward()
+        dtypes[kind] = (out.logits.dtype, out.loss.dtype, {p.grad.dtype for p in model.parameters() if p.grad is not None})
+        model.zero_grad()
+    assert dtypes["bf16"] == (torch.bfloat16, torch.float32, {torch.float32})  # the loss is taken in float32
+    assert dtypes[None] == (torch.float32, torch.float32, {torch.float32})
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+
+
 def test_curriculum_errors_are_collected():
     with pytest.raises(ConfigError) as err:
-        Curriculum.from_dict({"model": {"preset": "huge", "colour": 1},
+        Curriculum.from_dict({"model": {"preset": "huge", "colour": 1}, "train": {"autocast": "fp16"},
                               "stages": [{"name": "a", "steps": 0, "sources": [{"path": "x", "task": "nope", "hardest": 5, "mine_from": 4}]}]})
     text = str(err.value)
     for fragment in ("colour", "preset", "steps must be >= 1", "task must be one of", "hardest needs a previous stage",
-                     "mine_from needs hardest and must be >= it"):
+                     "mine_from needs hardest and must be >= it", "train.autocast must be bf16"):
         assert fragment in text
 
 
@@ -73,11 +103,12 @@ def test_lr_schedule_warms_up_and_decays_per_stage():
     assert lr_at(st, 10) == 0.5 and lr_at(st, 20) == 0.0
 
 
-def _curriculum(tmp_path, data, steps):
+def _curriculum(tmp_path, data, steps, autocast=None):
     cur = {
         "model": {"preset": "tiny", "vocab_size": 600, "max_code_length": 128, "max_trace_length": 256},
         "train": {"output_dir": str(tmp_path / "run"), "micro_batch_size": 2, "grad_accum": 2, "save_every": 2, "log_every": 1,
-                  "max_tokens": 1024, "eval_every": 3, "eval_examples": 4, "eval_decode_examples": 2},
+                  "max_tokens": 1024, "eval_every": 3, "eval_examples": 4, "eval_decode_examples": 2,
+                  **({"autocast": autocast} if autocast else {})},
         "stages": [
             {"name": "singleline", "steps": steps, "lr": 1e-3, "warmup": 1, "sources": [{"path": str(data / "singleline" / "singleline"), "task": "singleline"}]},
             {"name": "tutorial", "steps": steps, "lr": 1e-3, "warmup": 1, "sources": [
@@ -96,8 +127,9 @@ def _curriculum(tmp_path, data, steps):
 
 
 def test_two_process_zero2_over_gloo_with_resume(tmp_path, demo_data):
-    """A real DeepSpeed ZeRO-2 run with 2 processes (torchrun, gloo), killed by --max-steps and resumed."""
-    cur = _curriculum(tmp_path, demo_data, steps=2)
+    """A real DeepSpeed ZeRO-2 run with 2 processes (torchrun, gloo), killed by --max-steps and resumed;
+    its forward passes (training and mining) under bf16 autocast."""
+    cur = _curriculum(tmp_path, demo_data, steps=2, autocast="bf16")
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517", "-m",
            "codeexecutor.training", "--curriculum", str(cur), "--ds-config", str(ROOT / "ds_configs" / "cpu.json")]
@@ -114,7 +146,8 @@ def test_two_process_zero2_over_gloo_with_resume(tmp_path, demo_data):
     assert [r["step"] for r in evals] == [2, 3, 4, 6]  # eval_every 3 and each stage end
     assert all(0 <= e["trace_accuracy"] <= 100 and e["loss"] > 0 for r in evals for e in r["eval"].values())
     assert (run / "stage1-singleline-best" / "best.json").exists() and (run / "data_stats.json").exists()
-    assert all(0 <= r["padding_share"] < 1 for r in log if "loss" in r)
+    assert all(0 <= r["padding_share"] < 1 and r["loss"] > 0 for r in log if "loss" in r)
+    assert json.loads((run / "curriculum.json").read_text())["train"]["autocast"] == "bf16"
     mined = json.loads((run / "stage2-tutorial-hardest-0.json").read_text())
     train_rows = len(datasets.load_from_disk(str(demo_data / "singleline" / "singleline"))["train"])
     assert len(mined) == 8 and set(mined) <= mining_pool(train_rows, 16, 0)  # the hardest of the 16 scored

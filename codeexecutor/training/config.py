@@ -51,6 +51,12 @@ class TrainArgs:
     eval_every: int = 0  # evaluate every N steps (0: at each stage end only)
     eval_examples: int = 128  # valid examples per source for the held-out loss (0: no evaluation)
     eval_decode_examples: int = 32  # of those, greedily decoded for trace/output accuracy
+    # "bf16": the training and mining forward passes under torch.autocast in bfloat16, with
+    # the weights, gradients and optimizer kept in float32 (mixed precision without
+    # DeepSpeed's bf16 section, whose bf16 weights lose small updates). On a CPU with
+    # bfloat16 instructions (AVX512_BF16, AMX) a matmul runs 2-2.5x faster; see
+    # benchmarks/bench_train.py. None: float32 throughout.
+    autocast: str | None = None
 
 
 @dataclass
@@ -154,6 +160,8 @@ class Curriculum:
                      f"got {self.train.max_tokens}")
         if self.train.eval_every < 0 or self.train.eval_examples < 0 or self.train.eval_decode_examples < 0:
             p.append("train.eval_every, eval_examples and eval_decode_examples must be >= 0")
+        if self.train.autocast not in (None, "bf16"):
+            p.append(f"train.autocast must be bf16 or left out, got {self.train.autocast!r}")
         if not self.stages:
             p.append("stages: at least one stage is needed")
         for i, st in enumerate(self.stages):
@@ -204,6 +212,10 @@ def load_ds_config(path: str, train: TrainArgs, world_size: int) -> dict:
     if "optimizer" in cfg:
         raise ConfigError(f"{path}: remove the \"optimizer\" block; the training loop passes a torch AdamW "
                           "(a DeepSpeed optimizer block JIT-compiles fused_adam)")
+    half = [k for k in ("bf16", "fp16") if cfg.get(k, {}).get("enabled")]
+    if train.autocast and half:
+        raise ConfigError(f"{path} enables {half[0]} and the curriculum asks for train.autocast {train.autocast}: "
+                          f"use one (autocast keeps float32 weights; the DeepSpeed section makes them {half[0]})")
     cfg.update(train_micro_batch_size_per_gpu=micro, gradient_accumulation_steps=accum, train_batch_size=total)
     cfg.setdefault("gradient_clipping", train.max_grad_norm)
     return cfg

@@ -37,7 +37,7 @@ from codeexecutor.training.data import StageData, batch_tokens
 from codeexecutor.training.export import export_model, save_checkpoint
 from codeexecutor.training.mining import mine_hardest
 from codeexecutor.training.plots import plot_losses
-from codeexecutor.training.setup import build_model, build_tokenizer, resolve_profile
+from codeexecutor.training.setup import autocast, build_model, build_tokenizer, resolve_profile
 
 log = logging.getLogger("codeexecutor.train")
 
@@ -154,7 +154,8 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
                 real, padded = batch_tokens(batch)
                 tokens, computed = tokens + real, computed + padded
                 batch = {k: v.to(engine.device) for k, v in batch.items()}
-                loss = engine(**batch).loss
+                with autocast(cur.train.autocast, engine.device):
+                    loss = engine(**batch).loss
                 engine.backward(loss)
                 engine.step()
                 losses.append(loss.item())
@@ -212,7 +213,7 @@ def _stage_data(cur: Curriculum, si: int, stage: Stage, engine, encoder, base_di
             if not os.path.exists(mined):
                 full = StageData(Stage(stage.name, [Source(src.path, src.task)], 1), encoder, base_dir)
                 idx = mine_hardest(engine, full, 0, src.hardest, cur.train.mining_batch_size, rank, world,
-                                   src.mine_from, cur.train.seed)
+                                   src.mine_from, cur.train.seed, cur.train.autocast)
                 if rank == 0:
                     with open(mined + ".tmp", "w") as f:
                         json.dump(idx, f)

@@ -17,12 +17,15 @@ def mining_pool(n: int, pool: int | None, seed: int) -> set[int] | None:
 
 
 def mine_hardest(engine, data: StageData, source: int, k: int, batch_size: int, rank: int, world: int,
-                 pool: int | None = None, seed: int = 0) -> list[int]:
+                 pool: int | None = None, seed: int = 0, precision: str | None = None) -> list[int]:
     """Indices of the k highest-loss examples of one source (of a fixed random sample of
     `pool` of them when given: scoring costs a forward pass per example, and a source grown
-    by augmentation would spend a short run's budget on it); each rank scores a slice."""
+    by augmentation would spend a short run's budget on it); each rank scores a slice, under
+    the run's `train.autocast` precision (`precision`)."""
     import torch
     import torch.distributed as dist
+
+    from codeexecutor.training.setup import autocast
 
     table = data.tables[source]
     sample = mining_pool(len(table), pool, seed)
@@ -36,7 +39,7 @@ def mine_hardest(engine, data: StageData, source: int, k: int, batch_size: int, 
         from codeexecutor.progress import bar as progress_bar
 
         bar = progress_bar(total=len(mine), desc=f"mining {data.stage.name}", unit="ex")
-    with torch.no_grad():
+    with torch.no_grad(), autocast(precision, engine.device):
         for i in range(0, len(mine), batch_size):
             if bar is not None:
                 bar.update(min(batch_size, len(mine) - i))

@@ -69,3 +69,12 @@ def build_model(cur: Curriculum, tok, profile):
                                     **settings)
     cfg._attn_implementation = "sdpa"
     return CodeExecutorModel(cfg)
+
+
+def autocast(kind: str | None, device):
+    """The forward pass's precision context: bfloat16 autocast for `train.autocast: bf16`
+    (the weights stay float32), else float32 as is."""
+    import torch
+
+    device_type = getattr(device, "type", None) or str(device).split(":")[0]
+    return torch.autocast(device_type, dtype=torch.bfloat16, enabled=kind == "bf16")
