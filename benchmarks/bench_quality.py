@@ -72,6 +72,10 @@ MINING_POOL = 32768
 # float32 (`train.autocast`), where bf16 matmuls are native: on this VM's CPU (AVX512_BF16)
 # a mini step of 1,024 tokens takes 0.15 s against 0.22 s in float32.
 AUTOCAST = "bf16" if fast_bf16() else None
+# One process: no ZeRO (nothing to partition). ZeRO-2's gradient buffers cost a fifth of
+# a mini step here: 0.198 s per SingleLine step of 1,024 tokens under autocast, 0.169 s
+# without ZeRO (0.233 s in float32 with ZeRO-2, the previous run's set-up).
+DS_CONFIG = "single.json"
 
 
 def sh(args: list[str], log) -> None:
@@ -138,7 +142,7 @@ def train(cur: dict, run: str, log, max_steps: int | None = None) -> float:
     with open(path, "w") as f:
         yaml.safe_dump(cur, f)
     start = time.perf_counter()
-    args = [sys.executable, "-m", "codeexecutor.training", "--curriculum", path, "--ds-config", str(ROOT / "ds_configs" / "cpu.json")]
+    args = [sys.executable, "-m", "codeexecutor.training", "--curriculum", path, "--ds-config", str(ROOT / "ds_configs" / DS_CONFIG)]
     sh(args + (["--max-steps", str(max_steps)] if max_steps else []), log)
     return time.perf_counter() - start
 

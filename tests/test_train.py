@@ -33,7 +33,7 @@ def test_ds_configs_batch_identity(path, world):
     train = TrainArgs(micro_batch_size=4, grad_accum=2)
     cfg = load_ds_config(path, train, world)
     assert cfg["train_batch_size"] == cfg["train_micro_batch_size_per_gpu"] * cfg["gradient_accumulation_steps"] * world
-    assert cfg["zero_optimization"]["stage"] in (1, 2, 3)
+    assert cfg["zero_optimization"]["stage"] in ((0,) if os.path.basename(path) == "single.json" else (1, 2, 3))
     assert not (cfg.get("bf16", {}).get("enabled") and cfg.get("fp16", {}).get("enabled"))
 
 
@@ -162,7 +162,8 @@ def test_two_process_zero2_over_gloo_with_resume(tmp_path, demo_data):
 
 def test_crash_finetune_from_a_released_layout_checkpoint(tmp_path, demo_data):
     """The released checkpoint as `init`: <exception> joins its vocabulary with a new row,
-    the profile stays official, training reads the structured steps in that profile."""
+    the profile stays official, training reads the structured steps in that profile; one
+    process without ZeRO (ds_configs/single.json)."""
     import yaml
     from safetensors.torch import load_file
 
@@ -181,7 +182,7 @@ def test_crash_finetune_from_a_released_layout_checkpoint(tmp_path, demo_data):
     path.write_text(yaml.safe_dump(cur))
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     out = subprocess.run([sys.executable, "-m", "codeexecutor.training", "--curriculum", str(path), "--ds-config",
-                          str(ROOT / "ds_configs" / "cpu.json")], env=env, capture_output=True, text=True, timeout=400, cwd=ROOT)
+                          str(ROOT / "ds_configs" / "single.json")], env=env, capture_output=True, text=True, timeout=400, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     final = tmp_path / "run" / "final"
     config = json.loads((final / "config.json").read_text())
