@@ -32,7 +32,8 @@ def main() -> None:
     ap.add_argument("--preset", default="mini")
     ap.add_argument("--split-digits", action="store_true")
     ap.add_argument("--dropout", type=float, default=bq.DROPOUT, help=f"hidden and attention dropout (default {bq.DROPOUT})")
-    ap.add_argument("--autocast", choices=["bf16", "none"], default="none", help="forward passes under bfloat16 autocast")
+    ap.add_argument("--autocast", choices=["bf16", "none"], default=bq.AUTOCAST or "none",
+                    help=f"forward passes under bfloat16 autocast (default, as in the quality run: {bq.AUTOCAST or 'none'})")
     ap.add_argument("--data", default=str(ROOT / "runs" / "quality" / "data"), help="built datasets to train on")
     ap.add_argument("--test-data", default=str(ROOT / "runs" / "quality" / "data"), help="built datasets to test on")
     ap.add_argument("--eval-limit", type=int, default=200)

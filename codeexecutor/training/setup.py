@@ -76,5 +76,4 @@ def autocast(kind: str | None, device):
     (the weights stay float32), else float32 as is."""
     import torch
 
-    device_type = getattr(device, "type", None) or str(device).split(":")[0]
-    return torch.autocast(device_type, dtype=torch.bfloat16, enabled=kind == "bf16")
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=kind == "bf16")
