@@ -48,7 +48,10 @@ STAGE_SHARES = {"singleline": 0.55, "tutorial": 0.2, "codenet": 0.25}
 # 31,626 -> 118,370 training examples). In the full 60-minute run the SingleLine stage
 # ends at 45.0% test trace accuracy with 3 variants against 41.3% without (held-out loss
 # 0.77 against 0.96: without them, three epochs of the same examples over-fit). A 400-step
-# pilot had not gained from them (10.5% against 13.0%): too short to over-fit.
+# pilot had not gained from them (10.5% against 13.0%): too short to over-fit. Six variants
+# (205,284 training examples, 1.15 epochs in 11,744 stage-1 steps) did not help: stage 1
+# ended at 45.0% (beam 10: 45.3%) and a held-out loss of 0.74, against 46.0% and 0.67 with
+# three; the real programs, 16% of the mix instead of 27%, are seen less.
 AUGMENT = 3
 # Stages 2 and 3 at this fraction of the first stage's learning rate, stage 2's SingleLine
 # half split between the mined hardest examples and all of them. With the full rate and
@@ -81,6 +84,10 @@ AUTOCAST = "bf16" if fast_bf16() else None
 # a mini step here: 0.198 s per SingleLine step of 1,024 tokens under autocast, 0.169 s
 # without ZeRO (0.233 s in float32 with ZeRO-2, the previous run's set-up).
 DS_CONFIG = "single.json"
+# The CPU preset stays `mini`. `mini-wide` (4 x 384, 10.6 M parameters, a step 1.9x mini's)
+# over the same 60 minutes trained 6,323 SingleLine steps: SingleLine 42.7% after stage 1
+# and 39.3% at the end, against mini's 46.0% and 44.3%; Tutorial gained (32.0% against
+# 23.7%), CodeNetMut did not (8.7% against 11.0%) (results/quality-cpu-mini-wide.json).
 
 
 def sh(args: list[str], log) -> None:
@@ -221,7 +228,7 @@ def stage_summary(run: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget-minutes", type=float, required=True, help="wall-clock budget of the training (all stages, mining included)")
-    ap.add_argument("--preset", default="mini", help="model preset: tiny, mini (CPU), small (one GPU), base")
+    ap.add_argument("--preset", default="mini", help="model preset (modeling.model.PRESETS): tiny, mini (CPU), mini-wide, small (one GPU), base")
     ap.add_argument("--data", help="built datasets, reused when present (default runs/quality/data, or data-augK "
                     "with --augment K)")
     ap.add_argument("--run", default=str(ROOT / "runs" / "quality" / "run"), help="the training run's folder")

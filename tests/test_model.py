@@ -119,3 +119,16 @@ def test_packed_rows_give_the_same_losses():
         b = m(**packed, reduction="none").loss
         assert torch.allclose(a, b, atol=1e-5)
         assert torch.allclose(m(**unpacked).loss, m(**packed).loss, atol=1e-5)
+
+
+def test_presets_grow_in_size_and_build():
+    from codeexecutor.modeling.model import PRESETS
+
+    sizes = {}
+    for name, dims in PRESETS.items():
+        assert dims["hidden_size"] % dims["num_attention_heads"] == 0, name
+        cfg = CodeExecutorConfig.preset(name, vocab_size=100)
+        sizes[name] = cfg.num_hidden_layers * (4 * cfg.hidden_size**2 + 2 * cfg.hidden_size * cfg.intermediate_size)
+    assert sorted(sizes, key=sizes.get) == ["tiny", "mini", "mini-wide", "small", "base"]
+    width = sum(p.numel() for p in CodeExecutorModel(CodeExecutorConfig.preset("mini-wide", vocab_size=100)).parameters())
+    assert 6e6 < width < 9e6  # 4 layers of 384 (its ~11 M at an 8 k vocabulary is mostly embeddings)

@@ -82,7 +82,7 @@ def test_curriculum_errors_are_collected():
         Curriculum.from_dict({"model": {"preset": "huge", "colour": 1}, "train": {"autocast": "fp16"},
                               "stages": [{"name": "a", "steps": 0, "sources": [{"path": "x", "task": "nope", "hardest": 5, "mine_from": 4}]}]})
     text = str(err.value)
-    for fragment in ("colour", "preset", "steps must be >= 1", "task must be one of", "hardest needs a previous stage",
+    for fragment in ("colour", "preset", "mini-wide", "steps must be >= 1", "task must be one of", "hardest needs a previous stage",
                      "mine_from needs hardest and must be >= it", "train.autocast must be bf16"):
         assert fragment in text
 

@@ -29,6 +29,17 @@ from transformers.modeling_outputs import Seq2SeqLMOutput
 from transformers.modeling_utils import PreTrainedModel
 
 POSITION_OFFSET = 2  # RoBERTa positions start after padding_idx (1)
+# Model sizes by name. `base`: UniXcoder's (12 x 768, ~125 M parameters with its
+# vocabulary). `small`: ~30 M with a 16 k vocabulary, for a single-GPU hour. `mini`: ~6 M
+# with an 8 k vocabulary, for a CPU hour. `mini-wide`: mini at 384 wide (~11 M), a CPU
+# step 1.9x mini's (benchmarks/bench_quality.py compares them). `tiny`: CPU demos and tests.
+PRESETS = {
+    "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
+    "small": dict(hidden_size=512, num_hidden_layers=6, num_attention_heads=8, intermediate_size=2048),
+    "mini-wide": dict(hidden_size=384, num_hidden_layers=4, num_attention_heads=6, intermediate_size=1536),
+    "mini": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024),
+    "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256),
+}
 
 
 class CodeExecutorConfig(RobertaConfig):
@@ -53,20 +64,11 @@ class CodeExecutorConfig(RobertaConfig):
 
     @classmethod
     def preset(cls, name: str, vocab_size: int, **kwargs) -> "CodeExecutorConfig":
-        """`base`: UniXcoder size (12 x 768, 12 heads, 1024 tokens, ~125 M parameters with
-        UniXcoder's vocabulary). `small`: 6 x 512, 8 heads (~30 M with a 16 k vocabulary;
-        sized for a single-GPU hour). `mini`: 4 x 256 (~6 M with an 8 k vocabulary; a CPU
-        hour). `tiny`: for CPU demos and tests."""
-        sizes = {
-            "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
-            "small": dict(hidden_size=512, num_hidden_layers=6, num_attention_heads=8, intermediate_size=2048),
-            "mini": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024),
-            "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256),
-        }
-        if name not in sizes:
-            raise ValueError(f"unknown model preset {name!r}; one of {', '.join(sizes)}")
+        """A model of one of the PRESETS sizes, with RoBERTa's special ids and positions."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown model preset {name!r}; one of {', '.join(PRESETS)}")
         defaults = dict(max_position_embeddings=1026, type_vocab_size=10, pad_token_id=1, bos_token_id=0, eos_token_id=2)
-        return cls(vocab_size=vocab_size, **{**defaults, **sizes[name], **kwargs})
+        return cls(vocab_size=vocab_size, **{**defaults, **PRESETS[name], **kwargs})
 
 
 def prefix_lm_mask(code_mask: torch.Tensor, trace_mask: torch.Tensor) -> torch.Tensor:

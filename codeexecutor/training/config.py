@@ -17,7 +17,7 @@ MIN_MAX_TOKENS = 64  # a smaller token budget would make nearly every batch a si
 class ModelArgs:
     """The model and its tokenizer."""
 
-    preset: str = "tiny"  # base (125 M) | small (~28 M) | mini (~6 M, a CPU hour) | tiny (CPU tests)
+    preset: str = "tiny"  # a name in modeling.model.PRESETS: base, small, mini-wide, mini, tiny
     init: str | None = None  # folder or hub id to start from: microsoft/codeexecutor, microsoft/unixcoder-base, a run's export
     tokenizer: str | None = None  # a saved tokenizer; default: init's, else trained on the data
     format_profile: str | None = None  # official | exact; default: init's (the release: official), else exact
@@ -141,10 +141,11 @@ class Curriculum:
 
     def validate(self, base_dir: str | None = None) -> list[str]:
         from codeexecutor.modeling.format import TASK_TOKENS
+        from codeexecutor.modeling.model import PRESETS
 
         p = []
-        if self.model.preset not in ("base", "small", "mini", "tiny"):
-            p.append(f"model.preset must be base, small, mini or tiny, got {self.model.preset!r}")
+        if self.model.preset not in PRESETS:
+            p.append(f"model.preset must be one of {', '.join(PRESETS)}, got {self.model.preset!r}")
         if self.model.format_profile not in (None, "official", "exact"):
             p.append(f"model.format_profile must be official or exact, got {self.model.format_profile!r}")
         if not 8 <= self.model.max_code_length <= 1024 or not 8 <= self.model.max_trace_length <= 1024:
