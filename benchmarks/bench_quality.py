@@ -228,7 +228,7 @@ def stage_summary(run: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget-minutes", type=float, required=True, help="wall-clock budget of the training (all stages, mining included)")
-    ap.add_argument("--preset", default="mini", help="model preset (modeling.model.PRESETS): tiny, mini (CPU), mini-wide, small (one GPU), base")
+    ap.add_argument("--preset", default="mini", help="a model size named in codeexecutor/modeling/model.py PRESETS (mini: a CPU hour; small: one GPU)")
     ap.add_argument("--data", help="built datasets, reused when present (default runs/quality/data, or data-augK "
                     "with --augment K)")
     ap.add_argument("--run", default=str(ROOT / "runs" / "quality" / "run"), help="the training run's folder")

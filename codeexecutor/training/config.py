@@ -17,7 +17,7 @@ MIN_MAX_TOKENS = 64  # a smaller token budget would make nearly every batch a si
 class ModelArgs:
     """The model and its tokenizer."""
 
-    preset: str = "tiny"  # a name in modeling.model.PRESETS: base, small, mini-wide, mini, tiny
+    preset: str = "tiny"  # a size named in modeling.model.PRESETS
     init: str | None = None  # folder or hub id to start from: microsoft/codeexecutor, microsoft/unixcoder-base, a run's export
     tokenizer: str | None = None  # a saved tokenizer; default: init's, else trained on the data
     format_profile: str | None = None  # official | exact; default: init's (the release: official), else exact
