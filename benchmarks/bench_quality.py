@@ -88,6 +88,11 @@ DS_CONFIG = "single.json"
 # over the same 60 minutes trained 6,323 SingleLine steps: SingleLine 42.7% after stage 1
 # and 39.3% at the end, against mini's 46.0% and 44.3%; Tutorial gained (32.0% against
 # 23.7%), CodeNetMut did not (8.7% against 11.0%) (results/quality-cpu-mini-wide.json).
+PRESET = "mini"
+# Positions: the release's learned absolute table (measurements to follow).
+POSITIONS = "absolute"
+# The trained BPE tokenizer's vocabulary (measurements to follow).
+VOCAB = 8000
 
 
 def sh(args: list[str], log) -> None:
@@ -121,13 +126,13 @@ def build(data: str, log, mutants: int, singleline_limit: int, corpora: list[str
 
 def curriculum(data: str, out: str, preset: str, steps: dict[str, int], lr: float, max_tokens: int, hardest: int,
                eval_every: int, mine_from: int | None = None, tokenizer: str | None = None, valid_examples: int = 48, split_digits: bool = False,
-               dropout: float = DROPOUT, autocast: str | None = None) -> dict:
+               dropout: float = DROPOUT, autocast: str | None = None, positions: str = "absolute", vocab_size: int = VOCAB) -> dict:
     sl, tut = f"{data}/singleline/singleline", f"{data}/tutorial/tutorial"
     cn, err = f"{data}/codenetmut/codenetmut", f"{data}/codenetmut/errors"
     warm = lambda n: max(1, min(200, n // 10))  # noqa: E731
     return {
-        "model": {"preset": preset, "vocab_size": 8000, "max_code_length": 256, "max_trace_length": 768, "split_digits": split_digits,
-                  "dropout": dropout, **({"tokenizer": tokenizer} if tokenizer else {})},
+        "model": {"preset": preset, "vocab_size": vocab_size, "max_code_length": 256, "max_trace_length": 768, "split_digits": split_digits,
+                  "dropout": dropout, "positions": positions, **({"tokenizer": tokenizer} if tokenizer else {})},
         "train": {"output_dir": out, "micro_batch_size": 16, "grad_accum": 1, "save_every": 1000, "log_every": 20, "mining_batch_size": 128,
                   "max_tokens": max_tokens, "eval_every": eval_every, "eval_examples": valid_examples, "eval_decode_examples": valid_examples // 4,
                   **({"autocast": autocast} if autocast else {})},
@@ -168,7 +173,8 @@ def calibration_steps(max_tokens: int) -> dict[str, int]:
 
 
 def calibrate(data: str, work: str, preset: str, lr: float, max_tokens: int, hardest: int, log,
-              split_digits: bool = False, dropout: float = DROPOUT, autocast: str | None = None) -> dict[str, float]:
+              split_digits: bool = False, dropout: float = DROPOUT, autocast: str | None = None,
+              positions: str = "absolute", vocab_size: int = VOCAB) -> dict[str, float]:
     """Seconds per optimizer step of each stage at this token budget, from some steps of
     each: a CodeNet step with its long traces costs more than a SingleLine step. The first
     step of every stage, which pays for the stage's set-up, is left out (kept in, eight
@@ -180,7 +186,7 @@ def calibrate(data: str, work: str, preset: str, lr: float, max_tokens: int, har
     steps = calibration_steps(max_tokens)
     hardest = min(hardest, 4096)
     cur = curriculum(data, f"{work}/calibration", preset, steps, lr, max_tokens, hardest, 0, mine_from=2 * hardest,
-                     split_digits=split_digits, dropout=dropout, autocast=autocast)
+                     split_digits=split_digits, dropout=dropout, autocast=autocast, positions=positions, vocab_size=vocab_size)
     cur["train"].update(eval_examples=0, log_every=1)
     shutil.rmtree(f"{work}/calibration", ignore_errors=True)
     train(cur, f"{work}/calibration", log)
@@ -225,10 +231,17 @@ def stage_summary(run: str) -> dict:
     return out
 
 
+def result_name(device: str, preset: str = PRESET, positions: str = POSITIONS, vocab_size: int = VOCAB) -> str:
+    """quality-<device>, with the preset, positions and vocabulary appended where they are
+    not the defaults, so that a variant's run never overwrites the default run's results."""
+    parts = [f"quality-{device}"] + ([preset] if preset != PRESET else []) + ([positions] if positions != POSITIONS else [])
+    return "-".join(parts + ([f"vocab{vocab_size}"] if vocab_size != VOCAB else []))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget-minutes", type=float, required=True, help="wall-clock budget of the training (all stages, mining included)")
-    ap.add_argument("--preset", default="mini", help="a model size named in codeexecutor/modeling/model.py PRESETS (mini: a CPU hour; small: one GPU)")
+    ap.add_argument("--preset", default=PRESET, help="a model size named in codeexecutor/modeling/model.py PRESETS (mini: a CPU hour; small: one GPU)")
     ap.add_argument("--data", help="built datasets, reused when present (default runs/quality/data, or data-augK "
                     "with --augment K)")
     ap.add_argument("--run", default=str(ROOT / "runs" / "quality" / "run"), help="the training run's folder")
@@ -250,6 +263,9 @@ def main() -> None:
     ap.add_argument("--dropout", type=float, default=DROPOUT, help=f"hidden and attention dropout (default {DROPOUT})")
     ap.add_argument("--autocast", choices=["bf16", "none"], default=AUTOCAST or "none",
                     help=f"forward passes under bfloat16 autocast, float32 weights (default here: {AUTOCAST or 'none'})")
+    ap.add_argument("--positions", choices=["absolute", "rotary"], default=POSITIONS,
+                    help=f"the release's learned absolute positions or rotary ones (modeling/rotary.py; default {POSITIONS})")
+    ap.add_argument("--vocab-size", type=int, default=VOCAB, help=f"the trained BPE tokenizer's vocabulary (default {VOCAB})")
     ap.add_argument("--valid-examples", type=int, default=48,
                     help="valid examples scored at each stage end (a quarter of them decoded); 0: none")
     ap.add_argument("--steps", metavar="SL,TUT,CN", help="the steps of the three stages, no calibration: reproduces a "
@@ -284,7 +300,7 @@ def main() -> None:
     scored = min(singleline_train, MINING_POOL)  # mined in stage 2, the hardest third kept
     hardest = max(1, scored // 3)
     per_step = calibrate(args.data, work, args.preset, args.lr, args.max_tokens, hardest, log,
-                         args.split_digits, args.dropout, args.autocast)  # trains the tokenizer too
+                         args.split_digits, args.dropout, args.autocast, args.positions, args.vocab_size)  # trains the tokenizer too
     budget = args.budget_minutes * 60
     mining_s = scored / max(1, args.max_tokens // 64) * per_step["singleline"] / 3  # forward only
     budget *= 0.93  # what the evaluations while training take (measured: a few percent)
@@ -299,7 +315,7 @@ def main() -> None:
                      mine_from=scored,  # all of them scored when the pool holds them all
                      tokenizer=os.path.join(work, "calibration", "tokenizer"),  # trained once, in the calibration
                      valid_examples=args.valid_examples, split_digits=args.split_digits, dropout=args.dropout,
-                     autocast=args.autocast)
+                     autocast=args.autocast, positions=args.positions, vocab_size=args.vocab_size)
     train_s = train(cur, args.run, log)
     model = os.path.join(args.run, "final")
     sys.path.insert(0, str(ROOT))
@@ -318,7 +334,7 @@ def main() -> None:
         "calibration_seconds_per_step": {k: round(v, 4) for k, v in per_step.items()},
         "stage_shares": STAGE_SHARES, "steps": steps, "stages": stage_summary(args.run),
         "lr": args.lr, "max_tokens": args.max_tokens, "split_digits": args.split_digits, "dropout": args.dropout,
-        "autocast": args.autocast,
+        "autocast": args.autocast, "positions": args.positions, "vocab_size": args.vocab_size,
         "singleline_augment": args.augment,
         "singleline_mining": {"scored": scored, "kept": hardest},
         "dataset_sizes": sizes,
@@ -331,10 +347,11 @@ def main() -> None:
         "model": model,
     }
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"quality-{device}.json"
+    name = result_name(device, args.preset, args.positions, args.vocab_size)
+    path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
     if os.path.exists(os.path.join(args.run, "loss.png")):
-        shutil.copy(os.path.join(args.run, "loss.png"), RESULTS / f"quality-{device}-curves.png")
+        shutil.copy(os.path.join(args.run, "loss.png"), RESULTS / f"{name}-curves.png")
     print(table3(report))
     print(f"report: {path}")
 

@@ -31,6 +31,9 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--preset", default="mini")
     ap.add_argument("--split-digits", action="store_true")
+    ap.add_argument("--vocab-size", type=int, default=8000, help="the trained tokenizer's vocabulary")
+    ap.add_argument("--positions", choices=["absolute", "rotary"], default="absolute",
+                    help="the release's learned absolute positions, or rotary ones (modeling/rotary.py)")
     ap.add_argument("--dropout", type=float, default=bq.DROPOUT, help=f"hidden and attention dropout (default {bq.DROPOUT})")
     ap.add_argument("--autocast", choices=["bf16", "none"], default=bq.AUTOCAST or "none",
                     help=f"forward passes under bfloat16 autocast (default, as in the quality run: {bq.AUTOCAST or 'none'})")
@@ -48,7 +51,7 @@ def main() -> None:
     run = str(ROOT / "runs" / "pilots" / args.name)
     cur = bq.curriculum(args.data, run, args.preset, {"singleline": args.steps, "tutorial": 1, "codenet": 1}, args.lr,
                         args.max_tokens, 1, 0, valid_examples=0, split_digits=args.split_digits, dropout=args.dropout,
-                        autocast=None if args.autocast == "none" else args.autocast)
+                        autocast=None if args.autocast == "none" else args.autocast, positions=args.positions, vocab_size=args.vocab_size)
     cur["stages"] = cur["stages"][:1]
     os.makedirs(os.path.dirname(run), exist_ok=True)
     with open(run + ".log", "w") as log:
@@ -63,7 +66,7 @@ def main() -> None:
     predictions = report.pop("predictions")
     result = {
         "name": args.name, "device": device, "preset": args.preset, "steps": args.steps, "max_tokens": args.max_tokens,
-        "lr": args.lr, "dropout": args.dropout, "autocast": args.autocast, "split_digits": args.split_digits, "data": args.data,
+        "lr": args.lr, "dropout": args.dropout, "positions": args.positions, "vocab_size": args.vocab_size, "autocast": args.autocast, "split_digits": args.split_digits, "data": args.data,
         "singleline_augment": built_params(os.path.join(args.data, "singleline")).get("augment", 0),
         "train_seconds": round(train_s, 1), "eval_seconds": round(time.perf_counter() - t0, 1),
         "stage": bq.stage_summary(run).get("singleline"), "metric": report["metric"], "decoding": "greedy (beam 1)",

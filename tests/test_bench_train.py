@@ -127,3 +127,20 @@ def test_stage_exports_come_in_stage_order_and_a_run_without_them_is_refused(tmp
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "stage_exports.py"), "--run", str(empty)],
                          capture_output=True, text=True)
     assert run.returncode == 1 and "no stage exports under" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_quality_variants_name_their_results_and_reach_the_model_config(tmp_path):
+    import bench_quality
+
+    from codeexecutor.training.config import Curriculum
+
+    assert bench_quality.result_name("cpu", bench_quality.PRESET, bench_quality.POSITIONS) == "quality-cpu"
+    names = {bench_quality.result_name("cpu", preset, positions)
+             for preset in ("mini", "mini-wide") for positions in ("absolute", "rotary")}
+    names.add(bench_quality.result_name("cpu", vocab_size=2000))
+    assert len(names) == 5  # no variant overwrites another's results
+    steps = {"singleline": 3, "tutorial": 2, "codenet": 1}
+    for positions in ("absolute", "rotary"):
+        cur = Curriculum.from_dict(bench_quality.curriculum(str(tmp_path), str(tmp_path / "run"), "mini", steps, 1e-3, 1024,
+                                                            hardest=10, eval_every=0, positions=positions))
+        assert cur.model.positions == positions

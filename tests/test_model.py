@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel, prefix_lm_mask
@@ -21,8 +22,9 @@ def test_prefix_lm_mask():
     ]
 
 
-def test_cached_decoding_matches_the_training_forward():
-    m = tiny()
+@pytest.mark.parametrize("positions", ["absolute", "rotary"])
+def test_cached_decoding_matches_the_training_forward(positions):
+    m = tiny(positions=positions)
     B, S, T = 2, 7, 5
     code = torch.randint(3, 300, (B, S))
     code_mask = torch.ones(B, S, dtype=torch.long)
@@ -39,8 +41,9 @@ def test_cached_decoding_matches_the_training_forward():
             assert torch.allclose(step, full[:, t], atol=1e-4)
 
 
-def test_padding_does_not_change_the_loss():
-    m = tiny()
+@pytest.mark.parametrize("positions", ["absolute", "rotary"])
+def test_padding_does_not_change_the_loss(positions):
+    m = tiny(positions=positions)
     code = torch.randint(3, 300, (1, 6))
     trace = torch.randint(3, 300, (1, 4))
     one = m(code, torch.ones_like(code), trace, torch.ones_like(trace)).loss
@@ -56,8 +59,9 @@ def test_structural_tokens_weigh_less():
     assert m.token_weights(labels).tolist() == [[1.0, 10.0, 1.0, 10.0]]
 
 
-def test_save_and_load_round_trip(tmp_path):
-    m = tiny()
+@pytest.mark.parametrize("positions", ["absolute", "rotary"])
+def test_save_and_load_round_trip(tmp_path, positions):
+    m = tiny(positions=positions)
     m.save_pretrained(tmp_path)
     again = CodeExecutorModel.from_pretrained(tmp_path).eval()
     assert again.lm_head.weight.data_ptr() == again.roberta.embeddings.word_embeddings.weight.data_ptr()
@@ -96,6 +100,22 @@ def test_initialise_from_a_local_unixcoder_format_checkpoint(tmp_path):
     assert not hasattr(m, "dense")  # the head is the tied projection alone
 
 
+def test_rotary_scores_depend_on_distances_only():
+    """Rotary: shifting every position by the same amount changes nothing, and there is no
+    position table; the release's absolute positions do change."""
+    from codeexecutor.modeling.model import additive
+
+    ids = torch.randint(3, 300, (1, 7))
+    mask = additive(prefix_lm_mask(torch.ones(1, 6), torch.ones(1, 1)), torch.float32)  # 6 code tokens, 1 trace token
+    for positions, invariant in (("rotary", True), ("absolute", False)):
+        m = tiny(positions=positions)
+        with torch.no_grad():
+            at = [m.roberta(input_ids=ids, attention_mask=mask, position_ids=torch.arange(7)[None] + shift,
+                            use_cache=False).last_hidden_state for shift in (2, 40)]
+        assert torch.allclose(at[0], at[1], atol=1e-4) == invariant, positions
+        assert any("position_embeddings" in name for name in m.state_dict()) != invariant, positions
+
+
 def test_head_is_the_tied_projection_of_the_last_hidden_state():
     m = tiny()
     h = torch.randn(2, 3, m.config.hidden_size)
@@ -104,10 +124,11 @@ def test_head_is_the_tied_projection_of_the_last_hidden_state():
     assert m.lm_head.bias is None
 
 
-def test_packed_rows_give_the_same_losses():
+@pytest.mark.parametrize("positions", ["absolute", "rotary"])
+def test_packed_rows_give_the_same_losses(positions):
     from codeexecutor.modeling.tokenizer import pad
 
-    m = tiny()
+    m = tiny(positions=positions)
     torch.manual_seed(3)
     codes = [torch.randint(3, 300, (n,)).tolist() for n in (7, 4, 9)]
     traces = [[5] + torch.randint(3, 300, (n,)).tolist() for n in (3, 8, 5)]

@@ -79,11 +79,12 @@ def test_autocast_runs_the_forward_in_bf16_and_keeps_float32_weights_and_gradien
 
 def test_curriculum_errors_are_collected():
     with pytest.raises(ConfigError) as err:
-        Curriculum.from_dict({"model": {"preset": "huge", "colour": 1}, "train": {"autocast": "fp16"},
+        Curriculum.from_dict({"model": {"preset": "huge", "colour": 1, "positions": "alibi"}, "train": {"autocast": "fp16"},
                               "stages": [{"name": "a", "steps": 0, "sources": [{"path": "x", "task": "nope", "hardest": 5, "mine_from": 4}]}]})
     text = str(err.value)
     for fragment in ("colour", "preset", "mini-wide", "steps must be >= 1", "task must be one of", "hardest needs a previous stage",
-                     "mine_from needs hardest and must be >= it", "train.autocast must be bf16"):
+                     "mine_from needs hardest and must be >= it", "train.autocast must be bf16",
+                     "model.positions must be one of absolute, rotary"):
         assert fragment in text
 
 

@@ -28,6 +28,8 @@ from transformers import AutoConfig, AutoModel, RobertaConfig, RobertaModel
 from transformers.modeling_outputs import Seq2SeqLMOutput
 from transformers.modeling_utils import PreTrainedModel
 
+from codeexecutor.modeling.rotary import POSITIONS, use_rotary
+
 POSITION_OFFSET = 2  # RoBERTa positions start after padding_idx (1)
 # Model sizes by name. `base`: UniXcoder's (12 x 768, ~125 M parameters with its
 # vocabulary). `small`: ~30 M with a 16 k vocabulary, for a single-GPU hour. `mini`: ~6 M
@@ -49,7 +51,8 @@ class CodeExecutorConfig(RobertaConfig):
 
     def __init__(self, max_code_length: int = 256, max_trace_length: int = 768, structural_weight: float = 1.0,
                  other_weight: float = 10.0, structural_token_ids: list[int] | None = None, mask0_token_id: int | None = None,
-                 format_profile: str = "exact", exception_step: bool | None = None, **kwargs) -> None:
+                 format_profile: str = "exact", exception_step: bool | None = None, positions: str = "absolute",
+                 rotary_base: float = 10000.0, **kwargs) -> None:
         kwargs.setdefault("is_decoder", True)  # self-attention with a key/value cache
         kwargs.setdefault("add_cross_attention", False)
         super().__init__(**kwargs)
@@ -61,6 +64,10 @@ class CodeExecutorConfig(RobertaConfig):
         self.mask0_token_id = mask0_token_id
         self.format_profile = format_profile  # modeling/profiles.py
         self.exception_step = (format_profile == "exact") if exception_step is None else bool(exception_step)
+        if positions not in POSITIONS:
+            raise ValueError(f"unknown positions {positions!r}; one of {', '.join(POSITIONS)}")
+        self.positions = positions  # absolute: the release's learned table; rotary: modeling/rotary.py
+        self.rotary_base = rotary_base
 
     @classmethod
     def preset(cls, name: str, vocab_size: int, **kwargs) -> "CodeExecutorConfig":
@@ -120,6 +127,8 @@ class CodeExecutorModel(PreTrainedModel):
     def __init__(self, config: CodeExecutorConfig) -> None:
         super().__init__(config)
         self.roberta = RobertaModel(config, add_pooling_layer=False)
+        if config.positions == "rotary":
+            use_rotary(self.roberta)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)  # tied; the release's head
         self.post_init()
         self.tie_lm_head()

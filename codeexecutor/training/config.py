@@ -29,6 +29,7 @@ class ModelArgs:
     structural_weight: float = 1.0
     other_weight: float = 10.0
     dropout: float = 0.1  # hidden and attention dropout of a new model (an init keeps its own); 0 learns faster on short budgets
+    positions: str = "absolute"  # of a new model (an init keeps its own): absolute (the release's) or rotary (modeling/rotary.py)
 
 
 @dataclass
@@ -142,10 +143,13 @@ class Curriculum:
     def validate(self, base_dir: str | None = None) -> list[str]:
         from codeexecutor.modeling.format import TASK_TOKENS
         from codeexecutor.modeling.model import PRESETS
+        from codeexecutor.modeling.rotary import POSITIONS
 
         p = []
         if self.model.preset not in PRESETS:
             p.append(f"model.preset must be one of {', '.join(PRESETS)}, got {self.model.preset!r}")
+        if self.model.positions not in POSITIONS:
+            p.append(f"model.positions must be one of {', '.join(POSITIONS)}, got {self.model.positions!r}")
         if self.model.format_profile not in (None, "official", "exact"):
             p.append(f"model.format_profile must be official or exact, got {self.model.format_profile!r}")
         if not 8 <= self.model.max_code_length <= 1024 or not 8 <= self.model.max_trace_length <= 1024:

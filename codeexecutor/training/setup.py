@@ -66,6 +66,7 @@ def build_model(cur: Curriculum, tok, profile):
     cfg = CodeExecutorConfig.preset(cur.model.preset, vocab_size=len(tok), pad_token_id=tok.pad_token_id,
                                     bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                                     hidden_dropout_prob=cur.model.dropout, attention_probs_dropout_prob=cur.model.dropout,
+                                    positions=cur.model.positions,
                                     **settings)
     cfg._attn_implementation = "sdpa"
     return CodeExecutorModel(cfg)
