@@ -33,6 +33,8 @@ import time
 
 from _common import RESULTS, ROOT, device_label, fast_bf16
 
+from codeexecutor.modeling.rotary import POSITIONS as POSITION_KINDS
+
 SHARED = ROOT.parent / "shared" / "data"
 CORPORA = [SHARED / "atcoder-python", SHARED / "atcoder-python-2"]
 # The budget's share of each stage. SingleLine test accuracy grew with stage 1's steps
@@ -132,7 +134,7 @@ def build(data: str, log, mutants: int, singleline_limit: int, corpora: list[str
 
 def curriculum(data: str, out: str, preset: str, steps: dict[str, int], lr: float, max_tokens: int, hardest: int,
                eval_every: int, mine_from: int | None = None, tokenizer: str | None = None, valid_examples: int = 48, split_digits: bool = False,
-               dropout: float = DROPOUT, autocast: str | None = None, positions: str = "absolute", vocab_size: int = VOCAB) -> dict:
+               dropout: float = DROPOUT, autocast: str | None = None, positions: str = POSITIONS, vocab_size: int = VOCAB) -> dict:
     sl, tut = f"{data}/singleline/singleline", f"{data}/tutorial/tutorial"
     cn, err = f"{data}/codenetmut/codenetmut", f"{data}/codenetmut/errors"
     warm = lambda n: max(1, min(200, n // 10))  # noqa: E731
@@ -180,7 +182,7 @@ def calibration_steps(max_tokens: int) -> dict[str, int]:
 
 def calibrate(data: str, work: str, preset: str, lr: float, max_tokens: int, hardest: int, log,
               split_digits: bool = False, dropout: float = DROPOUT, autocast: str | None = None,
-              positions: str = "absolute", vocab_size: int = VOCAB) -> dict[str, float]:
+              positions: str = POSITIONS, vocab_size: int = VOCAB) -> dict[str, float]:
     """Seconds per optimizer step of each stage at this token budget, from some steps of
     each: a CodeNet step with its long traces costs more than a SingleLine step. The first
     step of every stage, which pays for the stage's set-up, is left out (kept in, eight
@@ -269,7 +271,7 @@ def main() -> None:
     ap.add_argument("--dropout", type=float, default=DROPOUT, help=f"hidden and attention dropout (default {DROPOUT})")
     ap.add_argument("--autocast", choices=["bf16", "none"], default=AUTOCAST or "none",
                     help=f"forward passes under bfloat16 autocast, float32 weights (default here: {AUTOCAST or 'none'})")
-    ap.add_argument("--positions", choices=["absolute", "rotary"], default=POSITIONS,
+    ap.add_argument("--positions", choices=POSITION_KINDS, default=POSITIONS,
                     help=f"the release's learned absolute positions or rotary ones (modeling/rotary.py; default {POSITIONS})")
     ap.add_argument("--vocab-size", type=int, default=VOCAB, help=f"the trained BPE tokenizer's vocabulary (default {VOCAB})")
     ap.add_argument("--valid-examples", type=int, default=48,

@@ -31,8 +31,8 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--preset", default="mini")
     ap.add_argument("--split-digits", action="store_true")
-    ap.add_argument("--vocab-size", type=int, default=8000, help="the trained tokenizer's vocabulary")
-    ap.add_argument("--positions", choices=["absolute", "rotary"], default="absolute",
+    ap.add_argument("--vocab-size", type=int, default=bq.VOCAB, help="the trained tokenizer's vocabulary")
+    ap.add_argument("--positions", choices=bq.POSITION_KINDS, default=bq.POSITIONS,
                     help="the release's learned absolute positions, or rotary ones (modeling/rotary.py)")
     ap.add_argument("--dropout", type=float, default=bq.DROPOUT, help=f"hidden and attention dropout (default {bq.DROPOUT})")
     ap.add_argument("--autocast", choices=["bf16", "none"], default=bq.AUTOCAST or "none",
