@@ -1,5 +1,7 @@
 """The accelerator section of bench_train (MFU, batching, attention) and fp16 loss-scale logging."""
 
+import json
+import os
 import sys
 import types
 
@@ -144,3 +146,58 @@ def test_quality_variants_name_their_results_and_reach_the_model_config(tmp_path
         cur = Curriculum.from_dict(bench_quality.curriculum(str(tmp_path), str(tmp_path / "run"), "mini", steps, 1e-3, 1024,
                                                             hardest=10, eval_every=0, positions=positions))
         assert cur.model.positions == positions
+
+
+def test_replan_fits_the_stages_left_into_the_time_left():
+    import bench_quality
+
+    per_step = {"singleline": 0.1, "tutorial": 0.2, "codenet": 0.3}
+    rest = ["tutorial", "codenet"]
+    for speed in (0.8, 1.0, 1.3):
+        steps = bench_quality.replan(rest, 1000.0, per_step, speed, overhead_s=20.0, mining_s=30.0)
+        used = sum(steps[n] * per_step[n] * speed for n in rest) + 2 * 20.0 + 30.0 * speed
+        assert 0.97 * 1000 <= used <= 1000  # fills the time left, never more
+    slow = bench_quality.replan(rest, 1000.0, per_step, 1.3, 20.0, 30.0)
+    fast = bench_quality.replan(rest, 1000.0, per_step, 0.8, 20.0, 30.0)
+    assert all(slow[n] < fast[n] for n in rest)
+    assert bench_quality.replan(rest, 10.0, per_step, 1.0, 20.0, 30.0) == {"tutorial": 1, "codenet": 1}  # overrun: one step each
+
+
+def test_a_slower_machine_than_calibrated_still_ends_within_the_budget(tmp_path):
+    """Stage 1 runs 1.5x slower than calibrated; stages 2 and 3 are re-planned to fit."""
+    import bench_quality
+
+    per_step = {"singleline": 0.1, "tutorial": 0.2, "codenet": 0.3}
+    budget, mining, slow, start_up = 3600.0, 60.0, 1.5, 15.0
+    planned = bench_quality.plan(budget * 0.93, per_step, bench_quality.STAGE_SHARES, mining)
+    run, now, calls = tmp_path / "run", [0.0], []
+
+    def fake_train(cur, run_dir, log, max_steps=None):  # what the loop logs, on a simulated clock
+        ends, done = 0, 0
+        for st in cur["stages"]:
+            done, ends = ends, ends + st["steps"]
+            if ends == max_steps:
+                break
+        seconds = (ends - done) * per_step[st["name"]] * slow
+        os.makedirs(run_dir, exist_ok=True)
+        with open(os.path.join(run_dir, "train_log.jsonl"), "a") as f:
+            f.write(json.dumps({"step": ends, "stage": st["name"], "loss": 1.0, "stage_tokens": 0,
+                                "stage_seconds": seconds, "padding_share": 0.0}) + "\n")
+        calls.append(max_steps)
+        now[0] += seconds + start_up + (mining * slow if st["name"] == "tutorial" else 0)
+        return seconds
+
+    original = bench_quality.train
+    bench_quality.train = fake_train
+    try:
+        make_cur = lambda steps: {"stages": [{"name": n, "steps": k} for n, k in steps.items()]}  # noqa: E731
+        seconds, steps, replans = bench_quality.train_in_budget(make_cur, str(run), None, budget, per_step, planned, mining,
+                                                                clock=lambda: now[0])
+    finally:
+        bench_quality.train = original
+    assert calls == [steps["singleline"], steps["singleline"] + steps["tutorial"], sum(steps.values())]
+    assert steps["singleline"] == planned["singleline"]
+    assert steps["tutorial"] < planned["tutorial"] and steps["codenet"] < planned["codenet"]
+    assert [r["after"] for r in replans] == ["singleline", "tutorial"]
+    assert abs(replans[0]["speed_vs_calibration"] - slow) < 0.01 and abs(replans[0]["overhead_seconds"] - start_up) < 0.5
+    assert 0.95 * budget <= seconds <= budget  # the budget holds (without re-planning: 1.5x it)
