@@ -59,6 +59,9 @@ AUGMENT = 3
 # half split between the mined hardest examples and all of them. With the full rate and
 # only the hardest (the paper's mix), SingleLine test trace accuracy fell from 45.0% at the
 # end of stage 1 to 30.3% at the end of stage 2, and stage 3 recovered it to 37.3%.
+# At a quarter of the rate, stages 2 and 3 of the rotary 60-minute run again from its stage-1
+# checkpoint (same steps) ended at the same SingleLine 48.7% (held-out loss 0.73 against
+# 0.77), Tutorial 21.0% against 20.0%, CodeNetMut 12.7% against 15.0%: no gain, kept at half.
 LATER_LR = 0.5
 # Token budget per step. On a CPU, where a step's cost is its tokens, smaller batches buy
 # more optimizer steps for the same time: SingleLine-only pilots of 12.5 minutes on this
@@ -97,7 +100,9 @@ PRESET = "mini"
 # (results/quality-cpu-rotary.json), against 46.7% for absolute positions after the same
 # 13,156 stage-1 steps (pilots-cpu.jsonl, p13-abs-13156; 300 test examples each) and 44.3% at
 # the end of the absolute run (results/quality-cpu-absolute.json). In 2,400-step pilots the
-# two were level (28.5% and 28.0%). `--positions absolute` is the release's architecture.
+# two were level (28.5% and 28.0%). Within the 60 minutes (59.2, re-planned: 11,375 / 2,438 /
+# 4,306 steps): SingleLine 48.7% at the end, Tutorial 20.0%, CodeNetMut 15.0% (results/
+# quality-cpu.json). `--positions absolute` is the release's architecture.
 POSITIONS = "rotary"
 # The trained BPE tokenizer's vocabulary. A 2,000-token one in a 2,400-step pilot: 27.0%
 # against 28.0% (200 test examples), a step 14% quicker, computed answers worse (5.1% / 9.2%).
