@@ -214,11 +214,12 @@ def train_in_budget(make_cur, run: str, log, budget_s: float, per_step: dict[str
             break
         wall = clock() - t
         ran = stage_summary(run)[name]["seconds"]  # the steps alone: no start-up, mining, evaluation or export
-        speed = ran / steps[name] / per_step[name]
+        measured = ran / steps[name]
+        speed = measured / per_step[name]
         overhead = max(0.0, wall - ran - (mining_s * speed if name == "tutorial" else 0.0))
         left = budget_s - (clock() - start)
         steps.update(replan(names[i + 1:], left, per_step, speed, overhead, mining_s))
-        replans.append({"after": name, "seconds_per_step": round(ran / steps[name], 4), "speed_vs_calibration": round(speed, 3),
+        replans.append({"after": name, "seconds_per_step": round(measured, 4), "speed_vs_calibration": round(speed, 3),
                         "overhead_seconds": round(overhead, 1), "seconds_left": round(left, 1),
                         "steps": {n: steps[n] for n in names[i + 1:]}})
         print(f"after {name}: {speed:.2f}x the calibrated step time, {left / 60:.1f} min left; "
