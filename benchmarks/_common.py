@@ -55,3 +55,20 @@ def fast_bf16() -> bool:
     except OSError:
         return False
     return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def machine() -> dict:
+    """What a wall-clock figure depends on: the processor's name, its cores and whether bf16
+    is native (on a CPU without AVX512_BF16 a budgeted run trains in float32, fewer steps)."""
+    import platform
+
+    import torch
+
+    name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        cpu = ""
+    return {"device": name, "cpu": cpu or platform.processor(), "cores": os.cpu_count(), "bf16_native": fast_bf16(),
+            "torch_threads": torch.get_num_threads()}

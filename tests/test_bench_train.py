@@ -201,3 +201,12 @@ def test_a_slower_machine_than_calibrated_still_ends_within_the_budget(tmp_path)
     assert [r["after"] for r in replans] == ["singleline", "tutorial"]
     assert abs(replans[0]["speed_vs_calibration"] - slow) < 0.01 and abs(replans[0]["overhead_seconds"] - start_up) < 0.5
     assert 0.95 * budget <= seconds <= budget  # the budget holds (without re-planning: 1.5x it)
+
+
+def test_a_result_names_the_machine_its_wall_clock_figures_came_from():
+    from _common import fast_bf16, machine
+
+    m = machine()
+    assert m["cores"] >= 1 and m["torch_threads"] >= 1
+    assert m["bf16_native"] is fast_bf16()
+    assert m["device"] == ("cpu" if not torch.cuda.is_available() else torch.cuda.get_device_name(0))

@@ -1,0 +1,103 @@
+"""Weight interpolation between two exports of one run (WiSE-FT, Wortsman et al. 2022):
+each weight at (1 - a) of model A plus a of model B, scored on the test splits.
+
+    .venv/bin/python benchmarks/interpolate.py --a RUN/stage1-singleline --b RUN/final \
+        --alphas 0 0.25 0.5 0.75 1 [--datasets singleline tutorial codenetmut] [--limit 300]
+
+A later curriculum stage takes back some of what an earlier one taught (its data mix
+changes); two exports of one run share their start, so the points between them are
+models too. a = 1 is B itself, a = 0 is A. One line per (alpha, dataset) goes to
+benchmarks/results/interpolation-<device>.jsonl: the release's metric, greedy. The
+interpolated exports are written under --out (default: beside B) for the CLI to load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+
+from _common import RESULTS, ROOT, device_label
+
+WEIGHTS = "model.safetensors"
+
+
+def interpolate(a: str, b: str, alpha: float, out: str) -> str:
+    """Write B's folder to `out` with every floating-point weight (1 - alpha) * A + alpha * B."""
+    from safetensors.torch import load_file, save_file
+
+    for folder in (a, b):
+        if not os.path.isfile(os.path.join(folder, WEIGHTS)):
+            sys.exit(f"interpolate: {folder} has no {WEIGHTS}: pass two exports of one run (save_pretrained folders)")
+    with open(os.path.join(a, "config.json")) as fa, open(os.path.join(b, "config.json")) as fb:
+        ca, cb = json.load(fa), json.load(fb)
+    shape = ("hidden_size", "num_hidden_layers", "vocab_size", "positions")
+    if any(ca.get(k) != cb.get(k) for k in shape):
+        sys.exit(f"interpolate: {a} and {b} differ in shape ({', '.join(k for k in shape if ca.get(k) != cb.get(k))}); "
+                 "only exports of one model can be interpolated")
+    wa, wb = load_file(os.path.join(a, WEIGHTS)), load_file(os.path.join(b, WEIGHTS))
+    if wa.keys() != wb.keys():
+        sys.exit(f"interpolate: {a} and {b} hold different weights ({len(wa.keys() ^ wb.keys())} names differ)")
+    mixed = {k: (wa[k].float() * (1 - alpha) + wb[k].float() * alpha).to(wb[k].dtype) if wb[k].is_floating_point() else wb[k]
+             for k in wb}
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(b, tmp)
+    save_file(mixed, os.path.join(tmp, WEIGHTS), metadata={"format": "pt"})
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--a", required=True, help="the earlier export (alpha 0), e.g. RUN/stage1-singleline")
+    ap.add_argument("--b", required=True, help="the later export (alpha 1), e.g. RUN/final")
+    ap.add_argument("--alphas", type=float, nargs="+", default=[0.0, 0.25, 0.5, 0.75, 1.0])
+    ap.add_argument("--data", help="the datasets' folder (default: the one B's run trained on)")
+    ap.add_argument("--datasets", nargs="+", default=["singleline"], help="datasets to score (folder names)")
+    ap.add_argument("--limit", type=int, default=300, help="test examples per dataset (a fixed sample)")
+    ap.add_argument("--out", help="where the interpolated exports go (default: beside B, interp-A-ALPHA)")
+    args = ap.parse_args()
+    if any(not 0 <= x <= 1 for x in args.alphas):
+        sys.exit(f"interpolate: --alphas lie in [0, 1] (got {args.alphas})")
+    run = os.path.dirname(os.path.abspath(args.b))
+    data = args.data
+    if data is None:
+        cur = os.path.join(run, "curriculum.json")
+        if not os.path.isfile(cur):
+            sys.exit(f"interpolate: no {cur} to find the datasets from: pass --data DIR")
+        with open(cur) as f:
+            data = os.path.dirname(os.path.dirname(json.load(f)["stages"][0]["sources"][0]["path"]))
+    from eval.evaluate import evaluate_model, find_datasets
+
+    folders = find_datasets(data)
+    missing = [d for d in args.datasets if d not in folders]
+    if missing:
+        sys.exit(f"interpolate: no dataset {', '.join(missing)} under {data} (found: {', '.join(folders) or 'none'})")
+    device = device_label()
+    out_dir = args.out or run
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    results = RESULTS / f"interpolation-{device}.jsonl"
+    for alpha in args.alphas:
+        model = interpolate(args.a, args.b, alpha, os.path.join(out_dir, f"interp-{os.path.basename(args.a)}-{alpha:g}"))
+        for parent in dict.fromkeys(os.path.dirname(folders[name]) for name in args.datasets):  # a folder's datasets score together
+            start = time.perf_counter()
+            report = evaluate_model(model, parent, split="test", limit=args.limit, beam=1, batch_size=16, progress=False)
+            for name, scores in report["datasets"].items():
+                line = {"run": os.path.relpath(run, ROOT), "a": os.path.basename(args.a), "b": os.path.basename(args.b),
+                        "alpha": alpha, "dataset": name, "device": device, "examples": scores["examples"],
+                        "metric": report["metric"], "decoding": "greedy (beam 1)", **scores["table3"],
+                        **({"runtime_errors": report["runtime_errors"]} if name == "errors" and report.get("runtime_errors") else {}),
+                        "seconds": round(time.perf_counter() - start, 1)}
+                print(f"alpha {alpha:<5g} {name:<12} trace {line['trace_accuracy']}  output {line['output_accuracy']}", flush=True)
+                with open(results, "a") as f:
+                    f.write(json.dumps(line) + "\n")
+    print(f"report: {results}")
+
+
+if __name__ == "__main__":
+    main()
