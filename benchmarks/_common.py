@@ -72,3 +72,44 @@ def machine() -> dict:
         cpu = ""
     return {"device": name, "cpu": cpu or platform.processor(), "cores": os.cpu_count(), "bf16_native": fast_bf16(),
             "torch_threads": torch.get_num_threads()}
+
+
+def dataset_folders(script: str, run: str, data: str | None, names: list[str]) -> dict[str, str]:
+    """name -> folder of each dataset in `names`, under `data` or else the folder the run's
+    curriculum trained on; exits with a line naming the fix when one is missing."""
+    if data is None:
+        cur = os.path.join(run, "curriculum.json")
+        if not os.path.isfile(cur):
+            sys.exit(f"{script}: no {cur} to find the datasets from: pass --data DIR")
+        with open(cur) as f:
+            data = os.path.dirname(os.path.dirname(json.load(f)["stages"][0]["sources"][0]["path"]))  # DATA/NAME/NAME
+    from eval.evaluate import find_datasets
+
+    folders = find_datasets(data)
+    missing = [d for d in names if d not in folders]
+    if missing:
+        sys.exit(f"{script}: no dataset {', '.join(missing)} under {data} (found: {', '.join(folders) or 'none'})")
+    return {name: folders[name] for name in names}
+
+
+def score_test(model: str, folders: dict[str, str], limit: int, out: pathlib.Path, fields: dict) -> None:
+    """Score `model` (greedy, the release's metric) on the fixed test sample of each dataset
+    and append a line per dataset to `out`, `fields` first. Datasets saved in one folder
+    score together (the crashing programs come with CodeNetMut)."""
+    import time
+
+    from eval.evaluate import evaluate_model
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for parent in dict.fromkeys(os.path.dirname(f) for f in folders.values()):
+        start = time.perf_counter()
+        report = evaluate_model(model, parent, split="test", limit=limit, beam=1, batch_size=16, progress=False)
+        for name, scores in report["datasets"].items():
+            line = {**fields, "dataset": name, "device": device_label(), "examples": scores["examples"],
+                    "metric": report["metric"], "decoding": "greedy (beam 1)", **scores["table3"],
+                    **({"runtime_errors": report["runtime_errors"]} if name == "errors" and report.get("runtime_errors") else {}),
+                    "seconds": round(time.perf_counter() - start, 1)}
+            print(f"{os.path.basename(model):<28} {name:<12} trace {line['trace_accuracy']}  output {line['output_accuracy']}",
+                  flush=True)
+            with open(out, "a") as f:
+                f.write(json.dumps(line) + "\n")

@@ -18,9 +18,8 @@ import json
 import os
 import shutil
 import sys
-import time
 
-from _common import RESULTS, ROOT, device_label
+from _common import RESULTS, ROOT, device_label, score_test, dataset_folders
 
 WEIGHTS = "model.safetensors"
 
@@ -65,37 +64,12 @@ def main() -> None:
     if any(not 0 <= x <= 1 for x in args.alphas):
         sys.exit(f"interpolate: --alphas lie in [0, 1] (got {args.alphas})")
     run = os.path.dirname(os.path.abspath(args.b))
-    data = args.data
-    if data is None:
-        cur = os.path.join(run, "curriculum.json")
-        if not os.path.isfile(cur):
-            sys.exit(f"interpolate: no {cur} to find the datasets from: pass --data DIR")
-        with open(cur) as f:
-            data = os.path.dirname(os.path.dirname(json.load(f)["stages"][0]["sources"][0]["path"]))
-    from eval.evaluate import evaluate_model, find_datasets
-
-    folders = find_datasets(data)
-    missing = [d for d in args.datasets if d not in folders]
-    if missing:
-        sys.exit(f"interpolate: no dataset {', '.join(missing)} under {data} (found: {', '.join(folders) or 'none'})")
-    device = device_label()
-    out_dir = args.out or run
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    results = RESULTS / f"interpolation-{device}.jsonl"
+    folders = dataset_folders("interpolate", run, args.data, args.datasets)
+    results = RESULTS / f"interpolation-{device_label()}.jsonl"
     for alpha in args.alphas:
-        model = interpolate(args.a, args.b, alpha, os.path.join(out_dir, f"interp-{os.path.basename(args.a)}-{alpha:g}"))
-        for parent in dict.fromkeys(os.path.dirname(folders[name]) for name in args.datasets):  # a folder's datasets score together
-            start = time.perf_counter()
-            report = evaluate_model(model, parent, split="test", limit=args.limit, beam=1, batch_size=16, progress=False)
-            for name, scores in report["datasets"].items():
-                line = {"run": os.path.relpath(run, ROOT), "a": os.path.basename(args.a), "b": os.path.basename(args.b),
-                        "alpha": alpha, "dataset": name, "device": device, "examples": scores["examples"],
-                        "metric": report["metric"], "decoding": "greedy (beam 1)", **scores["table3"],
-                        **({"runtime_errors": report["runtime_errors"]} if name == "errors" and report.get("runtime_errors") else {}),
-                        "seconds": round(time.perf_counter() - start, 1)}
-                print(f"alpha {alpha:<5g} {name:<12} trace {line['trace_accuracy']}  output {line['output_accuracy']}", flush=True)
-                with open(results, "a") as f:
-                    f.write(json.dumps(line) + "\n")
+        model = interpolate(args.a, args.b, alpha, os.path.join(args.out or run, f"interp-{os.path.basename(args.a)}-{alpha:g}"))
+        score_test(model, folders, args.limit, results, {"run": os.path.relpath(run, ROOT), "a": os.path.basename(args.a),
+                                                         "b": os.path.basename(args.b), "alpha": alpha})
     print(f"report: {results}")
 
 

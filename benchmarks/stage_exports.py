@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import sys
-import time
 
-from _common import RESULTS, ROOT, device_label
+from _common import RESULTS, ROOT, device_label, score_test, dataset_folders
 
 
 def stage_exports(run: str) -> list[str]:
@@ -39,32 +37,11 @@ def main() -> None:
     exports = stage_exports(args.run)
     if not exports:
         sys.exit(f"stage_exports: no stage exports under {args.run} (a run's folder holds stage1-NAME/ etc.)")
-    data = args.data
-    if data is None:
-        with open(os.path.join(args.run, "curriculum.json")) as f:
-            first = json.load(f)["stages"][0]["sources"][0]["path"]  # DATA/singleline/singleline
-        data = os.path.dirname(os.path.dirname(first))
-    from eval.evaluate import evaluate_model, find_datasets
-
-    device = device_label()
-    folders = find_datasets(data)
-    missing = [d for d in args.datasets if d not in folders]
-    if missing:
-        sys.exit(f"stage_exports: no dataset {', '.join(missing)} under {data} (found: {', '.join(folders) or 'none'})")
-    out = RESULTS / f"stage-exports-{device}.jsonl"
+    folders = dataset_folders("stage_exports", args.run, args.data, args.datasets)
+    out = RESULTS / f"stage-exports-{device_label()}.jsonl"
     for model in exports:
-        for name in args.datasets:
-            start = time.perf_counter()
-            report = evaluate_model(model, os.path.dirname(folders[name]), split="test", limit=args.limit, beam=1,
-                                    batch_size=16, progress=False)
-            scores = report["datasets"][name]
-            line = {"run": os.path.relpath(os.path.abspath(args.run), ROOT), "export": os.path.basename(model),
-                    "dataset": name, "device": device, "examples": scores["examples"], "metric": report["metric"],
-                    "decoding": "greedy (beam 1)", **scores["table3"], "seconds": round(time.perf_counter() - start, 1),
-                    **({"note": args.note} if args.note else {})}
-            print(f"{line['export']:<22} {name:<12} trace {line['trace_accuracy']}  output {line['output_accuracy']}", flush=True)
-            with open(out, "a") as f:
-                f.write(json.dumps(line) + "\n")
+        score_test(model, folders, args.limit, out, {"run": os.path.relpath(os.path.abspath(args.run), ROOT),
+                                                     "export": os.path.basename(model), **({"note": args.note} if args.note else {})})
     print(f"report: {out}")
 
 
