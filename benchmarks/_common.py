@@ -107,6 +107,7 @@ def score_test(model: str, folders: dict[str, str], limit: int, out: pathlib.Pat
         for name, scores in report["datasets"].items():
             line = {**fields, "dataset": name, "device": device_label(), "examples": scores["examples"],
                     "metric": report["metric"], "decoding": "greedy (beam 1)", **scores["table3"],
+                    "unfinished_share": (scores.get("unfinished") or {}).get("share"),
                     **({"runtime_errors": report["runtime_errors"]} if name == "errors" and report.get("runtime_errors") else {}),
                     "seconds": round(time.perf_counter() - start, 1)}
             print(f"{os.path.basename(model):<28} {name:<12} trace {line['trace_accuracy']}  output {line['output_accuracy']}",

@@ -421,7 +421,7 @@ def main() -> None:
         "dataset_sizes": sizes,
         "metric": report["metric"], "decoding": "greedy (beam 1)", "eval_limit_per_set": args.eval_limit,
         "test": {name: {"examples": e["examples"], **{k: v for k, v in e["table3"].items() if k not in ("programs",)},
-                        "by_kind": e.get("by_kind", {}), "ours_aligned": e["aligned"]}
+                        "by_kind": e.get("by_kind", {}), "ours_aligned": e["aligned"], "unfinished": e.get("unfinished")}
                  for name, e in report["datasets"].items()},
         "singleline_by_answer": singleline_breakdown(predictions, args.data),
         "runtime_errors": report.get("runtime_errors"),

@@ -134,7 +134,8 @@ def read_release_file(path: str) -> list[dict]:
     return rows
 
 
-def _generate(gen, inputs: list[str], beam: int, max_length: int | None, batch_size: int, progress: bool) -> list[str]:
+def _generate(gen, inputs: list[str], beam: int, max_length: int | None, batch_size: int, progress: bool) -> list:
+    """The Generated answers (text, and whether it ended before the length cap), in input order."""
     outs = []
     it = range(0, len(inputs), batch_size)
     if progress:
@@ -143,15 +144,26 @@ def _generate(gen, inputs: list[str], beam: int, max_length: int | None, batch_s
         it = bar(it, desc="generating", unit="batch")
     for i in it:
         outs += gen.generate(inputs[i : i + batch_size], beam=beam, max_length=max_length, batch_size=batch_size)
-    return [o.text for o in outs]
+    return outs
 
 
-def _score(name: str, split: str, codes: list[str], preds: list[str], golds: list[str], parse, singleline: bool) -> dict:
+def _share(part: int, whole: int) -> float | None:
+    return round(100 * part / whole, 2) if whole else None
+
+
+def _score(name: str, split: str, codes: list[str], preds: list[str], golds: list[str], parse, singleline: bool,
+           ended: list[bool]) -> dict:
     precs, refs = [TraceRecord.from_parsed(parse(t)) for t in preds], [TraceRecord.from_parsed(parse(t)) for t in golds]
+    done = [i for i, e in enumerate(ended) if e]
     entry = {
         "split": split,
         "examples": len(golds),
         "table3": table3_metrics(preds, golds, singleline=singleline),
+        # Predictions cut at the length cap before </s> (mostly a value repeated in a loop):
+        # their last steps, output and crash verdict are missing, whatever the metric says.
+        "unfinished": {"predictions": len(golds) - len(done), "share": _share(len(golds) - len(done), len(golds)),
+                       "trace_accuracy_of_finished": table3_metrics([preds[i] for i in done], [golds[i] for i in done],
+                                                                    singleline=singleline)["trace_accuracy"] if done else None},
         "aligned": aligned_metrics(precs, refs),
         "orca": orca_metrics(precs, refs),
         "categories": {},
@@ -190,17 +202,18 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
         rows = [rows_of_file[i] for i in sample(len(rows_of_file), limit)]
         inputs = [f"<{name}> " + " ".join(r["code_tokens"]) for r in rows]
         golds = [enc.gold(" ".join(r["trace_tokens"])) for r in rows]
-        preds = _generate(gen, inputs, beam, max_length, batch_size, progress)
+        outs = _generate(gen, inputs, beam, max_length, batch_size, progress)
+        preds, ended = [o.text for o in outs], [o.finished for o in outs]
         codes = [r.get("code", "") for r in rows]
-        report["datasets"][name] = _score(name, os.path.basename(data), codes, preds, golds, gen.parse, name == "singleline")
-        predictions += [{"dataset": name, "id": r.get("id", i), "prediction": p, "gold": g}
-                        for i, (r, p, g) in enumerate(zip(rows, preds, golds))]
+        report["datasets"][name] = _score(name, os.path.basename(data), codes, preds, golds, gen.parse, name == "singleline", ended)
+        predictions += [{"dataset": name, "id": r.get("id", i), "prediction": p, "gold": g, "finished": e}
+                        for i, (r, p, g, e) in enumerate(zip(rows, preds, golds, ended))]
         return {**report, "predictions": predictions}
 
     import datasets
 
     docs = _docstrings(resource_descriptions)
-    error_pairs: dict[str, list] = {"plain": [], "described": []}
+    error_pairs: dict[str, list] = {"plain": [], "described": [], "ended": []}
     for name, path in found.items():
         dd = datasets.load_from_disk(path)
         use = split if split in dd else ("valid" if "valid" in dd else None)
@@ -212,9 +225,10 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
             continue
         pairs = [profile.example(r) for r in rows]
         golds = [enc.gold(t) for _, t in pairs]
-        preds = _generate(gen, [c for c, _ in pairs], beam, max_length, batch_size, progress)
+        outs = _generate(gen, [c for c, _ in pairs], beam, max_length, batch_size, progress)
+        preds, ended = [o.text for o in outs], [o.finished for o in outs]
         singleline = rows[0]["task"] == "singleline"
-        report["datasets"][name] = _score(name, use, [r["code"] for r in rows], preds, golds, gen.parse, singleline)
+        report["datasets"][name] = _score(name, use, [r["code"] for r in rows], preds, golds, gen.parse, singleline, ended)
         kinds = sorted({r["kind"] for r in rows})
         if len(kinds) > 1:  # held-out originals and their mutants, apart
             report["datasets"][name]["by_kind"] = {
@@ -222,15 +236,21 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
                     **table3_metrics([p for p, r in zip(preds, rows) if r["kind"] == k],
                                      [g for g, r in zip(golds, rows) if r["kind"] == k], singleline=singleline)}
                 for k in kinds}
-        predictions += [{"dataset": name, "id": r["id"], "prediction": p, "gold": g} for r, p, g in zip(rows, preds, golds)]
+        predictions += [{"dataset": name, "id": r["id"], "prediction": p, "gold": g, "finished": e}
+                        for r, p, g, e in zip(rows, preds, golds, ended)]
         if name in ("errors", "codenetmut"):
             refs = [TraceRecord.from_parsed(gen.parse(t)) for _, t in pairs]  # uncut: the exception step is the label
             error_pairs["plain"] += [(TraceRecord.from_parsed(gen.parse(p)), r) for p, r in zip(preds, refs)]
+            error_pairs["ended"] += ended
             if docs:
                 error_pairs["described"] += list(zip(_described(gen, rows, docs, beam, max_length, batch_size, progress), refs))
     if error_pairs["plain"]:
         p, r = zip(*error_pairs["plain"])
         report["runtime_errors"] = error_metrics(p, r)
+        done = [i for i, e in enumerate(error_pairs["ended"]) if e]
+        report["runtime_errors"]["unfinished_share"] = _share(len(p) - len(done), len(p))
+        if done:  # the verdict where the model got to the end of its trace
+            report["runtime_errors"]["finished_only"] = error_metrics([p[i] for i in done], [r[i] for i in done])
         if error_pairs["described"]:
             p, r = zip(*error_pairs["described"])
             report["runtime_errors_with_resource_descriptions"] = error_metrics(p, r)
@@ -249,8 +269,8 @@ def _described(gen, rows, docs, beam, max_length, batch_size, progress) -> list[
                 code, offset = doc + code, doc.count("\n")
         inputs.append(gen.code_input(code, r["task"]))
         offsets.append(offset)
-    texts = _generate(gen, inputs, beam, max_length, batch_size, progress)
-    return [_shift(TraceRecord.from_parsed(gen.parse(t)), k) for t, k in zip(texts, offsets)]
+    outs = _generate(gen, inputs, beam, max_length, batch_size, progress)
+    return [_shift(TraceRecord.from_parsed(gen.parse(o.text)), k) for o, k in zip(outs, offsets)]
 
 
 def table3(report: dict) -> str:
@@ -267,12 +287,21 @@ def table3(report: dict) -> str:
         a = e["aligned"]
         lines.append(f"{'  (ours: aligned)':30} {fmt(a['aligned_output_accuracy']):>10} {fmt(a['aligned_trace_accuracy']):>10} "
                      f"{fmt(a['aligned_line_f1']):>8} {fmt(a['aligned_identifier_f1']):>9}")
+        cut = e.get("unfinished") or {}
+        if cut.get("predictions"):
+            lines.append(f"  {cut['predictions']} predictions ({cut['share']:.1f}%) hit the length cap before </s>; "
+                         f"trace acc of the finished ones {fmt(cut['trace_accuracy_of_finished'])}")
     for key in ("runtime_errors", "runtime_errors_with_resource_descriptions"):
         if key in report:
             r = report[key]
             f1 = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
             lines.append(f"{key}: detection {f1(r['detection_accuracy'])}% (TP {r['tp']} FP {r['fp']} FN {r['fn']} TN {r['tn']}), "
                          f"localisation {f1(r['localisation_accuracy'])}%, kind acc {f1(r['kind_accuracy'])}%, weighted F1 {f1(r['kind_weighted_f1'])}")
+            if r.get("unfinished_share"):
+                done = r.get("finished_only")
+                lines.append(f"  {r['unfinished_share']:.1f}% of these traces hit the length cap (no verdict); "
+                             + (f"detection over the finished ones {f1(done['detection_accuracy'])}% "
+                                f"(TP {done['tp']} FP {done['fp']} FN {done['fn']} TN {done['tn']})" if done else "none finished"))
     return "\n".join(lines)
 
 

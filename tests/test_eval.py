@@ -166,6 +166,14 @@ def test_evaluate_and_rerank_end_to_end(overfit_model, demo_data, tmp_path):
     assert "trace acc" in table3(rep) and "inference/metric.py" in table3(rep)
     assert all(1 <= e["examples"] <= 5 for e in rep["datasets"].values())
     assert len(rep["predictions"]) == sum(e["examples"] for e in rep["datasets"].values())
+    for name, e in rep["datasets"].items():  # the unfinished count agrees with the flagged predictions
+        assert e["unfinished"]["predictions"] == sum(not p["finished"] for p in rep["predictions"] if p["dataset"] == name)
+    cut = evaluate_model(str(model), str(demo_data), limit=5, beam=1, max_length=3, progress=False)
+    assert all(e["unfinished"]["share"] == 100.0 and e["unfinished"]["trace_accuracy_of_finished"] is None
+               for e in cut["datasets"].values())
+    assert "hit the length cap before </s>" in table3(cut)
+    if "runtime_errors" in cut:  # no trace ended, so no verdict over finished ones
+        assert cut["runtime_errors"]["unfinished_share"] == 100.0 and "finished_only" not in cut["runtime_errors"]
     prob = Problem("t/0", 'def add(a, b):\n    """>>> add(1, 2)\n    3\n    """\n', "add",
                    "def check(f):\n    assert f(1, 2) == 3\n", [("add(1, 2)", "3")],
                    ["    return a + b\n", "    return a - b\n", "    return b + a\n"])

@@ -26,3 +26,32 @@ def test_cached_batched_beam_equals_recomputation(overfit_model):
     for a, b in zip(fast, slow):
         assert a.text == b.text
         assert a.logprob == pytest.approx(b.logprob, abs=1e-3)
+
+
+def test_beam_says_whether_its_answer_ended():
+    import torch
+
+    from codeexecutor.generation.beam import Beam
+
+    eos = 0
+    looping = torch.log_softmax(torch.tensor([[-9.0, 3.0, 0.0, 0.0, 0.0]] * 2), -1)  # token 1 forever
+    beam = Beam(2, eos)
+    for _ in range(6):
+        beam.advance(looping)
+    assert not beam.ended() and not beam.done()
+    assert beam.best()[1] == [1] * 6  # the top hypothesis at the cap is still the answer
+    ending = torch.log_softmax(torch.tensor([[3.0, 0.0, 0.0, 0.0, 0.0]] * 2), -1)
+    beam.advance(ending)
+    assert beam.ended()
+
+
+def test_generation_is_marked_unfinished_at_the_length_cap(overfit_model):
+    from codeexecutor.generation import TraceGenerator
+
+    path, rows = overfit_model
+    gen = TraceGenerator(str(path))
+    inputs = [r["input"] for r in rows[:3]]
+    assert all(o.finished for o in gen.generate(inputs, beam=1, max_length=128))  # it reproduces whole traces
+    for cache in (True, False):
+        cut = gen.generate(inputs, beam=2, max_length=4, cache=cache)
+        assert not any(o.finished for o in cut) and all(o.tokens == 4 for o in cut)

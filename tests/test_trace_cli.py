@@ -56,6 +56,17 @@ def test_trace_text_html_and_batch(overfit_model, program, tmp_path):
     assert [r["id"] for r in rows] == ["a", "b"]
 
 
+def test_a_trace_cut_at_the_cap_says_so(overfit_model):
+    from codeexecutor.generation.cli import trace_program
+
+    model, _ = overfit_model
+    whole = trace_program(PROGRAM, "10 3 5\n", str(model), beam=1, max_length=128)
+    cut = trace_program(PROGRAM, "10 3 5\n", str(model), beam=1, max_length=3)
+    assert cut["finished"] is False and cut["error"] is None
+    assert "runtime error: unknown" in cut["text"] and "hit the length cap" in cut["text"]
+    assert ("length cap" in whole["text"]) == (not whole["finished"])
+
+
 def test_missing_model_says_how_to_get_one(program, tmp_path):
     p, _ = program
     out = cli("trace", str(p), "--model", str(tmp_path / "nope" / "model"))

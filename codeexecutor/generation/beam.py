@@ -65,6 +65,10 @@ class Beam:
             self.eos_top = True
         return back
 
+    def ended(self) -> bool:
+        """Whether `best` is a finished hypothesis; False: the step budget ran out first."""
+        return bool(self.finished)
+
     def last_tokens(self) -> list[int]:
         return self.tokens[-1]
 

@@ -76,6 +76,7 @@ def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam
         "output": "".join(s.output for s in steps),
         "error": error,
         "logprob": gen.logprob,
+        "finished": gen.finished,
         "generated": gen.text,
         "problems": parsed.problems,
         "notes": notes,
@@ -111,7 +112,15 @@ def format_report(lines: list[str], report: dict, offset: int = 0) -> str:
             out.append(f"{'':>4}  {'':>4} | {'':<36} > {text}")
     out.append(f"predicted output: {report['output']!r}")
     err = report["error"]
-    out.append(f"predicted runtime error: {err['type']} at line {err['line']}" if err else "predicted runtime error: none")
+    if err:
+        out.append(f"predicted runtime error: {err['type']} at line {err['line']}")
+    elif report.get("finished", True):
+        out.append("predicted runtime error: none")
+    else:
+        out.append("predicted runtime error: unknown (the trace is unfinished)")
+    if not report.get("finished", True):
+        out.append("warning: the trace hit the length cap before it ended (a value repeated in a loop, or a long run); "
+                   "its output is partial. --max-length raises the cap up to the model's limit.")
     if report.get("ground_truth"):
         gt = report["ground_truth"]
         gerr = gt["error"]

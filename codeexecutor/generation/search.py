@@ -69,6 +69,7 @@ class Generated:
     text: str
     logprob: float
     tokens: int
+    finished: bool = True  # False: cut at max_length before </s> (a looping or too-long trace)
 
 
 class TraceGenerator:
@@ -170,7 +171,7 @@ class TraceGenerator:
         results = []
         for b in range(B):
             score, ids = beams[b].best()
-            results.append(Generated(enc.decode(ids), float(score), len(ids)))
+            results.append(Generated(enc.decode(ids), float(score), len(ids), beams[b].ended()))
         return results
 
     # -- reference: no cache, one program at a time ---------------------------------------------
@@ -187,4 +188,4 @@ class TraceGenerator:
             if beam.done():
                 break
         score, ids = beam.best()
-        return Generated(enc.decode(ids), float(score), len(ids))
+        return Generated(enc.decode(ids), float(score), len(ids), beam.ended())
