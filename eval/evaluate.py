@@ -151,19 +151,24 @@ def _share(part: int, whole: int) -> float | None:
     return round(100 * part / whole, 2) if whole else None
 
 
+def unfinished_summary(preds: list[str], golds: list[str], ended: list[bool], singleline: bool) -> dict:
+    """Predictions cut at the length cap before </s> (mostly a value repeated in a loop):
+    their last steps, output and crash verdict are missing, whatever the metric says.
+    How many, and the trace accuracy (the release's metric) of the others."""
+    done = [i for i, e in enumerate(ended) if e]
+    return {"predictions": len(golds) - len(done), "share": _share(len(golds) - len(done), len(golds)),
+            "trace_accuracy_of_finished": table3_metrics([preds[i] for i in done], [golds[i] for i in done],
+                                                         singleline=singleline)["trace_accuracy"] if done else None}
+
+
 def _score(name: str, split: str, codes: list[str], preds: list[str], golds: list[str], parse, singleline: bool,
            ended: list[bool]) -> dict:
     precs, refs = [TraceRecord.from_parsed(parse(t)) for t in preds], [TraceRecord.from_parsed(parse(t)) for t in golds]
-    done = [i for i, e in enumerate(ended) if e]
     entry = {
         "split": split,
         "examples": len(golds),
         "table3": table3_metrics(preds, golds, singleline=singleline),
-        # Predictions cut at the length cap before </s> (mostly a value repeated in a loop):
-        # their last steps, output and crash verdict are missing, whatever the metric says.
-        "unfinished": {"predictions": len(golds) - len(done), "share": _share(len(golds) - len(done), len(golds)),
-                       "trace_accuracy_of_finished": table3_metrics([preds[i] for i in done], [golds[i] for i in done],
-                                                                    singleline=singleline)["trace_accuracy"] if done else None},
+        "unfinished": unfinished_summary(preds, golds, ended, singleline),
         "aligned": aligned_metrics(precs, refs),
         "orca": orca_metrics(precs, refs),
         "categories": {},
