@@ -73,7 +73,9 @@ LATER_LR = 0.5
 # same steps (in float32 on an AVX2-only CPU) the held-out SingleLine loss went 0.662, 0.625,
 # 0.656 over the stages, and the final model reached SingleLine 51.0% (48.7% before),
 # Tutorial 27.3% (20.0%), CodeNetMut 15.3% (15.0%; aligned output 12.7% against 9.3%)
-# (results/quality-cpu.json); stage 1 alone had 52.7% there (52.0% in the bf16 run).
+# (results/quality-cpu-steps-11375.json); stage 1 alone had 52.7% there (52.0% in the bf16
+# run). A true 60-minute budget on that AVX2 CPU (7,610 / 2,055 / 3,083 steps) ended at
+# SingleLine 51.3%, Tutorial 28.0%, CodeNetMut 14.7% (results/quality-cpu.json).
 LAST_MIX = {"singleline": 0.5, "tutorial": 0.2, "codenet": 0.3, "errors": 0.1}
 # Token budget per step. On a CPU, where a step's cost is its tokens, smaller batches buy
 # more optimizer steps for the same time: SingleLine-only pilots of 12.5 minutes on this
