@@ -75,7 +75,13 @@ LATER_LR = 0.5
 # Tutorial 27.3% (20.0%), CodeNetMut 15.3% (15.0%; aligned output 12.7% against 9.3%)
 # (results/quality-cpu-steps-11375.json); stage 1 alone had 52.7% there (52.0% in the bf16
 # run). A true 60-minute budget on that AVX2 CPU (7,610 / 2,055 / 3,083 steps) ended at
-# SingleLine 51.3%, Tutorial 28.0%, CodeNetMut 14.7% (results/quality-cpu.json).
+# SingleLine 51.3%, Tutorial 28.0%, CodeNetMut 14.7% (results/quality-cpu.json), and it
+# predicted no crash at all (TP 0; on the crashing programs whose trace it finished too).
+# Stage 3 again from that run's stage-2 export with the crash share at 0.3 (same steps,
+# a fresh optimizer; results/stage-exports-cpu.jsonl, "pilot") predicted 22 of 300 crashes
+# (10 false alarms; detection 52.0%, 69.0% over finished traces, against 61.9%) at SingleLine
+# 50.3%, CodeNetMut 14.0%, but more traces hit the length cap (CodeNetMut 40.3% against
+# 33.3%): not yet the default; a full run decides.
 LAST_MIX = {"singleline": 0.5, "tutorial": 0.2, "codenet": 0.3, "errors": 0.1}
 # Token budget per step. On a CPU, where a step's cost is its tokens, smaller batches buy
 # more optimizer steps for the same time: SingleLine-only pilots of 12.5 minutes on this
