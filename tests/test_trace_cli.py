@@ -63,7 +63,8 @@ def test_a_trace_cut_at_the_cap_says_so(overfit_model):
     whole = trace_program(PROGRAM, "10 3 5\n", str(model), beam=1, max_length=128)
     cut = trace_program(PROGRAM, "10 3 5\n", str(model), beam=1, max_length=3)
     assert cut["finished"] is False and cut["error"] is None
-    assert "runtime error: unknown" in cut["text"] and "hit the length cap" in cut["text"]
+    assert "runtime error: unknown" in cut["text"] and "hit the length cap (3 tokens)" in cut["text"]
+    assert "--max-length raises" in cut["text"]  # 3 is below the model's limit
     assert ("length cap" in whole["text"]) == (not whole["finished"])
 
 

@@ -61,6 +61,7 @@ def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam
     except FormatError as exc:
         raise UsageError(f"cannot trace this program: {exc}") from exc
     gen = generator.generate([model_input], beam=beam, max_length=max_length)[0]
+    limit = generator.model.config.max_trace_length
     parsed = generator.parse(gen.text)
     steps = [s for s in parsed.steps]
     if offset:  # back to the program's own line numbers
@@ -77,6 +78,8 @@ def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam
         "error": error,
         "logprob": gen.logprob,
         "finished": gen.finished,
+        "length_cap": min(max_length or limit, limit),
+        "model_limit": limit,
         "generated": gen.text,
         "problems": parsed.problems,
         "notes": notes,
@@ -119,8 +122,9 @@ def format_report(lines: list[str], report: dict, offset: int = 0) -> str:
     else:
         out.append("predicted runtime error: unknown (the trace is unfinished)")
     if not report.get("finished", True):
-        out.append("warning: the trace hit the length cap before it ended (a value repeated in a loop, or a long run); "
-                   "its output is partial. --max-length raises the cap up to the model's limit.")
+        out.append(f"warning: the trace hit the length cap ({report['length_cap']} tokens) before it ended (a value "
+                   "repeated in a loop, or a long run); its output is partial"
+                   + ("." if report.get("length_cap") == report.get("model_limit") else "; --max-length raises the cap."))
     if report.get("ground_truth"):
         gt = report["ground_truth"]
         gerr = gt["error"]
