@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import os
 from collections import defaultdict
+from collections.abc import Sequence
 
 from eval.trace_metrics import TraceRecord, aligned_metrics, error_metrics, orca_metrics, table3_metrics
 
@@ -147,16 +148,18 @@ def _generate(gen, inputs: list[str], beam: int, max_length: int | None, batch_s
     return outs
 
 
-def _share(part: int, whole: int) -> float | None:
-    return round(100 * part / whole, 2) if whole else None
+def _finished(ended: Sequence[bool]) -> tuple[list[int], float | None]:
+    """(indices of the answers that ended at </s>, percentage cut at the length cap)."""
+    done = [i for i, e in enumerate(ended) if e]
+    return done, round(100 * (len(ended) - len(done)) / len(ended), 2) if ended else None
 
 
 def unfinished_summary(preds: list[str], golds: list[str], ended: list[bool], singleline: bool) -> dict:
     """Predictions cut at the length cap before </s> (mostly a value repeated in a loop):
     their last steps, output and crash verdict are missing, whatever the metric says.
     How many, and the trace accuracy (the release's metric) of the others."""
-    done = [i for i, e in enumerate(ended) if e]
-    return {"predictions": len(golds) - len(done), "share": _share(len(golds) - len(done), len(golds)),
+    done, share = _finished(ended)
+    return {"predictions": len(golds) - len(done), "share": share,
             "trace_accuracy_of_finished": table3_metrics([preds[i] for i in done], [golds[i] for i in done],
                                                          singleline=singleline)["trace_accuracy"] if done else None}
 
@@ -218,7 +221,7 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
     import datasets
 
     docs = _docstrings(resource_descriptions)
-    error_pairs: dict[str, list] = {"plain": [], "described": [], "ended": []}
+    error_pairs: dict[str, list] = {"plain": [], "described": []}
     for name, path in found.items():
         dd = datasets.load_from_disk(path)
         use = split if split in dd else ("valid" if "valid" in dd else None)
@@ -245,15 +248,13 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
                         for r, p, g, e in zip(rows, preds, golds, ended)]
         if name in ("errors", "codenetmut"):
             refs = [TraceRecord.from_parsed(gen.parse(t)) for _, t in pairs]  # uncut: the exception step is the label
-            error_pairs["plain"] += [(TraceRecord.from_parsed(gen.parse(p)), r) for p, r in zip(preds, refs)]
-            error_pairs["ended"] += ended
+            error_pairs["plain"] += [(TraceRecord.from_parsed(gen.parse(p)), r, e) for p, r, e in zip(preds, refs, ended)]
             if docs:
                 error_pairs["described"] += list(zip(_described(gen, rows, docs, beam, max_length, batch_size, progress), refs))
     if error_pairs["plain"]:
-        p, r = zip(*error_pairs["plain"])
+        p, r, ended = zip(*error_pairs["plain"])
         report["runtime_errors"] = error_metrics(p, r)
-        done = [i for i, e in enumerate(error_pairs["ended"]) if e]
-        report["runtime_errors"]["unfinished_share"] = _share(len(p) - len(done), len(p))
+        done, report["runtime_errors"]["unfinished_share"] = _finished(ended)
         if done:  # the verdict where the model got to the end of its trace
             report["runtime_errors"]["finished_only"] = error_metrics([p[i] for i in done], [r[i] for i in done])
         if error_pairs["described"]:
