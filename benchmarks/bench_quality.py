@@ -130,6 +130,12 @@ POSITIONS = "rotary"
 VOCAB = 8000
 
 
+def refuse(message: str) -> None:
+    """Bad input: one line on stderr, exit status 2."""
+    print(f"bench_quality: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def sh(args: list[str], log) -> None:
     print("$", " ".join(args), flush=True)
     subprocess.run(args, check=True, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
@@ -151,8 +157,8 @@ def build(data: str, log, mutants: int, singleline_limit: int, corpora: list[str
 
         built = built_params(os.path.join(data, "singleline")).get("augment", 0)
         if built != augment:
-            sys.exit(f"bench_quality: {data}/singleline was built with --augment {built}, this run asks for {augment}: "
-                     f"pass --augment {built}, or delete {data}/singleline to build it again")
+            refuse(f"{data}/singleline was built with --augment {built}, this run asks for {augment}: "
+                   f"pass --augment {built}, or delete {data}/singleline to build it again")
     else:
         sh(cli + ["singleline", "--from", f"{data}/codenetmut", "--out", f"{data}/singleline", "--limit", str(singleline_limit),
                   "--workers", str(workers), "--augment", str(augment)], log)
@@ -161,7 +167,8 @@ def build(data: str, log, mutants: int, singleline_limit: int, corpora: list[str
 
 def curriculum(data: str, out: str, preset: str, steps: dict[str, int], lr: float, max_tokens: int, hardest: int,
                eval_every: int, mine_from: int | None = None, tokenizer: str | None = None, valid_examples: int = 48, split_digits: bool = False,
-               dropout: float = DROPOUT, autocast: str | None = None, positions: str = POSITIONS, vocab_size: int = VOCAB) -> dict:
+               dropout: float = DROPOUT, autocast: str | None = None, positions: str = POSITIONS, vocab_size: int = VOCAB,
+               last_mix: dict[str, float] = LAST_MIX) -> dict:
     sl, tut = f"{data}/singleline/singleline", f"{data}/tutorial/tutorial"
     cn, err = f"{data}/codenetmut/codenetmut", f"{data}/codenetmut/errors"
     warm = lambda n: max(1, min(200, n // 10))  # noqa: E731
@@ -180,10 +187,10 @@ def curriculum(data: str, out: str, preset: str, steps: dict[str, int], lr: floa
                          {"path": sl, "task": "singleline", "weight": 0.25},
                          {"path": tut, "task": "tutorial", "weight": 0.5}]},
             {"name": "codenet", "steps": steps["codenet"], "lr": lr * LATER_LR, "warmup": warm(steps["codenet"]),
-             "sources": [{"path": sl, "task": "singleline", "weight": LAST_MIX["singleline"]},
-                         {"path": tut, "task": "tutorial", "weight": LAST_MIX["tutorial"]},
-                         {"path": cn, "task": "codenet", "weight": LAST_MIX["codenet"]},
-                         {"path": err, "task": "codenet", "weight": LAST_MIX["errors"]}]},
+             "sources": [{"path": sl, "task": "singleline", "weight": last_mix["singleline"]},
+                         {"path": tut, "task": "tutorial", "weight": last_mix["tutorial"]},
+                         {"path": cn, "task": "codenet", "weight": last_mix["codenet"]},
+                         {"path": err, "task": "codenet", "weight": last_mix["errors"]}]},
         ],
     }
 
@@ -317,11 +324,14 @@ def stage_summary(run: str) -> dict:
     return out
 
 
-def result_name(device: str, preset: str = PRESET, positions: str = POSITIONS, vocab_size: int = VOCAB) -> str:
-    """quality-<device>, with the preset, positions and vocabulary appended where they are
-    not the defaults, so that a variant's run never overwrites the default run's results."""
+def result_name(device: str, preset: str = PRESET, positions: str = POSITIONS, vocab_size: int = VOCAB,
+                errors_weight: float = LAST_MIX["errors"]) -> str:
+    """quality-<device>, with the preset, positions, vocabulary and stage 3's crash weight
+    appended where they are not the defaults, so that a variant's run never overwrites the
+    default run's results."""
     parts = [f"quality-{device}"] + ([preset] if preset != PRESET else []) + ([positions] if positions != POSITIONS else [])
-    return "-".join(parts + ([f"vocab{vocab_size}"] if vocab_size != VOCAB else []))
+    parts += [f"vocab{vocab_size}"] if vocab_size != VOCAB else []
+    return "-".join(parts + ([f"errors{errors_weight:g}"] if errors_weight != LAST_MIX["errors"] else []))
 
 
 def main() -> None:
@@ -356,7 +366,12 @@ def main() -> None:
                     help="valid examples scored at each stage end (a quarter of them decoded); 0: none")
     ap.add_argument("--steps", metavar="SL,TUT,CN", help="the steps of the three stages, no calibration: reproduces a "
                     "committed run (its `steps`) on a machine of another speed")
+    ap.add_argument("--errors-weight", type=float, default=LAST_MIX["errors"],
+                    help=f"stage 3's weight of the crashing programs (default {LAST_MIX['errors']}; the others: {LAST_MIX})")
     args = ap.parse_args()
+    if not 0 <= args.errors_weight <= 10:
+        refuse(f"--errors-weight takes a weight between 0 and 10 (got {args.errors_weight:g})")
+    last_mix = {**LAST_MIX, "errors": args.errors_weight}
     args.autocast = None if args.autocast == "none" else args.autocast
     args.data = args.data or str(ROOT / "runs" / "quality" / ("data" if args.augment == 0 else f"data-aug{args.augment}"))
     fixed_steps = None
@@ -364,7 +379,7 @@ def main() -> None:
         try:
             fixed_steps = dict(zip(STAGE_SHARES, (int(n) for n in args.steps.split(",")), strict=True))
         except ValueError:
-            sys.exit(f"bench_quality: --steps takes three step counts, e.g. 983,462,463 (got {args.steps!r})")
+            refuse(f"--steps takes three step counts, e.g. 983,462,463 (got {args.steps!r})")
 
     from codeexecutor.progress import quiet_libraries
 
@@ -399,7 +414,7 @@ def main() -> None:
                           mine_from=scored,  # all of them scored when the pool holds them all
                           tokenizer=os.path.join(work, "calibration", "tokenizer"),  # trained once, in the calibration
                           valid_examples=args.valid_examples, split_digits=args.split_digits, dropout=args.dropout,
-                          autocast=args.autocast, positions=args.positions, vocab_size=args.vocab_size)
+                          autocast=args.autocast, positions=args.positions, vocab_size=args.vocab_size, last_mix=last_mix)
 
     if fixed_steps:  # a reproduction: the committed steps, whatever the time
         train_s, steps, replans = train(make_cur(planned), args.run, log), planned, []
@@ -420,7 +435,7 @@ def main() -> None:
         "device": device, "machine": machine(), "preset": args.preset, "parameters": params, "budget_minutes": args.budget_minutes,
         "training_seconds": round(train_s, 1), "build_seconds": round(build_s, 1), "eval_seconds": round(eval_s, 1),
         "calibration_seconds_per_step": {k: round(v, 4) for k, v in per_step.items()},
-        "stage_shares": STAGE_SHARES, "last_stage_mix": LAST_MIX, "later_lr": LATER_LR, "planned_steps": planned, "replans": replans, "steps": steps,
+        "stage_shares": STAGE_SHARES, "last_stage_mix": last_mix, "later_lr": LATER_LR, "planned_steps": planned, "replans": replans, "steps": steps,
         "stages": stage_summary(args.run),
         "lr": args.lr, "max_tokens": args.max_tokens, "split_digits": args.split_digits, "dropout": args.dropout,
         "autocast": args.autocast, "positions": args.positions, "vocab_size": args.vocab_size,
@@ -438,7 +453,7 @@ def main() -> None:
     if train_s > budget * 1.05 and not fixed_steps:  # a reproduction trains its steps, whatever they take here
         result["note"] = f"training took {train_s / 60:.1f} minutes against a budget of {args.budget_minutes:g}"
     RESULTS.mkdir(exist_ok=True)
-    name = result_name(device, args.preset, args.positions, args.vocab_size)
+    name = result_name(device, args.preset, args.positions, args.vocab_size, args.errors_weight)
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
     if os.path.exists(os.path.join(args.run, "loss.png")):

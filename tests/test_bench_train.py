@@ -140,8 +140,15 @@ def test_quality_variants_name_their_results_and_reach_the_model_config(tmp_path
     names = {bench_quality.result_name("cpu", preset, positions)
              for preset in ("mini", "mini-wide") for positions in ("absolute", "rotary")}
     names.add(bench_quality.result_name("cpu", vocab_size=2000))
-    assert len(names) == 5  # no variant overwrites another's results
+    names.add(bench_quality.result_name("cpu", errors_weight=0.3))
+    assert len(names) == 6  # no variant overwrites another's results
+    assert bench_quality.result_name("cpu", errors_weight=bench_quality.LAST_MIX["errors"]) == "quality-cpu"
     steps = {"singleline": 3, "tutorial": 2, "codenet": 1}
+    mix = {**bench_quality.LAST_MIX, "errors": 0.3}
+    third = Curriculum.from_dict(bench_quality.curriculum(str(tmp_path), str(tmp_path / "run"), "mini", steps, 1e-3, 1024,
+                                                          hardest=10, eval_every=0, last_mix=mix)).stages[2]
+    assert [src.weight for src in third.sources] == [mix["singleline"], mix["tutorial"], mix["codenet"], 0.3]
+    assert third.sources[3].path.endswith("codenetmut/errors")
     for positions in ("absolute", "rotary"):
         cur = Curriculum.from_dict(bench_quality.curriculum(str(tmp_path), str(tmp_path / "run"), "mini", steps, 1e-3, 1024,
                                                             hardest=10, eval_every=0, positions=positions))
