@@ -31,6 +31,8 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=int, default=10)
     p.add_argument("--max-length", type=int, help="generated tokens at most (default and cap: the model's, 768)")
     p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--constrain-names", action="store_true", help="states may only name the program's identifiers "
+                   "(not in the release's decoding; generation/constraints.py)")
     p.add_argument("--resource-descriptions", metavar="problems.jsonl", help="also evaluate runtime errors with input specs as docstrings")
     p.add_argument("--out", help="report path (default DATA/evaluation.json or FILE.evaluation.json; predictions and a PNG go beside it)")
 
@@ -42,7 +44,8 @@ def _eval_run(args: argparse.Namespace) -> int:
     if args.limit < 0 or args.beam < 1 or args.batch_size < 1 or (args.max_length is not None and args.max_length < 1):
         raise UsageError("--limit must be >= 0 and --beam, --batch-size, --max-length >= 1")
     report = evaluate_model(args.model, args.data, args.split, args.limit or None, args.beam, args.max_length,
-                            args.batch_size, resource_descriptions=args.resource_descriptions, task=args.task)
+                            args.batch_size, resource_descriptions=args.resource_descriptions, task=args.task,
+                            names=args.constrain_names)
     if args.out:
         out = args.out
     elif os.path.isfile(args.data):

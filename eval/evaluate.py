@@ -135,7 +135,8 @@ def read_release_file(path: str) -> list[dict]:
     return rows
 
 
-def _generate(gen, inputs: list[str], beam: int, max_length: int | None, batch_size: int, progress: bool) -> list:
+def _generate(gen, inputs: list[str], beam: int, max_length: int | None, batch_size: int, progress: bool,
+              names: bool = False) -> list:
     """The Generated answers (text, and whether it ended before the length cap), in input order."""
     outs = []
     it = range(0, len(inputs), batch_size)
@@ -144,7 +145,7 @@ def _generate(gen, inputs: list[str], beam: int, max_length: int | None, batch_s
 
         it = bar(it, desc="generating", unit="batch")
     for i in it:
-        outs += gen.generate(inputs[i : i + batch_size], beam=beam, max_length=max_length, batch_size=batch_size)
+        outs += gen.generate(inputs[i : i + batch_size], beam=beam, max_length=max_length, batch_size=batch_size, names=names)
     return outs
 
 
@@ -188,7 +189,9 @@ def _score(name: str, split: str, codes: list[str], preds: list[str], golds: lis
 
 def evaluate_model(model: str, data: str, split: str = "test", limit: int | None = None, beam: int = 10,
                    max_length: int | None = None, batch_size: int = 8, resource_descriptions: str | None = None,
-                   progress: bool = True, task: str | None = None) -> dict:
+                   progress: bool = True, task: str | None = None, names: bool = False) -> dict:
+    """Scores a model on built datasets (or a release-format test file). `names`: decode
+    with the name constraint (generation/constraints.py), which the release does not use."""
     from codeexecutor.errors import UsageError
     from codeexecutor.generation import TraceGenerator
 
@@ -202,7 +205,7 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
     gen = TraceGenerator(model)
     enc, profile = gen.encoder, gen.profile
     report: dict = {"model": model, "data": data, "split": split, "beam": beam, "metric": METRIC_NAME,
-                    "format_profile": profile.label, "datasets": {}}
+                    "format_profile": profile.label, "constrained_names": names, "datasets": {}}
     predictions: list[dict] = []
 
     if rows_of_file is not None:
@@ -210,7 +213,7 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
         rows = [rows_of_file[i] for i in sample(len(rows_of_file), limit)]
         inputs = [f"<{name}> " + " ".join(r["code_tokens"]) for r in rows]
         golds = [enc.gold(" ".join(r["trace_tokens"])) for r in rows]
-        outs = _generate(gen, inputs, beam, max_length, batch_size, progress)
+        outs = _generate(gen, inputs, beam, max_length, batch_size, progress, names)
         preds, ended = [o.text for o in outs], [o.finished for o in outs]
         codes = [r.get("code", "") for r in rows]
         report["datasets"][name] = _score(name, os.path.basename(data), codes, preds, golds, gen.parse, name == "singleline", ended)
@@ -233,7 +236,7 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
             continue
         pairs = [profile.example(r) for r in rows]
         golds = [enc.gold(t) for _, t in pairs]
-        outs = _generate(gen, [c for c, _ in pairs], beam, max_length, batch_size, progress)
+        outs = _generate(gen, [c for c, _ in pairs], beam, max_length, batch_size, progress, names)
         preds, ended = [o.text for o in outs], [o.finished for o in outs]
         singleline = rows[0]["task"] == "singleline"
         report["datasets"][name] = _score(name, use, [r["code"] for r in rows], preds, golds, gen.parse, singleline, ended)
@@ -263,7 +266,7 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
     return {**report, "predictions": predictions}
 
 
-def _described(gen, rows, docs, beam, max_length, batch_size, progress) -> list[TraceRecord]:
+def _described(gen, rows, docs, beam, max_length, batch_size, progress, names=False) -> list[TraceRecord]:
     """Predictions with each problem's input spec prepended as a docstring, in the
     program's own line numbers."""
     inputs, offsets = [], []
@@ -275,7 +278,7 @@ def _described(gen, rows, docs, beam, max_length, batch_size, progress) -> list[
                 code, offset = doc + code, doc.count("\n")
         inputs.append(gen.code_input(code, r["task"]))
         offsets.append(offset)
-    outs = _generate(gen, inputs, beam, max_length, batch_size, progress)
+    outs = _generate(gen, inputs, beam, max_length, batch_size, progress, names)
     return [_shift(TraceRecord.from_parsed(gen.parse(o.text)), k) for o, k in zip(outs, offsets)]
 
 

@@ -49,7 +49,8 @@ def prepare(source: str, stdin: str, docstring: str | None = None) -> tuple[str,
 
 
 def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam: int = 10, max_length: int | None = None,
-                  compare: bool = False, html_out: str | None = None, docstring: str | None = None, **kw) -> dict:
+                  compare: bool = False, html_out: str | None = None, docstring: str | None = None, names: bool = False,
+                  **kw) -> dict:
     """Predict one program's trace; returns the JSON report (plus 'text', the readable form)."""
     from codeexecutor.modeling.format import FormatError
 
@@ -60,7 +61,7 @@ def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam
         model_input = generator.code_input(code, "codenet")
     except FormatError as exc:
         raise UsageError(f"cannot trace this program: {exc}") from exc
-    gen = generator.generate([model_input], beam=beam, max_length=max_length)[0]
+    gen = generator.generate([model_input], beam=beam, max_length=max_length, names=names)[0]
     limit = generator.model.config.max_trace_length
     parsed = generator.parse(gen.text)
     steps = [s for s in parsed.steps]
@@ -141,6 +142,8 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"model folder or hub id (default {DEFAULT_MODEL}, made by `make demo`)")
     p.add_argument("--beam", type=int, default=10)
     p.add_argument("--max-length", type=int, help="trace tokens to generate at most (default and cap: the model's, 768)")
+    p.add_argument("--constrain-names", action="store_true", help="states may only name the program's identifiers "
+                   "(stops a small model's name loops; not in the release's decoding)")
     p.add_argument("--json", action="store_true", help="print the JSON report")
     p.add_argument("--html", metavar="OUT", help="write an HTML view of the trace")
     p.add_argument("--compare", action="store_true", help="also run the program in the sandbox and show the real trace "
@@ -165,7 +168,8 @@ def _run(args: argparse.Namespace) -> int:
                 code = item["code"]
             except (ValueError, KeyError, TypeError) as exc:
                 raise UsageError(f"{args.batch}:{n}: expected a JSON object with a \"code\" field ({exc})") from exc
-            rep = trace_program(code, item.get("stdin", ""), args.model, args.beam, args.max_length, args.compare, None, doc)
+            rep = trace_program(code, item.get("stdin", ""), args.model, args.beam, args.max_length, args.compare, None, doc,
+                                args.constrain_names)
             rep.pop("text")
             print(json.dumps({"id": item.get("id", n), **rep}, ensure_ascii=False), flush=True)
         return 0
@@ -173,7 +177,8 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("give a PROGRAM (or --batch FILE.jsonl)")
     source = read_program(args.program)
     stdin = read_text_file(args.stdin, "stdin file") if args.stdin else ""
-    report = trace_program(source, stdin, args.model, args.beam, args.max_length, args.compare, args.html, doc)
+    report = trace_program(source, stdin, args.model, args.beam, args.max_length, args.compare, args.html, doc,
+                           args.constrain_names)
     text = report.pop("text")
     print(json.dumps(report, ensure_ascii=False) if args.json else text)
     return 0

@@ -22,6 +22,7 @@ import torch
 from transformers.cache_utils import DynamicLayer
 
 from codeexecutor.generation.beam import Beam
+from codeexecutor.generation.constraints import NameConstraint, RowConstraints
 
 
 class _BeamLayer(DynamicLayer):
@@ -111,21 +112,26 @@ class TraceGenerator:
 
     @torch.no_grad()
     def generate(self, inputs: list[str], beam: int = 10, max_length: int | None = None, batch_size: int = 8,
-                 cache: bool = True) -> list[Generated]:
+                 cache: bool = True, names: bool = False) -> list[Generated]:
         """Best hypothesis for each model-format code string, in input order. At most
         `max_length` tokens are generated (</s> included; default and cap: the model's
-        max_trace_length, 768 as in the release)."""
+        max_trace_length, 768 as in the release). `names`: states may only name the
+        code's identifiers (generation/constraints.py; the release has no such rule)."""
         cap = self.model.config.max_trace_length
         max_length = min(max_length or cap, cap)
+        rule = (lambda text: NameConstraint(self.tok, text)) if names else (lambda text: None)  # noqa: E731
         if not cache:
-            return [self._beam_no_cache(self.encoder.code(text), beam, max_length) for text in inputs]
+            return [self._beam_no_cache(self.encoder.code(text), beam, max_length, rule(text)) for text in inputs]
         out: list[Generated] = []
         for i in range(0, len(inputs), batch_size):
-            out += self._beam([self.encoder.code(t) for t in inputs[i : i + batch_size]], beam, max_length)
+            chunk = inputs[i : i + batch_size]
+            rules = [rule(t) for t in chunk]
+            out += self._beam([self.encoder.code(t) for t in chunk], beam, max_length, rules if names else None)
         return out
 
     # -- cached, batched -------------------------------------------------------------------
-    def _beam(self, codes: list[list[int]], size: int, max_length: int) -> list[Generated]:
+    def _beam(self, codes: list[list[int]], size: int, max_length: int,
+              rules: list[NameConstraint] | None = None) -> list[Generated]:
         from codeexecutor.modeling.tokenizer import pad
 
         m, enc, dev = self.model, self.encoder, self.device
@@ -141,6 +147,7 @@ class TraceGenerator:
         tokens = torch.full((B * size,), enc.mask0, dtype=torch.long, device=dev)
         beams = [Beam(size, enc.eos) for _ in range(B)]
         alive = list(range(B))  # programs in the batch, in row order
+        constraint = RowConstraints(rules, size) if rules else None
         for _ in range(max_length):
             # As the release: a generated <pad> is masked out as a key (ids.ne(1)) and gets
             # RoBERTa's padding position; later tokens' positions do not count it.
@@ -149,6 +156,8 @@ class TraceGenerator:
             positions = torch.where(real, code_len + fed - 1, -1)  # + 2 in decode_step: n+2, n+3, ...; <pad>: 1
             key_mask = torch.cat([key_mask, real[:, None]], 1)  # (A*size, S+step+1)
             logp = m.decode_step(tokens, kv, key_mask, positions)  # (A*size, V)
+            if constraint:
+                logp = constraint.mask(logp)
             logp = logp.view(len(alive), size, -1)
             order, new_tokens = [], []
             for a, b in enumerate(alive):
@@ -156,6 +165,8 @@ class TraceGenerator:
                 order.append(back.to(dev) + a * size)
                 new_tokens += beams[b].last_tokens()
             order = torch.cat(order)
+            if constraint:
+                constraint.advance(order.tolist(), new_tokens)
             kv.reorder_cache(order)
             key_mask, fed = key_mask[order], fed[order]
             tokens = torch.tensor(new_tokens, dtype=torch.long, device=dev)
@@ -167,6 +178,8 @@ class TraceGenerator:
                 for layer in kv.layers:
                     layer.keep_rows(rows)
                 key_mask, code_len, fed, tokens = key_mask[rows], code_len[rows], fed[rows], tokens[rows]
+                if constraint:
+                    constraint.keep(rows.tolist())
                 alive = [alive[a] for a in keep]
         results = []
         for b in range(B):
@@ -175,15 +188,19 @@ class TraceGenerator:
         return results
 
     # -- reference: no cache, one program at a time ---------------------------------------------
-    def _beam_no_cache(self, code: list[int], size: int, max_length: int) -> Generated:
+    def _beam_no_cache(self, code: list[int], size: int, max_length: int, rule: NameConstraint | None = None) -> Generated:
         m, enc = self.model, self.encoder
         code_ids = torch.tensor([code], device=self.device)
         beam = Beam(size, enc.eos)
         rows = [[enc.mask0] for _ in range(size)]
+        constraint = RowConstraints([rule], size) if rule else None
         for _ in range(max_length):
             trace = torch.tensor([r + [enc.pad] for r in rows], device=self.device)  # one slot for the next token
             out = m(code_ids.expand(size, -1), torch.ones_like(code_ids).expand(size, -1), trace, torch.ones_like(trace))
-            back = beam.advance(m.log_probs(out.logits[:, -1]))  # (size, V)
+            logp = m.log_probs(out.logits[:, -1])  # (size, V)
+            back = beam.advance(constraint.mask(logp) if constraint else logp)
+            if constraint:
+                constraint.advance(back.tolist(), beam.last_tokens())
             rows = [rows[k] + [t] for k, t in zip(back.tolist(), beam.last_tokens())]
             if beam.done():
                 break

@@ -1,0 +1,117 @@
+"""Constrained decoding: a state may only name variables that the program names.
+
+Every name in a trace state (`<state> name : value <dictsep> name : value </state>`)
+is an identifier of the program's code, but a small model does not always copy it: it
+writes `MyCgolfgolfgolf…` for `MyClass` and never reaches the ` :` that ends the name,
+so the trace runs into the length cap. `NameConstraint` keeps a trie of the token
+sequences of the code's identifiers; right after `<state>` or `<dictsep>` the decoder
+may only write a path of that trie (or `</state>` for an empty state), and a complete
+name may only be followed by ` :` or by a longer name. Values, line numbers, outputs
+and the exception step are left alone.
+
+The release decodes without it, so it is off by default (`TraceGenerator.generate`,
+`names=False`) and a released checkpoint still generates exactly what the release's
+inference generates; `--constrain-names` turns it on (eval and `codeexecutor trace`).
+
+A name after a special token is tokenized on its own: the format's special tokens
+strip the spaces around them, and byte-level BPE splits `name :` into `name` and ` :`,
+so the trie holds each identifier's ids as the tokenizer encodes it in a state.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+
+import torch
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+BLOCKED = -1e9  # a disallowed token's log-probability (finite: beam sums stay ordered)
+OUT, NAME = 0, 1
+
+
+def identifiers(code: str) -> set[str]:
+    """Names a state of this code can hold: its identifiers (Python keywords left out)."""
+    return {w for w in _IDENT.findall(code) if not keyword.iskeyword(w)}
+
+
+class NameConstraint:
+    """The name rule of one program. A decoding state is `(OUT, None)` or `(NAME, node)`,
+    node a trie node: `{token id: child node}`, with key `None` present where a whole name
+    ends."""
+
+    def __init__(self, tok, code: str) -> None:
+        vocab = tok.get_vocab()
+        self.opens = {vocab["<state>"], vocab["<dictsep>"]}
+        self.state_open, self.state_close = vocab["<state>"], vocab["</state>"]
+        self.colon = tok.encode(" :", add_special_tokens=False)
+        if len(self.colon) != 1:
+            raise ValueError(f"this tokenizer splits ' :' into {len(self.colon)} tokens; the name constraint needs one")
+        self.colon = self.colon[0]
+        self.root: dict = {}
+        for name in sorted(identifiers(code)):
+            node = self.root
+            for t in tok.encode(name, add_special_tokens=False):
+                node = node.setdefault(t, {})
+            node[None] = True
+
+    @staticmethod
+    def start() -> tuple[int, dict | None]:
+        return (OUT, None)
+
+    def allowed(self, state, after_open_state: bool) -> list[int] | None:
+        """Token ids allowed next; None: any token."""
+        mode, node = state
+        if mode == OUT:
+            return None
+        ids = [t for t in node if t is not None]
+        if None in node:
+            ids.append(self.colon)
+        if node is self.root and after_open_state:
+            ids.append(self.state_close)  # an empty state
+        return ids or [self.colon]  # no identifier at all: let the name end
+
+    def step(self, state, token: int):
+        """The decoding state after `token`."""
+        mode, node = state
+        if token in self.opens:
+            return (NAME, self.root)
+        if mode == NAME and token in node:
+            return (NAME, node[token])
+        return (OUT, None)
+
+
+class RowConstraints:
+    """Name constraints of the rows of a batched search: per row its program's
+    constraint, its decoding state and whether its name follows `<state>`."""
+
+    def __init__(self, constraints: list[NameConstraint], per_program: int) -> None:
+        self.rules = [c for c in constraints for _ in range(per_program)]
+        self.states = [NameConstraint.start() for _ in self.rules]
+        self.after_state = [False] * len(self.rules)
+
+    def mask(self, logp: torch.Tensor) -> torch.Tensor:
+        """logp: (rows, V) next-token log-probabilities; disallowed tokens get BLOCKED."""
+        out = None
+        for r, (rule, state) in enumerate(zip(self.rules, self.states)):
+            ids = rule.allowed(state, self.after_state[r])
+            if ids is None:
+                continue
+            if out is None:
+                out = logp.clone()
+            keep = torch.tensor(ids, device=logp.device)
+            row = torch.full_like(logp[r], BLOCKED)
+            row[keep] = logp[r, keep]
+            out[r] = row
+        return logp if out is None else out
+
+    def advance(self, order: list[int], tokens: list[int]) -> None:
+        """Row i now extends row `order[i]` with `tokens[i]`."""
+        rules, states = self.rules, self.states
+        self.states = [rules[i].step(states[o], t) for i, (o, t) in enumerate(zip(order, tokens))]
+        self.after_state = [t == rules[i].state_open for i, t in enumerate(tokens)]
+
+    def keep(self, rows: list[int]) -> None:
+        self.rules = [self.rules[r] for r in rows]
+        self.states = [self.states[r] for r in rows]
+        self.after_state = [self.after_state[r] for r in rows]

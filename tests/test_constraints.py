@@ -1,0 +1,88 @@
+"""The name constraint (generation/constraints.py): it never forbids a true trace, and a
+constrained search only names the program's identifiers."""
+
+import re
+
+import datasets
+
+from codeexecutor.generation.constraints import NameConstraint, identifiers
+from codeexecutor.modeling.format import parse_trace
+
+
+def _gold_path_allowed(rule: NameConstraint, ids: list[int], state_open: int) -> bool:
+    state, after_state = NameConstraint.start(), False
+    for t in ids:
+        allowed = rule.allowed(state, after_state)
+        if allowed is not None and t not in allowed:
+            return False
+        state, after_state = rule.step(state, t), t == state_open
+    return True
+
+
+def test_every_true_trace_of_the_demo_data_is_allowed(demo_data, overfit_model):
+    from codeexecutor.modeling.tokenizer import load_tokenizer
+
+    path, _ = overfit_model
+    tok = load_tokenizer(str(path))
+    state_open = tok.convert_tokens_to_ids("<state>")
+    checked = 0
+    for name in ("singleline/singleline", "tutorial/tutorial", "codenetmut/codenetmut"):
+        for row in datasets.load_from_disk(str(demo_data / name))["train"]:
+            ids = tok.encode(row["target"], add_special_tokens=False)
+            assert _gold_path_allowed(NameConstraint(tok, row["input"]), ids, state_open), (name, row["target"][:200])
+            checked += " : " in row["target"]
+    assert checked > 50  # traces with named values, not only empty states
+
+
+def test_a_name_outside_the_code_is_refused_and_a_name_may_end_or_grow():
+    from codeexecutor.modeling.tokenizer import train_tokenizer
+
+    tok = train_tokenizer(["<state> ab : 1 <dictsep> abc : 2 </state>"] * 5, vocab_size=300, min_frequency=1)
+    rule = NameConstraint(tok, "ab = 1\nabc = ab + 1\nfor x in y: pass")
+    assert identifiers("for x in y: pass") == {"x", "y"}  # keywords are no names
+    opened = rule.step(rule.start(), tok.convert_tokens_to_ids("<state>"))
+    first = rule.allowed(opened, after_open_state=True)
+    assert tok.convert_tokens_to_ids("</state>") in first  # an empty state
+    assert tok.encode("z", add_special_tokens=False)[0] not in first
+    node = opened
+    for t in tok.encode("ab", add_special_tokens=False):
+        node = rule.step(node, t)
+    after_ab = rule.allowed(node, after_open_state=False)
+    assert rule.colon in after_ab and any(t != rule.colon for t in after_ab)  # `ab :` or `abc`
+    assert rule.step(node, rule.colon) == rule.start()  # the value is free
+    assert rule.allowed(rule.step(node, rule.colon), False) is None
+
+
+def _names(text: str) -> set[str]:
+    return {name for step in parse_trace(text).steps for name in step.state}
+
+
+def test_constrained_search_names_only_the_programs_identifiers(overfit_model):
+    from codeexecutor.generation import TraceGenerator
+
+    path, rows = overfit_model
+    gen = TraceGenerator(str(path))
+    renamed = []
+    for r in rows:
+        names = sorted(_names(r["target"]))
+        if names:  # the program with its first variable renamed: the memorised name is now wrong
+            renamed.append(re.sub(rf"\b{re.escape(names[0])}\b", "zq", r["input"]))
+    assert len(renamed) >= 5
+    free = gen.generate(renamed, beam=1, max_length=128)
+    held = gen.generate(renamed, beam=1, max_length=128, names=True)
+    assert any(_names(o.text) - identifiers(i) for o, i in zip(free, renamed))  # the model writes names not in the code
+    for o, i in zip(held, renamed):
+        assert _names(o.text) <= identifiers(i), o.text
+
+
+def test_constraint_keeps_a_right_models_answers_and_both_search_paths_agree(overfit_model):
+    from codeexecutor.generation import TraceGenerator
+
+    path, rows = overfit_model
+    gen = TraceGenerator(str(path))
+    inputs = [r["input"] for r in rows]
+    held = gen.generate(inputs, beam=1, max_length=128, names=True)
+    assert [parse_trace(o.text).steps for o in held] == [parse_trace(r["target"]).steps for r in rows]
+    fast = gen.generate(inputs[:4], beam=3, max_length=64, batch_size=4, names=True)
+    slow = gen.generate(inputs[:4], beam=3, max_length=64, cache=False, names=True)
+    assert [a.text for a in fast] == [b.text for b in slow]
