@@ -217,3 +217,19 @@ def test_a_result_names_the_machine_its_wall_clock_figures_came_from():
     assert m["cores"] >= 1 and m["torch_threads"] >= 1
     assert m["bf16_native"] is fast_bf16()
     assert m["device"] == ("cpu" if not torch.cuda.is_available() else torch.cuda.get_device_name(0))
+
+
+def test_constraint_bench_compares_both_decodings_and_refuses_a_run_without_a_model(tmp_path):
+    import subprocess
+
+    import bench_constraint
+
+    lines = [{"dataset": "tutorial", "constrained_names": False, "trace_accuracy": 28.0, "unfinished_share": 30.0},
+             {"dataset": "tutorial", "constrained_names": True, "trace_accuracy": 28.67, "unfinished_share": 19.33},
+             {"dataset": "singleline", "constrained_names": True, "trace_accuracy": 52.33, "unfinished_share": None}]
+    table = bench_constraint.compare(lines).splitlines()
+    assert table[1].split() == ["tutorial", "28.0", "30.0%", "28.67", "19.3%"]
+    assert table[2].split() == ["singleline", "-", "-", "52.33", "-"]
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_constraint.py"), "--run", str(tmp_path)],
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and "no model at" in run.stderr and "Traceback" not in run.stderr

@@ -1,0 +1,65 @@
+"""Name-constrained decoding against the release's free decoding: the same model scored on
+the same fixed test sample of each dataset, the release's metric, greedy.
+
+    .venv/bin/python benchmarks/bench_constraint.py --run runs/quality/run [--decodings free names]
+
+A small model sometimes fails to copy a variable's name and loops inside it
+(`MyCgolfgolf…`) until the length cap; the constraint (generation/constraints.py) lets a
+state name only the program's identifiers. One line per (model, decoding, dataset) goes
+to benchmarks/results/name-constraint-<device>.jsonl; the table at the end compares them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from _common import RESULTS, ROOT, dataset_folders, device_label, score_test
+
+DECODINGS = ("free", "names")
+
+
+def compare(lines: list[dict]) -> str:
+    """Trace accuracy and the share cut at the length cap, per dataset and decoding."""
+    rows = [f"{'dataset':<12} " + "  ".join(f"{d + ' trace':>12} {d + ' cut':>10}" for d in DECODINGS)]
+    for name in dict.fromkeys(line["dataset"] for line in lines):
+        cells = []
+        for d in DECODINGS:
+            got = [x for x in lines if x["dataset"] == name and x["constrained_names"] == (d == "names")]
+            share = got[0]["unfinished_share"] if got else None
+            cells.append(f"{got[0]['trace_accuracy']:>12} {'-' if share is None else f'{share:.1f}%':>10}" if got
+                         else f"{'-':>12} {'-':>10}")
+        rows.append(f"{name:<12} " + "  ".join(cells))
+    return "\n".join(rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run", required=True, help="a training run's folder (its final/ model is scored)")
+    ap.add_argument("--model", help="another model folder to score (default RUN/final)")
+    ap.add_argument("--data", help="the datasets' folder (default: the one the run's curriculum trained on)")
+    ap.add_argument("--datasets", nargs="+", default=["singleline", "tutorial", "codenetmut"],
+                    help="datasets to score (folder names; the crashing programs come with codenetmut)")
+    ap.add_argument("--decodings", nargs="+", choices=DECODINGS, default=list(DECODINGS))
+    ap.add_argument("--limit", type=int, default=300, help="test examples per dataset (a fixed sample)")
+    args = ap.parse_args()
+    model = args.model or os.path.join(args.run, "final")
+    if not os.path.isfile(os.path.join(model, "config.json")):
+        print(f"bench_constraint: no model at {model} (pass --model, or a run whose final/ export exists)", file=sys.stderr)
+        sys.exit(2)
+    folders = dataset_folders("bench_constraint", args.run, args.data, args.datasets)
+    out = RESULTS / f"name-constraint-{device_label()}.jsonl"
+    start = sum(1 for _ in open(out)) if out.exists() else 0
+    fields = {"model": os.path.relpath(os.path.abspath(model), ROOT)}
+    for decoding in args.decodings:
+        score_test(model, folders, args.limit, out, {**fields, "decoding_rule": decoding}, names=decoding == "names")
+    with open(out) as f:
+        lines = [json.loads(x) for x in f][start:]
+    print(compare(lines))
+    print(f"report: {out}")
+
+
+if __name__ == "__main__":
+    main()
