@@ -34,13 +34,13 @@ def test_every_true_trace_of_the_demo_data_is_allowed(demo_data, overfit_model):
     assert checked > 50  # traces with named values, not only empty states
 
 
-def test_a_name_outside_the_code_is_refused_and_a_name_may_end_or_grow():
+def test_a_name_outside_the_code_or_named_twice_in_a_state_is_refused():
     from codeexecutor.modeling.tokenizer import train_tokenizer
 
     tok = train_tokenizer(["<state> ab : 1 <dictsep> abc : 2 </state>"] * 5, vocab_size=300, min_frequency=1)
     rule = NameConstraint(tok, "ab = 1\nabc = ab + 1\nfor x in y: pass")
     assert identifiers("for x in y: pass") == {"x", "y"}  # keywords are no names
-    opened = rule.step(rule.start(), tok.convert_tokens_to_ids("<state>"))
+    opened = rule.step(rule.start(), rule.state_open)
     first = rule.allowed(opened, after_open_state=True)
     assert tok.convert_tokens_to_ids("</state>") in first  # an empty state
     assert tok.encode("z", add_special_tokens=False)[0] not in first
@@ -49,8 +49,17 @@ def test_a_name_outside_the_code_is_refused_and_a_name_may_end_or_grow():
         node = rule.step(node, t)
     after_ab = rule.allowed(node, after_open_state=False)
     assert rule.colon in after_ab and any(t != rule.colon for t in after_ab)  # `ab :` or `abc`
-    assert rule.step(node, rule.colon) == rule.start()  # the value is free
-    assert rule.allowed(rule.step(node, rule.colon), False) is None
+    value = rule.step(node, rule.colon)
+    assert rule.allowed(value, False) is None  # the value is free
+    again = rule.step(rule.step(value, tok.encode("1", add_special_tokens=False)[0]), tok.convert_tokens_to_ids("<dictsep>"))
+    for t in tok.encode("ab", add_special_tokens=False):
+        assert t in rule.allowed(again, False)  # towards `abc`, still free
+        again = rule.step(again, t)
+    assert rule.colon not in rule.allowed(again, False)  # `ab` is named once per state
+    fresh = rule.step(rule.step(again, rule.state_close), rule.state_open)
+    for t in tok.encode("ab", add_special_tokens=False):
+        fresh = rule.step(fresh, t)
+    assert rule.colon in rule.allowed(fresh, False)  # a new state may name it again
 
 
 def _names(text: str) -> set[str]:
@@ -73,6 +82,9 @@ def test_constrained_search_names_only_the_programs_identifiers(overfit_model):
     assert any(_names(o.text) - identifiers(i) for o, i in zip(free, renamed))  # the model writes names not in the code
     for o, i in zip(held, renamed):
         assert _names(o.text) <= identifiers(i), o.text
+        for step in re.findall(r"<state>(.*?)</state>", o.text):
+            named = [item.split(" : ")[0].strip() for item in step.split("<dictsep>") if " : " in item]
+            assert len(named) == len(set(named)), step
 
 
 def test_constraint_keeps_a_right_models_answers_and_both_search_paths_agree(overfit_model):

@@ -3,11 +3,13 @@
 Every name in a trace state (`<state> name : value <dictsep> name : value </state>`)
 is an identifier of the program's code, but a small model does not always copy it: it
 writes `MyCgolfgolfgolf…` for `MyClass` and never reaches the ` :` that ends the name,
-so the trace runs into the length cap. `NameConstraint` keeps a trie of the token
-sequences of the code's identifiers; right after `<state>` or `<dictsep>` the decoder
-may only write a path of that trie (or `</state>` for an empty state), and a complete
-name may only be followed by ` :` or by a longer name. Values, line numbers, outputs
-and the exception step are left alone.
+so the trace runs into the length cap; or it names one variable twice in a state
+(`X : 3 <dictsep> X : 3 …`), which no true state does (a state is a dict), and goes on
+repeating it. `NameConstraint` keeps a trie of the token sequences of the code's
+identifiers; right after `<state>` or `<dictsep>` the decoder may only write a path of
+that trie towards a name the state has not named yet (or `</state>` for an empty
+state), and a complete name may only be followed by ` :` or by a longer name. Values,
+line numbers, outputs and the exception step are left alone.
 
 The release decodes without it, so it is off by default (`TraceGenerator.generate`,
 `names=False`) and a released checkpoint still generates exactly what the release's
@@ -36,49 +38,62 @@ def identifiers(code: str) -> set[str]:
 
 
 class NameConstraint:
-    """The name rule of one program. A decoding state is `(OUT, None)` or `(NAME, node)`,
-    node a trie node: `{token id: child node}`, with key `None` present where a whole name
-    ends."""
+    """The name rule of one program. A decoding state is `(mode, node, used)`: mode OUT
+    (free) or NAME at `node` of the trie (`{token id: child}`, key `None` -> the name
+    that ends there), and the names the current state has already named."""
 
     def __init__(self, tok, code: str) -> None:
         vocab = tok.get_vocab()
-        self.opens = {vocab["<state>"], vocab["<dictsep>"]}
-        self.state_open, self.state_close = vocab["<state>"], vocab["</state>"]
-        self.colon = tok.encode(" :", add_special_tokens=False)
-        if len(self.colon) != 1:
-            raise ValueError(f"this tokenizer splits ' :' into {len(self.colon)} tokens; the name constraint needs one")
-        self.colon = self.colon[0]
+        self.state_open, self.dictsep, self.state_close = vocab["<state>"], vocab["<dictsep>"], vocab["</state>"]
+        colon = tok.encode(" :", add_special_tokens=False)
+        if len(colon) != 1:
+            raise ValueError(f"this tokenizer splits ' :' into {len(colon)} tokens; the name constraint needs one")
+        self.colon = colon[0]
         self.root: dict = {}
         for name in sorted(identifiers(code)):
             node = self.root
             for t in tok.encode(name, add_special_tokens=False):
                 node = node.setdefault(t, {})
-            node[None] = True
+            node[None] = name
+        self.below: dict[int, frozenset[str]] = {}  # id(node) -> the names its paths reach
+        self._index(self.root)
+
+    def _index(self, node: dict) -> frozenset[str]:
+        names = frozenset([node[None]] if None in node else [])
+        for t, child in node.items():
+            if t is not None:
+                names |= self._index(child)
+        self.below[id(node)] = names
+        return names
 
     @staticmethod
-    def start() -> tuple[int, dict | None]:
-        return (OUT, None)
+    def start() -> tuple[int, dict | None, frozenset[str]]:
+        return (OUT, None, frozenset())
 
     def allowed(self, state, after_open_state: bool) -> list[int] | None:
         """Token ids allowed next; None: any token."""
-        mode, node = state
+        mode, node, used = state
         if mode == OUT:
             return None
-        ids = [t for t in node if t is not None]
-        if None in node:
+        ids = [t for t, child in node.items() if t is not None and not self.below[id(child)] <= used]
+        if None in node and node[None] not in used:
             ids.append(self.colon)
         if node is self.root and after_open_state:
             ids.append(self.state_close)  # an empty state
-        return ids or [self.colon]  # no identifier at all: let the name end
+        return ids or [self.state_close]  # every name taken (or none at all): the state ends
 
     def step(self, state, token: int):
         """The decoding state after `token`."""
-        mode, node = state
-        if token in self.opens:
-            return (NAME, self.root)
+        mode, node, used = state
+        if token == self.state_open:
+            return (NAME, self.root, frozenset())
+        if token == self.dictsep:
+            return (NAME, self.root, used)
         if mode == NAME and token in node:
-            return (NAME, node[token])
-        return (OUT, None)
+            return (NAME, node[token], used)
+        if mode == NAME and token == self.colon and None in node:
+            return (OUT, None, used | {node[None]})
+        return (OUT, None, used)
 
 
 class RowConstraints:
