@@ -81,7 +81,12 @@ LATER_LR = 0.5
 # a fresh optimizer; results/stage-exports-cpu.jsonl, "pilot") predicted 22 of 300 crashes
 # (10 false alarms; detection 52.0%, 69.0% over finished traces, against 61.9%) at SingleLine
 # 50.3%, CodeNetMut 14.0%, but more traces hit the length cap (CodeNetMut 40.3% against
-# 33.3%): not yet the default; a full run decides.
+# 33.3%): not yet the default; a full run decides. The full 60-minute run with 0.3
+# (`--errors-weight 0.3`; 8,071 / 2,285 / 3,488 steps, 61.0 minutes; results/
+# quality-cpu-errors0.3.json) predicted 29 crashes (15 false alarms; detection 52.3%,
+# 71.9% over finished traces, localisation 65.5% of those detected) at SingleLine 50.7%,
+# Tutorial 36.0% (28.0%), CodeNetMut 12.7% (14.7%), but CodeNetMut traces cut at the cap
+# went from 33.3% to 56.0% and the crashing programs' from 59.0% to 76.3%: kept at 0.1.
 LAST_MIX = {"singleline": 0.5, "tutorial": 0.2, "codenet": 0.3, "errors": 0.1}
 # Token budget per step. On a CPU, where a step's cost is its tokens, smaller batches buy
 # more optimizer steps for the same time: SingleLine-only pilots of 12.5 minutes on this
