@@ -9,13 +9,13 @@ from codeexecutor.generation.constraints import NameConstraint, identifiers
 from codeexecutor.modeling.format import parse_trace
 
 
-def _gold_path_allowed(rule: NameConstraint, ids: list[int], state_open: int) -> bool:
-    state, after_state = NameConstraint.start(), False
+def _gold_path_allowed(rule: NameConstraint, ids: list[int]) -> bool:
+    state = NameConstraint.start()
     for t in ids:
-        allowed = rule.allowed(state, after_state)
+        allowed = rule.allowed(state)
         if allowed is not None and t not in allowed:
             return False
-        state, after_state = rule.step(state, t), t == state_open
+        state = rule.step(state, t)
     return True
 
 
@@ -24,12 +24,11 @@ def test_every_true_trace_of_the_demo_data_is_allowed(demo_data, overfit_model):
 
     path, _ = overfit_model
     tok = load_tokenizer(str(path))
-    state_open = tok.convert_tokens_to_ids("<state>")
     checked = 0
     for name in ("singleline/singleline", "tutorial/tutorial", "codenetmut/codenetmut"):
         for row in datasets.load_from_disk(str(demo_data / name))["train"]:
             ids = tok.encode(row["target"], add_special_tokens=False)
-            assert _gold_path_allowed(NameConstraint(tok, row["input"]), ids, state_open), (name, row["target"][:200])
+            assert _gold_path_allowed(NameConstraint(tok, row["input"]), ids), (name, row["target"][:200])
             checked += " : " in row["target"]
     assert checked > 50  # traces with named values, not only empty states
 
@@ -41,25 +40,25 @@ def test_a_name_outside_the_code_or_named_twice_in_a_state_is_refused():
     rule = NameConstraint(tok, "ab = 1\nabc = ab + 1\nfor x in y: pass")
     assert identifiers("for x in y: pass") == {"x", "y"}  # keywords are no names
     opened = rule.step(rule.start(), rule.state_open)
-    first = rule.allowed(opened, after_open_state=True)
+    first = rule.allowed(opened)
     assert tok.convert_tokens_to_ids("</state>") in first  # an empty state
     assert tok.encode("z", add_special_tokens=False)[0] not in first
     node = opened
     for t in tok.encode("ab", add_special_tokens=False):
         node = rule.step(node, t)
-    after_ab = rule.allowed(node, after_open_state=False)
+    after_ab = rule.allowed(node)
     assert rule.colon in after_ab and any(t != rule.colon for t in after_ab)  # `ab :` or `abc`
     value = rule.step(node, rule.colon)
-    assert rule.allowed(value, False) is None  # the value is free
+    assert rule.allowed(value) is None  # the value is free
     again = rule.step(rule.step(value, tok.encode("1", add_special_tokens=False)[0]), tok.convert_tokens_to_ids("<dictsep>"))
     for t in tok.encode("ab", add_special_tokens=False):
-        assert t in rule.allowed(again, False)  # towards `abc`, still free
+        assert t in rule.allowed(again)  # towards `abc`, still free
         again = rule.step(again, t)
-    assert rule.colon not in rule.allowed(again, False)  # `ab` is named once per state
+    assert rule.colon not in rule.allowed(again)  # `ab` is named once per state
     fresh = rule.step(rule.step(again, rule.state_close), rule.state_open)
     for t in tok.encode("ab", add_special_tokens=False):
         fresh = rule.step(fresh, t)
-    assert rule.colon in rule.allowed(fresh, False)  # a new state may name it again
+    assert rule.colon in rule.allowed(fresh)  # a new state may name it again
 
 
 def _names(text: str) -> set[str]:

@@ -70,15 +70,16 @@ class NameConstraint:
     def start() -> tuple[int, dict | None, frozenset[str]]:
         return (OUT, None, frozenset())
 
-    def allowed(self, state, after_open_state: bool) -> list[int] | None:
-        """Token ids allowed next; None: any token."""
+    def allowed(self, state) -> list[int] | None:
+        """Token ids allowed next; None: any token. A state may end empty only before its
+        first name."""
         mode, node, used = state
         if mode == OUT:
             return None
         ids = [t for t, child in node.items() if t is not None and not self.below[id(child)] <= used]
         if None in node and node[None] not in used:
             ids.append(self.colon)
-        if node is self.root and after_open_state:
+        if node is self.root and not used:
             ids.append(self.state_close)  # an empty state
         return ids or [self.state_close]  # every name taken (or none at all): the state ends
 
@@ -98,18 +99,17 @@ class NameConstraint:
 
 class RowConstraints:
     """Name constraints of the rows of a batched search: per row its program's
-    constraint, its decoding state and whether its name follows `<state>`."""
+    constraint and its decoding state."""
 
     def __init__(self, constraints: list[NameConstraint], per_program: int) -> None:
         self.rules = [c for c in constraints for _ in range(per_program)]
         self.states = [NameConstraint.start() for _ in self.rules]
-        self.after_state = [False] * len(self.rules)
 
     def mask(self, logp: torch.Tensor) -> torch.Tensor:
         """logp: (rows, V) next-token log-probabilities; disallowed tokens get BLOCKED."""
         out = None
         for r, (rule, state) in enumerate(zip(self.rules, self.states)):
-            ids = rule.allowed(state, self.after_state[r])
+            ids = rule.allowed(state)
             if ids is None:
                 continue
             if out is None:
@@ -124,9 +124,7 @@ class RowConstraints:
         """Row i now extends row `order[i]` with `tokens[i]`."""
         rules, states = self.rules, self.states
         self.states = [rules[i].step(states[o], t) for i, (o, t) in enumerate(zip(order, tokens))]
-        self.after_state = [t == rules[i].state_open for i, t in enumerate(tokens)]
 
     def keep(self, rows: list[int]) -> None:
         self.rules = [self.rules[r] for r in rows]
         self.states = [self.states[r] for r in rows]
-        self.after_state = [self.after_state[r] for r in rows]

@@ -119,14 +119,14 @@ class TraceGenerator:
         code's identifiers (generation/constraints.py; the release has no such rule)."""
         cap = self.model.config.max_trace_length
         max_length = min(max_length or cap, cap)
-        rule = (lambda text: NameConstraint(self.tok, text)) if names else (lambda text: None)  # noqa: E731
         if not cache:
-            return [self._beam_no_cache(self.encoder.code(text), beam, max_length, rule(text)) for text in inputs]
+            return [self._beam_no_cache(self.encoder.code(text), beam, max_length, NameConstraint(self.tok, text) if names else None)
+                    for text in inputs]
         out: list[Generated] = []
         for i in range(0, len(inputs), batch_size):
             chunk = inputs[i : i + batch_size]
-            rules = [rule(t) for t in chunk]
-            out += self._beam([self.encoder.code(t) for t in chunk], beam, max_length, rules if names else None)
+            rules = [NameConstraint(self.tok, t) for t in chunk] if names else None
+            out += self._beam([self.encoder.code(t) for t in chunk], beam, max_length, rules)
         return out
 
     # -- cached, batched -------------------------------------------------------------------
