@@ -26,7 +26,8 @@ import os
 from collections import defaultdict
 from collections.abc import Sequence
 
-from eval.trace_metrics import TraceRecord, aligned_metrics, error_metrics, orca_metrics, table3_metrics
+from codeexecutor.generation.verdict import finite_margin
+from eval.trace_metrics import TraceRecord, aligned_metrics, crash_score_auroc, error_metrics, orca_metrics, table3_metrics
 
 PAPER_TABLE3 = {  # output acc, trace acc, line F1, identifier F1 (CodeExecutor)
     "singleline": (None, 94.03, 94.03, 97.23),
@@ -136,7 +137,7 @@ def read_release_file(path: str) -> list[dict]:
 
 
 def _generate(gen, inputs: list[str], beam: int, max_length: int | None, batch_size: int, progress: bool,
-              names: bool = False) -> list:
+              names: bool = False, exception_bias: float = 0.0) -> list:
     """The Generated answers (text, and whether it ended before the length cap), in input order."""
     outs = []
     it = range(0, len(inputs), batch_size)
@@ -145,7 +146,8 @@ def _generate(gen, inputs: list[str], beam: int, max_length: int | None, batch_s
 
         it = bar(it, desc="generating", unit="batch")
     for i in it:
-        outs += gen.generate(inputs[i : i + batch_size], beam=beam, max_length=max_length, batch_size=batch_size, names=names)
+        outs += gen.generate(inputs[i : i + batch_size], beam=beam, max_length=max_length, batch_size=batch_size, names=names,
+                             exception_bias=exception_bias)
     return outs
 
 
@@ -189,9 +191,11 @@ def _score(name: str, split: str, codes: list[str], preds: list[str], golds: lis
 
 def evaluate_model(model: str, data: str, split: str = "test", limit: int | None = None, beam: int = 10,
                    max_length: int | None = None, batch_size: int = 8, resource_descriptions: str | None = None,
-                   progress: bool = True, task: str | None = None, names: bool = False) -> dict:
+                   progress: bool = True, task: str | None = None, names: bool = False, exception_bias: float = 0.0) -> dict:
     """Scores a model on built datasets (or a release-format test file). `names`: decode
-    with the name constraint (generation/constraints.py), which the release does not use."""
+    with the name constraint (generation/constraints.py); `exception_bias`: favour
+    `<exception>` at step ends (generation/verdict.py). The release uses neither. Each
+    prediction records its `exception_peak` (the crash margin) where the model has that step."""
     from codeexecutor.errors import UsageError
     from codeexecutor.generation import TraceGenerator
 
@@ -205,7 +209,8 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
     gen = TraceGenerator(model)
     enc, profile = gen.encoder, gen.profile
     report: dict = {"model": model, "data": data, "split": split, "beam": beam, "metric": METRIC_NAME,
-                    "format_profile": profile.label, "constrained_names": names, "datasets": {}}
+                    "format_profile": profile.label, "constrained_names": names,
+                    "exception_bias": exception_bias, "datasets": {}}
     predictions: list[dict] = []
 
     if rows_of_file is not None:
@@ -213,12 +218,12 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
         rows = [rows_of_file[i] for i in sample(len(rows_of_file), limit)]
         inputs = [f"<{name}> " + " ".join(r["code_tokens"]) for r in rows]
         golds = [enc.gold(" ".join(r["trace_tokens"])) for r in rows]
-        outs = _generate(gen, inputs, beam, max_length, batch_size, progress, names)
+        outs = _generate(gen, inputs, beam, max_length, batch_size, progress, names, exception_bias)
         preds, ended = [o.text for o in outs], [o.finished for o in outs]
         codes = [r.get("code", "") for r in rows]
         report["datasets"][name] = _score(name, os.path.basename(data), codes, preds, golds, gen.parse, name == "singleline", ended)
-        predictions += [{"dataset": name, "id": r.get("id", i), "prediction": p, "gold": g, "finished": e}
-                        for i, (r, p, g, e) in enumerate(zip(rows, preds, golds, ended))]
+        predictions += [{"dataset": name, "id": r.get("id", i), "prediction": o.text, "gold": g, "finished": o.finished,
+                         "exception_peak": finite_margin(o.exception_peak)} for i, (r, o, g) in enumerate(zip(rows, outs, golds))]
         return {**report, "predictions": predictions}
 
     import datasets
@@ -236,7 +241,7 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
             continue
         pairs = [profile.example(r) for r in rows]
         golds = [enc.gold(t) for _, t in pairs]
-        outs = _generate(gen, [c for c, _ in pairs], beam, max_length, batch_size, progress, names)
+        outs = _generate(gen, [c for c, _ in pairs], beam, max_length, batch_size, progress, names, exception_bias)
         preds, ended = [o.text for o in outs], [o.finished for o in outs]
         singleline = rows[0]["task"] == "singleline"
         report["datasets"][name] = _score(name, use, [r["code"] for r in rows], preds, golds, gen.parse, singleline, ended)
@@ -247,16 +252,20 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
                     **table3_metrics([p for p, r in zip(preds, rows) if r["kind"] == k],
                                      [g for g, r in zip(golds, rows) if r["kind"] == k], singleline=singleline)}
                 for k in kinds}
-        predictions += [{"dataset": name, "id": r["id"], "prediction": p, "gold": g, "finished": e}
-                        for r, p, g, e in zip(rows, preds, golds, ended)]
+        predictions += [{"dataset": name, "id": r["id"], "prediction": o.text, "gold": g, "finished": o.finished,
+                         "exception_peak": finite_margin(o.exception_peak)} for r, o, g in zip(rows, outs, golds)]
         if name in ("errors", "codenetmut"):
             refs = [TraceRecord.from_parsed(gen.parse(t)) for _, t in pairs]  # uncut: the exception step is the label
-            error_pairs["plain"] += [(TraceRecord.from_parsed(gen.parse(p)), r, e) for p, r, e in zip(preds, refs, ended)]
+            error_pairs["plain"] += [(TraceRecord.from_parsed(gen.parse(o.text)), r, o.finished, o.exception_peak)
+                                     for o, r in zip(outs, refs)]
             if docs:
-                error_pairs["described"] += list(zip(_described(gen, rows, docs, beam, max_length, batch_size, progress), refs))
+                error_pairs["described"] += list(zip(_described(gen, rows, docs, beam, max_length, batch_size, progress,
+                                                                names, exception_bias), refs))
     if error_pairs["plain"]:
-        p, r, ended = zip(*error_pairs["plain"])
+        p, r, ended, peaks = zip(*error_pairs["plain"])
         report["runtime_errors"] = error_metrics(p, r)
+        if None not in peaks:  # how well the <exception> margin ranks crashes (threshold-free)
+            report["runtime_errors"]["crash_score_auroc"] = crash_score_auroc(peaks, [x.exception is not None for x in r])
         done, report["runtime_errors"]["unfinished_share"] = _finished(ended)
         if done:  # the verdict where the model got to the end of its trace
             report["runtime_errors"]["finished_only"] = error_metrics([p[i] for i in done], [r[i] for i in done])
@@ -266,7 +275,7 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
     return {**report, "predictions": predictions}
 
 
-def _described(gen, rows, docs, beam, max_length, batch_size, progress, names=False) -> list[TraceRecord]:
+def _described(gen, rows, docs, beam, max_length, batch_size, progress, names=False, exception_bias=0.0) -> list[TraceRecord]:
     """Predictions with each problem's input spec prepended as a docstring, in the
     program's own line numbers."""
     inputs, offsets = [], []
@@ -278,7 +287,7 @@ def _described(gen, rows, docs, beam, max_length, batch_size, progress, names=Fa
                 code, offset = doc + code, doc.count("\n")
         inputs.append(gen.code_input(code, r["task"]))
         offsets.append(offset)
-    outs = _generate(gen, inputs, beam, max_length, batch_size, progress, names)
+    outs = _generate(gen, inputs, beam, max_length, batch_size, progress, names, exception_bias)
     return [_shift(TraceRecord.from_parsed(gen.parse(o.text)), k) for o, k in zip(outs, offsets)]
 
 
@@ -305,7 +314,8 @@ def table3(report: dict) -> str:
             r = report[key]
             f1 = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
             lines.append(f"{key}: detection {f1(r['detection_accuracy'])}% (TP {r['tp']} FP {r['fp']} FN {r['fn']} TN {r['tn']}), "
-                         f"localisation {f1(r['localisation_accuracy'])}%, kind acc {f1(r['kind_accuracy'])}%, weighted F1 {f1(r['kind_weighted_f1'])}")
+                         f"localisation {f1(r['localisation_accuracy'])}%, kind acc {f1(r['kind_accuracy'])}%, weighted F1 {f1(r['kind_weighted_f1'])}"
+                         + (f", crash-score AUROC {f1(r['crash_score_auroc'])}" if r.get("crash_score_auroc") is not None else ""))
             if r.get("unfinished_share"):
                 done = r.get("finished_only")
                 lines.append(f"  {r['unfinished_share']:.1f}% of these traces hit the length cap (no verdict); "

@@ -305,6 +305,22 @@ def error_metrics(predictions: Sequence[TraceRecord], references: Sequence[Trace
     }
 
 
+def crash_score_auroc(scores: Sequence[float], crashed: Sequence[bool]) -> float | None:
+    """Area under the ROC curve of a crash score (e.g. generation/verdict.py's peak
+    margin) against whether each program crashed: the chance that a crashing program
+    scores above a clean one, ties counting half; threshold-free, so it measures what
+    the model knows even where its greedy trace never writes `<exception>`."""
+    pos = [s for s, c in zip(scores, crashed) if c]
+    neg = [s for s, c in zip(scores, crashed) if not c]
+    if not pos or not neg:
+        return None
+    neg_sorted = sorted(neg)
+    from bisect import bisect_left, bisect_right
+
+    wins = sum(bisect_left(neg_sorted, s) + 0.5 * (bisect_right(neg_sorted, s) - bisect_left(neg_sorted, s)) for s in pos)
+    return 100 * wins / (len(pos) * len(neg))
+
+
 def weighted_f1(truth: Sequence[str], pred: Sequence[str]) -> float:
     """Support-weighted F1 over the classes present in `truth`."""
     support = Counter(truth)

@@ -233,3 +233,22 @@ def test_constraint_bench_compares_both_decodings_and_refuses_a_run_without_a_mo
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_constraint.py"), "--run", str(tmp_path)],
                          capture_output=True, text=True)
     assert run.returncode == 2 and "no model at" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_exception_bias_bench_replays_verdicts_and_chooses_the_bias_on_its_split(tmp_path):
+    import math
+    import subprocess
+
+    import bench_exception_bias as eb
+
+    programs = [{"crashed": True, "peak": -0.5}, {"crashed": True, "peak": -1.5}, {"crashed": True, "peak": None},
+                {"crashed": False, "peak": -3.0}, {"crashed": False, "peak": -1.0}, {"crashed": False, "peak": -6.0}]
+    assert eb.replay(programs, 0.0)["tp"] == 0 and eb.replay(programs, 0.0)["detection_accuracy"] == 50
+    at = eb.replay(programs, 2.0)  # -0.5, -1.5 (crashes) and -1.0 (clean) are above -2
+    assert (at["tp"], at["fp"]) == (2, 1) and math.isclose(at["detection_accuracy"], 400 / 6)
+    bias = eb.choose_bias(programs)
+    assert bias == 0.75  # midway between the peaks -0.5 and -1.0: one crash caught, no false alarm
+    assert eb.choose_bias([{"crashed": False, "peak": -1.0}, {"crashed": True, "peak": -2.0}]) == 0.0  # none beats 0
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_exception_bias.py"), "--run", str(tmp_path)],
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and "no model at" in run.stderr and "Traceback" not in run.stderr

@@ -17,10 +17,14 @@ what it generates through the release's:
 
 The caller runs the model; `advance` takes the (size, V) log-probabilities of the
 current hypotheses and returns which hypothesis each survivor extends, so the caller can
-reorder its key/value cache.
+reorder its key/value cache. Given each hypothesis' `margin` at this step
+(generation/verdict.py), a hypothesis also carries the highest margin along its path,
+and `peak()` is the answer's.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -36,12 +40,14 @@ class Beam:
         self.tokens: list[list[int]] = []  # per step: each survivor's new token
         self.finished: list[tuple[float, int, int]] = []  # (score, step, slot)
         self.eos_top = False
+        self.peaks: list[list[float]] = []  # per step: each survivor's highest margin so far
 
     def done(self) -> bool:
         return self.eos_top and len(self.finished) >= self.size
 
-    def advance(self, logp: torch.Tensor) -> torch.Tensor:
-        """logp: (size, V) next-token log-probabilities of the current hypotheses.
+    def advance(self, logp: torch.Tensor, margin: torch.Tensor | None = None) -> torch.Tensor:
+        """logp: (size, V) next-token log-probabilities of the current hypotheses;
+        margin: their (size,) crash margins here, if tracked.
         Returns (size,) the hypothesis index each survivor extends."""
         V = logp.shape[-1]
         if self.tokens:
@@ -56,6 +62,9 @@ class Beam:
         token = idx - back * V
         self.back.append(back.tolist())
         self.tokens.append(token.tolist())
+        if margin is not None:
+            before = torch.tensor(self.peaks[-1], device=margin.device) if self.peaks else torch.full_like(margin, -math.inf)
+            self.peaks.append(torch.maximum(before, margin)[back].tolist())
         scores = best.tolist()
         step = len(self.tokens)
         for slot, t in enumerate(self.tokens[-1]):
@@ -72,12 +81,21 @@ class Beam:
     def last_tokens(self) -> list[int]:
         return self.tokens[-1]
 
+    def _answer(self) -> tuple[float, int, int]:
+        if self.finished:
+            return sorted(self.finished, key=lambda f: -f[0])[0]
+        return float(self.scores[0]), len(self.tokens), 0
+
+    def peak(self) -> float | None:
+        """The answer's highest crash margin (None: margins were not tracked)."""
+        if not self.peaks:
+            return None
+        _, step, slot = self._answer()
+        return self.peaks[step - 1][slot]
+
     def best(self) -> tuple[float, list[int]]:
         """(summed log-probability, token ids up to and without `</s>`) of the answer."""
-        if self.finished:
-            score, step, slot = sorted(self.finished, key=lambda f: -f[0])[0]
-        else:
-            score, step, slot = float(self.scores[0]), len(self.tokens), 0
+        score, step, slot = self._answer()
         ids = []
         for j in range(step - 1, -1, -1):  # walk the back-pointers from the end
             ids.append(self.tokens[j][slot])

@@ -23,6 +23,7 @@ from transformers.cache_utils import DynamicLayer
 
 from codeexecutor.generation.beam import Beam
 from codeexecutor.generation.constraints import NameConstraint, RowConstraints
+from codeexecutor.generation.verdict import StepEnds
 
 
 class _BeamLayer(DynamicLayer):
@@ -71,6 +72,7 @@ class Generated:
     logprob: float
     tokens: int
     finished: bool = True  # False: cut at max_length before </s> (a looping or too-long trace)
+    exception_peak: float | None = None  # highest <exception> margin at a step end (generation/verdict.py)
 
 
 class TraceGenerator:
@@ -112,26 +114,40 @@ class TraceGenerator:
 
     @torch.no_grad()
     def generate(self, inputs: list[str], beam: int = 10, max_length: int | None = None, batch_size: int = 8,
-                 cache: bool = True, names: bool = False) -> list[Generated]:
+                 cache: bool = True, names: bool = False, exception_bias: float = 0.0) -> list[Generated]:
         """Best hypothesis for each model-format code string, in input order. At most
         `max_length` tokens are generated (</s> included; default and cap: the model's
         max_trace_length, 768 as in the release). `names`: states may only name the
-        code's identifiers (generation/constraints.py; the release has no such rule)."""
+        code's identifiers (generation/constraints.py; the release has no such rule).
+        `exception_bias`: added to `<exception>` at step ends (generation/verdict.py);
+        each answer's `exception_peak` is recorded where the model has that step."""
+        from codeexecutor.errors import UsageError
+
         cap = self.model.config.max_trace_length
         max_length = min(max_length or cap, cap)
+        if "<exception>" in self.tok.get_vocab():
+            try:
+                ends = StepEnds(self.tok, exception_bias)
+            except ValueError as exc:
+                raise UsageError(f"{exc}; pass a number such as --exception-bias 2") from None
+        elif exception_bias:
+            raise UsageError("this model has no <exception> step (the release's format), so an exception bias has "
+                             "nothing to act on; leave --exception-bias out")
+        else:
+            ends = None
         if not cache:
-            return [self._beam_no_cache(self.encoder.code(text), beam, max_length, NameConstraint(self.tok, text) if names else None)
-                    for text in inputs]
+            return [self._beam_no_cache(self.encoder.code(text), beam, max_length,
+                                        NameConstraint(self.tok, text) if names else None, ends) for text in inputs]
         out: list[Generated] = []
         for i in range(0, len(inputs), batch_size):
             chunk = inputs[i : i + batch_size]
             rules = [NameConstraint(self.tok, t) for t in chunk] if names else None
-            out += self._beam([self.encoder.code(t) for t in chunk], beam, max_length, rules)
+            out += self._beam([self.encoder.code(t) for t in chunk], beam, max_length, rules, ends)
         return out
 
     # -- cached, batched -------------------------------------------------------------------
     def _beam(self, codes: list[list[int]], size: int, max_length: int,
-              rules: list[NameConstraint] | None = None) -> list[Generated]:
+              rules: list[NameConstraint] | None = None, ends: StepEnds | None = None) -> list[Generated]:
         from codeexecutor.modeling.tokenizer import pad
 
         m, enc, dev = self.model, self.encoder, self.device
@@ -158,10 +174,14 @@ class TraceGenerator:
             logp = m.decode_step(tokens, kv, key_mask, positions)  # (A*size, V)
             if constraint:
                 logp = constraint.mask(logp)
+            margin = None
+            if ends:
+                logp, margin = ends(logp)
+                margin = margin.view(len(alive), size)
             logp = logp.view(len(alive), size, -1)
             order, new_tokens = [], []
             for a, b in enumerate(alive):
-                back = beams[b].advance(logp[a])
+                back = beams[b].advance(logp[a], None if margin is None else margin[a])
                 order.append(back.to(dev) + a * size)
                 new_tokens += beams[b].last_tokens()
             order = torch.cat(order)
@@ -184,11 +204,12 @@ class TraceGenerator:
         results = []
         for b in range(B):
             score, ids = beams[b].best()
-            results.append(Generated(enc.decode(ids), float(score), len(ids), beams[b].ended()))
+            results.append(Generated(enc.decode(ids), float(score), len(ids), beams[b].ended(), beams[b].peak()))
         return results
 
     # -- reference: no cache, one program at a time ---------------------------------------------
-    def _beam_no_cache(self, code: list[int], size: int, max_length: int, rule: NameConstraint | None = None) -> Generated:
+    def _beam_no_cache(self, code: list[int], size: int, max_length: int, rule: NameConstraint | None = None,
+                       ends: StepEnds | None = None) -> Generated:
         m, enc = self.model, self.encoder
         code_ids = torch.tensor([code], device=self.device)
         beam = Beam(size, enc.eos)
@@ -198,11 +219,16 @@ class TraceGenerator:
             trace = torch.tensor([r + [enc.pad] for r in rows], device=self.device)  # one slot for the next token
             out = m(code_ids.expand(size, -1), torch.ones_like(code_ids).expand(size, -1), trace, torch.ones_like(trace))
             logp = m.log_probs(out.logits[:, -1])  # (size, V)
-            back = beam.advance(constraint.mask(logp) if constraint else logp)
+            if constraint:
+                logp = constraint.mask(logp)
+            margin = None
+            if ends:
+                logp, margin = ends(logp)
+            back = beam.advance(logp, margin)
             if constraint:
                 constraint.advance(back.tolist(), beam.last_tokens())
             rows = [rows[k] + [t] for k, t in zip(back.tolist(), beam.last_tokens())]
             if beam.done():
                 break
         score, ids = beam.best()
-        return Generated(enc.decode(ids), float(score), len(ids), beam.ended())
+        return Generated(enc.decode(ids), float(score), len(ids), beam.ended(), beam.peak())
