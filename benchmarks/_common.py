@@ -74,6 +74,28 @@ def machine() -> dict:
             "torch_threads": torch.get_num_threads()}
 
 
+def busy_share(seconds: float = 2.0) -> float | None:
+    """The share of this machine's CPU time that was busy over `seconds` while the caller
+    slept (so: other processes), from /proc/stat; None where that cannot be read. A
+    calibrated benchmark cannot tell a busy machine from a slow one, so it looks first."""
+    import time
+
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields[:8]), idle
+
+    try:
+        total0, idle0 = sample()
+        time.sleep(seconds)
+        total1, idle1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    total = total1 - total0
+    return round(1 - (idle1 - idle0) / total, 3) if total > 0 else None
+
+
 def dataset_folders(script: str, run: str, data: str | None, names: list[str]) -> dict[str, str]:
     """name -> folder of each dataset in `names`, under `data` or else the folder the run's
     curriculum trained on; exits with a line naming the fix when one is missing."""

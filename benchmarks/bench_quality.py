@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 
-from _common import RESULTS, ROOT, device_label, fast_bf16, machine
+from _common import RESULTS, ROOT, busy_share, device_label, fast_bf16, machine
 
 from codeexecutor.modeling.rotary import POSITIONS as POSITION_KINDS
 
@@ -94,6 +94,9 @@ LAST_MIX = {"singleline": 0.5, "tutorial": 0.2, "codenet": 0.3, "errors": 0.1}
 # (400 steps), 22.5% at 2,048 (1,200 steps), 25.0% at 1,024 (2,400 steps, 13.7 minutes).
 # A GPU wants its batches full.
 MAX_TOKENS = {"cpu": 1024, "gpu": 6144}
+# A warning above this share of CPU time busy before calibration: one decode beside the
+# calibration measured Tutorial at 0.430 s/step against 0.26 s quiet.
+BUSY = 0.25
 # Hidden and attention dropout: none, for budgets this short. SingleLine pilots of 2,400
 # steps at 1,024 tokens (mini, 200 test examples, greedy): 28.5% without dropout, 25.0%
 # with RoBERTa's 0.1; at lr 2e-3 instead of 1e-3, 24.0%; 4,800 steps of 512 tokens,
@@ -405,6 +408,11 @@ def main() -> None:
     singleline_train = sizes["singleline"]["singleline"]["train"]
     scored = min(singleline_train, MINING_POOL)  # mined in stage 2, the hardest third kept
     hardest = max(1, scored // 3)
+    busy = busy_share()
+    if busy is not None and busy > BUSY:
+        print(f"bench_quality: warning: {100 * busy:.0f}% of this machine's CPU time goes to other processes; the "
+              "calibration will measure slower steps and plan fewer of them, so this result will not compare with a "
+              "run on a quiet machine (stop the other work first)", file=sys.stderr, flush=True)
     per_step = calibrate(args.data, work, args.preset, args.lr, args.max_tokens, hardest, log,
                          args.split_digits, args.dropout, args.autocast, args.positions, args.vocab_size)  # trains the tokenizer too
     budget = args.budget_minutes * 60
@@ -440,6 +448,7 @@ def main() -> None:
         "device": device, "machine": machine(), "preset": args.preset, "parameters": params, "budget_minutes": args.budget_minutes,
         "training_seconds": round(train_s, 1), "build_seconds": round(build_s, 1), "eval_seconds": round(eval_s, 1),
         "calibration_seconds_per_step": {k: round(v, 4) for k, v in per_step.items()},
+        "busy_before_calibration": busy,
         "stage_shares": STAGE_SHARES, "last_stage_mix": last_mix, "later_lr": LATER_LR, "planned_steps": planned, "replans": replans, "steps": steps,
         "stages": stage_summary(args.run),
         "lr": args.lr, "max_tokens": args.max_tokens, "split_digits": args.split_digits, "dropout": args.dropout,

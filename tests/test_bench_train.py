@@ -252,3 +252,17 @@ def test_exception_bias_bench_replays_verdicts_and_chooses_the_bias_on_its_split
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_exception_bias.py"), "--run", str(tmp_path)],
                          capture_output=True, text=True)
     assert run.returncode == 2 and "no model at" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_busy_share_sees_another_process_burning_a_core():
+    import os
+    import subprocess
+
+    from _common import busy_share
+
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        share = busy_share(1.0)
+    finally:
+        spinner.kill()
+    assert share is not None and 0.5 / os.cpu_count() <= share <= 1.0  # one core of cpu_count, at least half the time
