@@ -114,11 +114,13 @@ def dataset_folders(script: str, run: str, data: str | None, names: list[str]) -
     return {name: folders[name] for name in names}
 
 
-def score_test(model: str, folders: dict[str, str], limit: int, out: pathlib.Path, fields: dict, names: bool = False) -> None:
+def score_test(model: str, folders: dict[str, str], limit: int, out: pathlib.Path, fields: dict, names: bool = False,
+               values: bool = False) -> None:
     """Score `model` (greedy, the release's metric) on the fixed test sample of each dataset
     and append a line per dataset to `out`, `fields` first. Datasets saved in one folder
-    score together (the crashing programs come with CodeNetMut). `names`: decode with the
-    name constraint (generation/constraints.py), recorded as `constrained_names`."""
+    score together (the crashing programs come with CodeNetMut). `names`, `values`: decode
+    with the state rules (generation/constraints.py), recorded as `constrained_names` and
+    `constrained_values`."""
     import time
 
     from eval.evaluate import evaluate_model
@@ -126,10 +128,12 @@ def score_test(model: str, folders: dict[str, str], limit: int, out: pathlib.Pat
     out.parent.mkdir(parents=True, exist_ok=True)
     for parent in dict.fromkeys(os.path.dirname(f) for f in folders.values()):
         start = time.perf_counter()
-        report = evaluate_model(model, parent, split="test", limit=limit, beam=1, batch_size=16, progress=False, names=names)
+        report = evaluate_model(model, parent, split="test", limit=limit, beam=1, batch_size=16, progress=False, names=names,
+                                values=values)
         for name, scores in report["datasets"].items():
             line = {**fields, "dataset": name, "device": device_label(), "examples": scores["examples"],
-                    "metric": report["metric"], "decoding": "greedy (beam 1)", "constrained_names": names, **scores["table3"],
+                    "metric": report["metric"], "decoding": "greedy (beam 1)", "constrained_names": names,
+                    "constrained_values": values, **scores["table3"],
                     "unfinished_share": (scores.get("unfinished") or {}).get("share"),
                     **({"runtime_errors": report["runtime_errors"]} if name == "errors" and report.get("runtime_errors") else {}),
                     "seconds": round(time.perf_counter() - start, 1)}

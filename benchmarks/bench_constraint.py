@@ -1,12 +1,14 @@
-"""Name-constrained decoding against the release's free decoding: the same model scored on
-the same fixed test sample of each dataset, the release's metric, greedy.
+"""State-rule decoding against the release's free decoding: the same model scored on the
+same fixed test sample of each dataset, the release's metric, greedy.
 
-    .venv/bin/python benchmarks/bench_constraint.py --run runs/quality/run [--decodings free names]
+    .venv/bin/python benchmarks/bench_constraint.py --run runs/quality/run [--decodings free names values both]
 
 A small model sometimes fails to copy a variable's name and loops inside it
-(`MyCgolfgolf…`) until the length cap; the constraint (generation/constraints.py) lets a
-state name only the program's identifiers. One line per (model, decoding, dataset) goes
-to benchmarks/results/name-constraint-<device>.jsonl; the table at the end compares them.
+(`MyCgolfgolf…`), or lets a value grow (`'atcoderatcoder…'`), until the length cap; the
+rules (generation/constraints.py) let a state name only the program's identifiers
+(`names`) and end a value at the tracer's length limit (`values`; `both`: the two). One
+line per (model, decoding, dataset) goes to benchmarks/results/name-constraint-<device>.jsonl
+(the file's name is from its first rule); the table at the end compares them.
 """
 
 from __future__ import annotations
@@ -18,16 +20,17 @@ import sys
 
 from _common import RESULTS, ROOT, dataset_folders, device_label, score_test
 
-DECODINGS = ("free", "names")
+DECODINGS = ("free", "names", "values", "both")
 
 
 def compare(lines: list[dict]) -> str:
     """Trace accuracy and the share cut at the length cap, per dataset and decoding."""
-    rows = [f"{'dataset':<12} " + "  ".join(f"{d + ' trace':>12} {d + ' cut':>10}" for d in DECODINGS)]
+    shown = [d for d in DECODINGS if any(x.get("decoding_rule") == d for x in lines)]
+    rows = [f"{'dataset':<12} " + "  ".join(f"{d + ' trace':>12} {d + ' cut':>10}" for d in shown)]
     for name in dict.fromkeys(line["dataset"] for line in lines):
         cells = []
-        for d in DECODINGS:
-            got = [x for x in lines if x["dataset"] == name and x["constrained_names"] == (d == "names")]
+        for d in shown:
+            got = [x for x in lines if x["dataset"] == name and x.get("decoding_rule") == d]
             share = got[0]["unfinished_share"] if got else None
             cells.append(f"{got[0]['trace_accuracy']:>12} {'-' if share is None else f'{share:.1f}%':>10}" if got
                          else f"{'-':>12} {'-':>10}")
@@ -54,7 +57,8 @@ def main() -> None:
     start = sum(1 for _ in open(out)) if out.exists() else 0
     fields = {"model": os.path.relpath(os.path.abspath(model), ROOT)}
     for decoding in args.decodings:
-        score_test(model, folders, args.limit, out, {**fields, "decoding_rule": decoding}, names=decoding == "names")
+        score_test(model, folders, args.limit, out, {**fields, "decoding_rule": decoding}, names=decoding in ("names", "both"),
+                   values=decoding in ("values", "both"))
     with open(out) as f:
         lines = [json.loads(x) for x in f][start:]
     print(compare(lines))

@@ -33,6 +33,8 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--constrain-names", action="store_true", help="states may only name the program's identifiers "
                    "(not in the release's decoding; generation/constraints.py)")
+    p.add_argument("--constrain-values", action="store_true", help="a value ends at the tracer's length limit "
+                   "(100 characters, then '...'; not in the release's decoding; generation/constraints.py)")
     p.add_argument("--exception-bias", type=float, default=0.0, metavar="B",
                    help="add B to <exception>'s log-probability where a step may end, so that a model that ranks a "
                         "crash second still reports it (not in the release's decoding; generation/verdict.py; "
@@ -49,7 +51,8 @@ def _eval_run(args: argparse.Namespace) -> int:
         raise UsageError("--limit must be >= 0 and --beam, --batch-size, --max-length >= 1")
     report = evaluate_model(args.model, args.data, args.split, args.limit or None, args.beam, args.max_length,
                             args.batch_size, resource_descriptions=args.resource_descriptions, task=args.task,
-                            names=args.constrain_names, exception_bias=args.exception_bias)
+                            names=args.constrain_names, values=args.constrain_values,
+                            exception_bias=args.exception_bias)
     if args.out:
         out = args.out
     elif os.path.isfile(args.data):

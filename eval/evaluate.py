@@ -137,8 +137,9 @@ def read_release_file(path: str) -> list[dict]:
 
 
 def _generate(gen, inputs: list[str], beam: int, max_length: int | None, batch_size: int, progress: bool,
-              names: bool = False, exception_bias: float = 0.0) -> list:
-    """The Generated answers (text, and whether it ended before the length cap), in input order."""
+              decoding: dict | None = None) -> list:
+    """The Generated answers (text, and whether it ended before the length cap), in input order;
+    `decoding`: TraceGenerator.generate's rules (names, values, exception_bias)."""
     outs = []
     it = range(0, len(inputs), batch_size)
     if progress:
@@ -146,8 +147,8 @@ def _generate(gen, inputs: list[str], beam: int, max_length: int | None, batch_s
 
         it = bar(it, desc="generating", unit="batch")
     for i in it:
-        outs += gen.generate(inputs[i : i + batch_size], beam=beam, max_length=max_length, batch_size=batch_size, names=names,
-                             exception_bias=exception_bias)
+        outs += gen.generate(inputs[i : i + batch_size], beam=beam, max_length=max_length, batch_size=batch_size,
+                             **(decoding or {}))
     return outs
 
 
@@ -191,9 +192,10 @@ def _score(name: str, split: str, codes: list[str], preds: list[str], golds: lis
 
 def evaluate_model(model: str, data: str, split: str = "test", limit: int | None = None, beam: int = 10,
                    max_length: int | None = None, batch_size: int = 8, resource_descriptions: str | None = None,
-                   progress: bool = True, task: str | None = None, names: bool = False, exception_bias: float = 0.0) -> dict:
-    """Scores a model on built datasets (or a release-format test file). `names`: decode
-    with the name constraint (generation/constraints.py); `exception_bias`: favour
+                   progress: bool = True, task: str | None = None, names: bool = False, values: bool = False,
+                   exception_bias: float = 0.0) -> dict:
+    """Scores a model on built datasets (or a release-format test file). `names`, `values`:
+    decode with the state rules (generation/constraints.py); `exception_bias`: favour
     `<exception>` at step ends (generation/verdict.py). The release uses neither. Each
     prediction records its `exception_peak` (the crash margin) where the model has that step."""
     from codeexecutor.errors import UsageError
@@ -210,7 +212,8 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
     enc, profile = gen.encoder, gen.profile
     report: dict = {"model": model, "data": data, "split": split, "beam": beam, "metric": METRIC_NAME,
                     "format_profile": profile.label, "constrained_names": names,
-                    "exception_bias": exception_bias, "datasets": {}}
+                    "constrained_values": values, "exception_bias": exception_bias, "datasets": {}}
+    decoding = {"names": names, "values": values, "exception_bias": exception_bias}
     predictions: list[dict] = []
 
     if rows_of_file is not None:
@@ -218,7 +221,7 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
         rows = [rows_of_file[i] for i in sample(len(rows_of_file), limit)]
         inputs = [f"<{name}> " + " ".join(r["code_tokens"]) for r in rows]
         golds = [enc.gold(" ".join(r["trace_tokens"])) for r in rows]
-        outs = _generate(gen, inputs, beam, max_length, batch_size, progress, names, exception_bias)
+        outs = _generate(gen, inputs, beam, max_length, batch_size, progress, decoding)
         preds, ended = [o.text for o in outs], [o.finished for o in outs]
         codes = [r.get("code", "") for r in rows]
         report["datasets"][name] = _score(name, os.path.basename(data), codes, preds, golds, gen.parse, name == "singleline", ended)
@@ -241,7 +244,7 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
             continue
         pairs = [profile.example(r) for r in rows]
         golds = [enc.gold(t) for _, t in pairs]
-        outs = _generate(gen, [c for c, _ in pairs], beam, max_length, batch_size, progress, names, exception_bias)
+        outs = _generate(gen, [c for c, _ in pairs], beam, max_length, batch_size, progress, decoding)
         preds, ended = [o.text for o in outs], [o.finished for o in outs]
         singleline = rows[0]["task"] == "singleline"
         report["datasets"][name] = _score(name, use, [r["code"] for r in rows], preds, golds, gen.parse, singleline, ended)
@@ -260,7 +263,7 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
                                      for o, r in zip(outs, refs)]
             if docs:
                 error_pairs["described"] += list(zip(_described(gen, rows, docs, beam, max_length, batch_size, progress,
-                                                                names, exception_bias), refs))
+                                                                decoding), refs))
     if error_pairs["plain"]:
         p, r, ended, peaks = zip(*error_pairs["plain"])
         report["runtime_errors"] = error_metrics(p, r)
@@ -275,7 +278,7 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
     return {**report, "predictions": predictions}
 
 
-def _described(gen, rows, docs, beam, max_length, batch_size, progress, names=False, exception_bias=0.0) -> list[TraceRecord]:
+def _described(gen, rows, docs, beam, max_length, batch_size, progress, decoding=None) -> list[TraceRecord]:
     """Predictions with each problem's input spec prepended as a docstring, in the
     program's own line numbers."""
     inputs, offsets = [], []
@@ -287,7 +290,7 @@ def _described(gen, rows, docs, beam, max_length, batch_size, progress, names=Fa
                 code, offset = doc + code, doc.count("\n")
         inputs.append(gen.code_input(code, r["task"]))
         offsets.append(offset)
-    outs = _generate(gen, inputs, beam, max_length, batch_size, progress, names, exception_bias)
+    outs = _generate(gen, inputs, beam, max_length, batch_size, progress, decoding)
     return [_shift(TraceRecord.from_parsed(gen.parse(o.text)), k) for o, k in zip(outs, offsets)]
 
 

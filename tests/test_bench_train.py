@@ -224,10 +224,12 @@ def test_constraint_bench_compares_both_decodings_and_refuses_a_run_without_a_mo
 
     import bench_constraint
 
-    lines = [{"dataset": "tutorial", "constrained_names": False, "trace_accuracy": 28.0, "unfinished_share": 30.0},
-             {"dataset": "tutorial", "constrained_names": True, "trace_accuracy": 28.67, "unfinished_share": 19.33},
-             {"dataset": "singleline", "constrained_names": True, "trace_accuracy": 52.33, "unfinished_share": None}]
+    lines = [{"dataset": "tutorial", "decoding_rule": "free", "trace_accuracy": 28.0, "unfinished_share": 30.0},
+             {"dataset": "tutorial", "decoding_rule": "names", "trace_accuracy": 28.67, "unfinished_share": 19.33},
+             {"dataset": "singleline", "decoding_rule": "names", "trace_accuracy": 52.33, "unfinished_share": None},
+             {"dataset": "tutorial", "decoding_rule": "names-v1", "trace_accuracy": 1.0, "unfinished_share": 1.0}]
     table = bench_constraint.compare(lines).splitlines()
+    assert table[0].split()[1:] == ["free", "trace", "free", "cut", "names", "trace", "names", "cut"]  # only those run
     assert table[1].split() == ["tutorial", "28.0", "30.0%", "28.67", "19.3%"]
     assert table[2].split() == ["singleline", "-", "-", "52.33", "-"]
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_constraint.py"), "--run", str(tmp_path)],

@@ -4,13 +4,14 @@ constrained search only names the program's identifiers."""
 import re
 
 import datasets
+import torch
 
-from codeexecutor.generation.constraints import NameConstraint, identifiers
+from codeexecutor.generation.constraints import RowConstraints, StateRule, identifiers, token_chars
 from codeexecutor.modeling.format import parse_trace
 
 
-def _gold_path_allowed(rule: NameConstraint, ids: list[int]) -> bool:
-    state = NameConstraint.start()
+def _gold_path_allowed(rule: StateRule, ids: list[int]) -> bool:
+    state = StateRule.start()
     for t in ids:
         allowed = rule.allowed(state)
         if allowed is not None and t not in allowed:
@@ -28,7 +29,7 @@ def test_every_true_trace_of_the_demo_data_is_allowed(demo_data, overfit_model):
     for name in ("singleline/singleline", "tutorial/tutorial", "codenetmut/codenetmut"):
         for row in datasets.load_from_disk(str(demo_data / name))["train"]:
             ids = tok.encode(row["target"], add_special_tokens=False)
-            assert _gold_path_allowed(NameConstraint(tok, row["input"]), ids), (name, row["target"][:200])
+            assert _gold_path_allowed(StateRule(tok, row["input"], value_chars=103), ids), (name, row["target"][:200])
             checked += " : " in row["target"]
     assert checked > 50  # traces with named values, not only empty states
 
@@ -37,7 +38,7 @@ def test_a_name_outside_the_code_or_named_twice_in_a_state_is_refused():
     from codeexecutor.modeling.tokenizer import train_tokenizer
 
     tok = train_tokenizer(["<state> ab : 1 <dictsep> abc : 2 </state>"] * 5, vocab_size=300, min_frequency=1)
-    rule = NameConstraint(tok, "ab = 1\nabc = ab + 1\nfor x in y: pass")
+    rule = StateRule(tok, "ab = 1\nabc = ab + 1\nfor x in y: pass")
     assert identifiers("for x in y: pass") == {"x", "y"}  # keywords are no names
     opened = rule.step(rule.start(), rule.state_open)
     first = rule.allowed(opened)
@@ -94,6 +95,52 @@ def test_constraint_keeps_a_right_models_answers_and_both_search_paths_agree(ove
     inputs = [r["input"] for r in rows]
     held = gen.generate(inputs, beam=1, max_length=128, names=True)
     assert [parse_trace(o.text).steps for o in held] == [parse_trace(r["target"]).steps for r in rows]
-    fast = gen.generate(inputs[:4], beam=3, max_length=64, batch_size=4, names=True)
-    slow = gen.generate(inputs[:4], beam=3, max_length=64, cache=False, names=True)
+    both = gen.generate(inputs, beam=1, max_length=128, names=True, values=True)
+    assert [o.text for o in both] == [o.text for o in held]  # no true value is longer than the tracer's limit
+    fast = gen.generate(inputs[:4], beam=3, max_length=64, batch_size=4, names=True, values=True)
+    slow = gen.generate(inputs[:4], beam=3, max_length=64, cache=False, names=True, values=True)
     assert [a.text for a in fast] == [b.text for b in slow]
+
+
+def test_token_chars_add_up_to_the_decoded_length_of_any_text():
+    from codeexecutor.modeling.tokenizer import train_tokenizer
+
+    texts = ["<state> s : 'atcoder' </state>", "x : '日本語のテキスト' <dictsep> y : 'é' </state>", "<function> [0, 0, 0]"]
+    tok = train_tokenizer(texts * 3, vocab_size=300, min_frequency=1)
+    chars = token_chars(tok)
+    for text in texts + ["'naïve ☃ ü' 12345", "ünïcödé"]:
+        ids = tok.encode(text, add_special_tokens=False)
+        assert sum(chars[i] for i in ids) == len(tok.decode(ids)), text
+
+
+def test_a_value_ends_at_the_renderers_limit_and_not_before():
+    from codeexecutor.modeling.tokenizer import train_tokenizer
+
+    tok = train_tokenizer(["<state> s : 'atcoder' <dictsep> t : 1 </state>"] * 5, vocab_size=300, min_frequency=1)
+    ends = {tok.convert_tokens_to_ids("<dictsep>"), tok.convert_tokens_to_ids("</state>")}
+    for names in (True, False):
+        rule = StateRule(tok, "s = input()\nt = 1", names=names, value_chars=12)
+        state = rule.step(rule.start(), rule.state_open)
+        for t in tok.encode("s :", add_special_tokens=False):
+            state = rule.step(state, t)
+        written = ""
+        for t in tok.encode(" 'atcoderatcoderatcoder'", add_special_tokens=False):
+            allowed = rule.allowed(state)
+            if len(written) <= 12:  # the space and up to 12 characters: free
+                assert allowed is None, (names, written)
+            else:
+                assert set(allowed) == ends, (names, written)
+                break
+            state = rule.step(state, t)
+            written += tok.decode([t])
+        else:
+            raise AssertionError("the value was never stopped")
+        nxt = rule.step(state, tok.convert_tokens_to_ids("<dictsep>"))
+        for t in tok.encode("t :", add_special_tokens=False):
+            nxt = rule.step(nxt, t)
+        assert rule.allowed(nxt) is None  # the next value counts from 0
+        rows = RowConstraints([rule], 1)
+        rows.states = [state]
+        logp = torch.zeros(1, len(tok))
+        kept = (rows.mask(logp)[0] > -1).nonzero().flatten().tolist()
+        assert set(kept) == ends

@@ -136,6 +136,10 @@ def test_trace_command_runs_the_released_layout(released, tmp_path):
                              "--beam", "1", "--max-length", "8", "--exception-bias", "2"], capture_output=True, text=True,
                             cwd=ROOT, timeout=300)
     assert biased.returncode == 2 and "no <exception> step" in biased.stderr and "Traceback" not in biased.stderr
+    capped = subprocess.run([sys.executable, "-m", "codeexecutor", "trace", str(prog), "--model", str(released["eos"]),
+                             "--beam", "1", "--max-length", "8", "--constrain-values"], capture_output=True, text=True,
+                            cwd=ROOT, timeout=300)
+    assert capped.returncode == 2 and "lexical tokens" in capped.stderr and "Traceback" not in capped.stderr
 
 
 def test_missing_weights_are_an_error_not_random(released, tmp_path):

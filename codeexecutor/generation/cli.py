@@ -51,7 +51,7 @@ def prepare(source: str, stdin: str, docstring: str | None = None) -> tuple[str,
 
 def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam: int = 10, max_length: int | None = None,
                   compare: bool = False, html_out: str | None = None, docstring: str | None = None, names: bool = False,
-                  exception_bias: float = 0.0, **kw) -> dict:
+                  exception_bias: float = 0.0, values: bool = False, **kw) -> dict:
     """Predict one program's trace; returns the JSON report (plus 'text', the readable form)."""
     from codeexecutor.modeling.format import FormatError
 
@@ -62,7 +62,8 @@ def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam
         model_input = generator.code_input(code, "codenet")
     except FormatError as exc:
         raise UsageError(f"cannot trace this program: {exc}") from exc
-    gen = generator.generate([model_input], beam=beam, max_length=max_length, names=names, exception_bias=exception_bias)[0]
+    gen = generator.generate([model_input], beam=beam, max_length=max_length, names=names, values=values,
+                             exception_bias=exception_bias)[0]
     limit = generator.model.config.max_trace_length
     parsed = generator.parse(gen.text)
     steps = [s for s in parsed.steps]
@@ -81,6 +82,7 @@ def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam
         "logprob": gen.logprob,
         "finished": gen.finished,
         "exception_bias": exception_bias,
+        "constrained": {"names": names, "values": values},
         "crash_margin": finite_margin(gen.exception_peak),  # generation/verdict.py
         "length_cap": min(max_length or limit, limit),
         "model_limit": limit,
@@ -147,6 +149,8 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-length", type=int, help="trace tokens to generate at most (default and cap: the model's, 768)")
     p.add_argument("--constrain-names", action="store_true", help="states may only name the program's identifiers "
                    "(stops a small model's name loops; not in the release's decoding)")
+    p.add_argument("--constrain-values", action="store_true", help="a value ends at the tracer's length limit (100 "
+                   "characters, then '...'; stops a small model's growing-value loops; not in the release's decoding)")
     p.add_argument("--exception-bias", type=float, default=0.0, metavar="B",
                    help="favour <exception> by B nats where a step may end (a model that ranks the crash second "
                         "reports it; not in the release's decoding)")
@@ -175,7 +179,7 @@ def _run(args: argparse.Namespace) -> int:
             except (ValueError, KeyError, TypeError) as exc:
                 raise UsageError(f"{args.batch}:{n}: expected a JSON object with a \"code\" field ({exc})") from exc
             rep = trace_program(code, item.get("stdin", ""), args.model, args.beam, args.max_length, args.compare, None, doc,
-                                args.constrain_names, args.exception_bias)
+                                args.constrain_names, args.exception_bias, args.constrain_values)
             rep.pop("text")
             print(json.dumps({"id": item.get("id", n), **rep}, ensure_ascii=False), flush=True)
         return 0
@@ -184,7 +188,7 @@ def _run(args: argparse.Namespace) -> int:
     source = read_program(args.program)
     stdin = read_text_file(args.stdin, "stdin file") if args.stdin else ""
     report = trace_program(source, stdin, args.model, args.beam, args.max_length, args.compare, args.html, doc,
-                           args.constrain_names, args.exception_bias)
+                           args.constrain_names, args.exception_bias, args.constrain_values)
     text = report.pop("text")
     print(json.dumps(report, ensure_ascii=False) if args.json else text)
     return 0

@@ -1,19 +1,29 @@
-"""Constrained decoding: a state may only name variables that the program names.
+"""Constrained decoding: a state may only name variables that the program names, and
+its values are no longer than the tracer renders them.
 
 Every name in a trace state (`<state> name : value <dictsep> name : value </state>`)
 is an identifier of the program's code, but a small model does not always copy it: it
 writes `MyCgolfgolfgolf…` for `MyClass` and never reaches the ` :` that ends the name,
 so the trace runs into the length cap; or it names one variable twice in a state
 (`X : 3 <dictsep> X : 3 …`), which no true state does (a state is a dict), and goes on
-repeating it. `NameConstraint` keeps a trie of the token sequences of the code's
+repeating it. `StateRule` keeps a trie of the token sequences of the code's
 identifiers; right after `<state>` or `<dictsep>` the decoder may only write a path of
 that trie towards a name the state has not named yet (or `</state>` for an empty
 state), and a complete name may only be followed by ` :` or by a longer name. Values,
 line numbers, outputs and the exception step are left alone.
 
-The release decodes without it, so it is off by default (`TraceGenerator.generate`,
-`names=False`) and a released checkpoint still generates exactly what the release's
-inference generates; `--constrain-names` turns it on (eval and `codeexecutor trace`).
+A value is the other loop: `'atcoderatcoderatcoder…'` or `[0, 0, 0, …` grows until the
+length cap, though the tracer never renders a value longer than its limit (100
+characters, then `...`: execution/render.py; no value of the 2 M in our training sets is
+longer than 103). With `value_chars`, once a value has that many characters it must end
+(`<dictsep>` or `</state>`), and the trace goes on to its next step. Characters are
+counted from the byte-level tokens' bytes (one per byte that starts a UTF-8 character),
+so a token's share adds up exactly to the decoded text's length.
+
+The release decodes without these rules, so they are off by default
+(`TraceGenerator.generate`, `names=False, values=False`) and a released checkpoint
+still generates exactly what the release's inference generates; `--constrain-names`
+and `--constrain-values` turn them on (eval and `codeexecutor trace`).
 
 A name after a special token is tokenized on its own: the format's special tokens
 strip the spaces around them, and byte-level BPE splits `name :` into `name` and ` :`,
@@ -29,7 +39,32 @@ import torch
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 BLOCKED = -1e9  # a disallowed token's log-probability (finite: beam sums stay ordered)
-OUT, NAME = 0, 1
+OUT, NAME, VALUE = 0, 1, 2
+
+
+def _byte_decoder() -> dict[str, int]:
+    """Byte-level BPE's printable stand-in for each byte, back to the byte (GPT-2's table:
+    printable Latin-1 bytes stand for themselves, the rest for 256 + their rank)."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("\xa1"), ord("\xac") + 1), *range(ord("\xae"), ord("\xff") + 1)]
+    table, extra = {chr(b): b for b in keep}, 0
+    for b in range(256):
+        if b not in keep:
+            table[chr(256 + extra)] = b
+            extra += 1
+    return table
+
+
+def token_chars(tok) -> list[int]:
+    """Per token id, the characters it adds to decoded text: the bytes that start a UTF-8
+    character (not 0b10xxxxxx); an added token (`<function>`) counts its own length."""
+    decoder, out = _byte_decoder(), []
+    for piece in tok.convert_ids_to_tokens(list(range(len(tok)))):
+        piece = piece or ""
+        if all(ch in decoder for ch in piece):
+            out.append(sum((decoder[ch] & 0xC0) != 0x80 for ch in piece))
+        else:
+            out.append(len(piece))
+    return out
 
 
 def identifiers(code: str) -> set[str]:
@@ -37,24 +72,30 @@ def identifiers(code: str) -> set[str]:
     return {w for w in _IDENT.findall(code) if not keyword.iskeyword(w)}
 
 
-class NameConstraint:
-    """The name rule of one program. A decoding state is `(mode, node, used)`: mode OUT
-    (free) or NAME at `node` of the trie (`{token id: child}`, key `None` -> the name
-    that ends there), and the names the current state has already named."""
+class StateRule:
+    """The rules of one program. A decoding state is `(mode, node, used, n)`: mode OUT
+    (free), NAME (at `node` of the trie, `{token id: child}`, key `None` -> the name that
+    ends there; None without the name rule) or VALUE (`n` characters written); and the
+    names the current state has already named. `chars`: token_chars(tok), which a caller
+    decoding many programs computes once."""
 
-    def __init__(self, tok, code: str) -> None:
+    def __init__(self, tok, code: str, names: bool = True, value_chars: int | None = None,
+                 chars: list[int] | None = None) -> None:
         vocab = tok.get_vocab()
         self.state_open, self.dictsep, self.state_close = vocab["<state>"], vocab["<dictsep>"], vocab["</state>"]
         colon = tok.encode(" :", add_special_tokens=False)
         if len(colon) != 1:
-            raise ValueError(f"this tokenizer splits ' :' into {len(colon)} tokens; the name constraint needs one")
+            raise ValueError(f"this tokenizer splits ' :' into {len(colon)} tokens; the state rules need one")
         self.colon = colon[0]
+        self.names, self.value_chars = names, value_chars
+        self.chars = (chars or token_chars(tok)) if value_chars else None
         self.root: dict = {}
-        for name in sorted(identifiers(code)):
-            node = self.root
-            for t in tok.encode(name, add_special_tokens=False):
-                node = node.setdefault(t, {})
-            node[None] = name
+        if names:
+            for name in sorted(identifiers(code)):
+                node = self.root
+                for t in tok.encode(name, add_special_tokens=False):
+                    node = node.setdefault(t, {})
+                node[None] = name
         self.below: dict[int, frozenset[str]] = {}  # id(node) -> the names its paths reach
         self._index(self.root)
 
@@ -67,14 +108,16 @@ class NameConstraint:
         return names
 
     @staticmethod
-    def start() -> tuple[int, dict | None, frozenset[str]]:
-        return (OUT, None, frozenset())
+    def start() -> tuple[int, dict | None, frozenset[str], int]:
+        return (OUT, None, frozenset(), 0)
 
     def allowed(self, state) -> list[int] | None:
         """Token ids allowed next; None: any token. A state may end empty only before its
-        first name."""
-        mode, node, used = state
-        if mode == OUT:
+        first name; a value that has reached `value_chars` (and the space before it) ends."""
+        mode, node, used, n = state
+        if mode == VALUE:
+            return [self.dictsep, self.state_close] if self.value_chars and n > self.value_chars else None
+        if mode == OUT or node is None:
             return None
         ids = [t for t, child in node.items() if t is not None and not self.below[id(child)] <= used]
         if None in node and node[None] not in used:
@@ -85,25 +128,32 @@ class NameConstraint:
 
     def step(self, state, token: int):
         """The decoding state after `token`."""
-        mode, node, used = state
+        mode, node, used, n = state
+        root = self.root if self.names else None
         if token == self.state_open:
-            return (NAME, self.root, frozenset())
+            return (NAME, root, frozenset(), 0)
         if token == self.dictsep:
-            return (NAME, self.root, used)
+            return (NAME, root, used, 0)
+        if token == self.state_close:
+            return (OUT, None, used, 0)
+        if mode == VALUE:
+            return (VALUE, None, used, n + self.chars[token]) if self.chars else state
+        if mode == NAME and node is None:  # no name rule: the name ends at ` :`
+            return (VALUE, None, used, 0) if token == self.colon else state
         if mode == NAME and token in node:
-            return (NAME, node[token], used)
+            return (NAME, node[token], used, 0)
         if mode == NAME and token == self.colon and None in node:
-            return (OUT, None, used | {node[None]})
-        return (OUT, None, used)
+            return (VALUE, None, used | {node[None]}, 0)
+        return (OUT, None, used, 0)
 
 
 class RowConstraints:
-    """Name constraints of the rows of a batched search: per row its program's
-    constraint and its decoding state."""
+    """State rules of the rows of a batched search: per row its program's rules and its
+    decoding state."""
 
-    def __init__(self, constraints: list[NameConstraint], per_program: int) -> None:
+    def __init__(self, constraints: list[StateRule], per_program: int) -> None:
         self.rules = [c for c in constraints for _ in range(per_program)]
-        self.states = [NameConstraint.start() for _ in self.rules]
+        self.states = [StateRule.start() for _ in self.rules]
 
     def mask(self, logp: torch.Tensor) -> torch.Tensor:
         """logp: (rows, V) next-token log-probabilities; disallowed tokens get BLOCKED."""

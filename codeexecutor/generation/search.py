@@ -16,13 +16,14 @@ recomputed at every step, one program at a time), kept for the benchmark and tes
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
 from transformers.cache_utils import DynamicLayer
 
 from codeexecutor.generation.beam import Beam
-from codeexecutor.generation.constraints import NameConstraint, RowConstraints
+from codeexecutor.generation.constraints import RowConstraints, StateRule, token_chars
 from codeexecutor.generation.verdict import StepEnds
 
 
@@ -114,11 +115,13 @@ class TraceGenerator:
 
     @torch.no_grad()
     def generate(self, inputs: list[str], beam: int = 10, max_length: int | None = None, batch_size: int = 8,
-                 cache: bool = True, names: bool = False, exception_bias: float = 0.0) -> list[Generated]:
+                 cache: bool = True, names: bool = False, values: bool = False,
+                 exception_bias: float = 0.0) -> list[Generated]:
         """Best hypothesis for each model-format code string, in input order. At most
         `max_length` tokens are generated (</s> included; default and cap: the model's
         max_trace_length, 768 as in the release). `names`: states may only name the
-        code's identifiers (generation/constraints.py; the release has no such rule).
+        code's identifiers, `values`: a value is at most as long as the tracer renders one
+        (generation/constraints.py; the release has neither rule).
         `exception_bias`: added to `<exception>` at step ends (generation/verdict.py);
         each answer's `exception_peak` is recorded where the model has that step."""
         from codeexecutor.errors import UsageError
@@ -135,19 +138,38 @@ class TraceGenerator:
                              "nothing to act on; leave --exception-bias out")
         else:
             ends = None
+        rule = self._rules(names, values)
         if not cache:
-            return [self._beam_no_cache(self.encoder.code(text), beam, max_length,
-                                        NameConstraint(self.tok, text) if names else None, ends) for text in inputs]
+            return [self._beam_no_cache(self.encoder.code(text), beam, max_length, rule(text) if rule else None, ends)
+                    for text in inputs]
         out: list[Generated] = []
         for i in range(0, len(inputs), batch_size):
             chunk = inputs[i : i + batch_size]
-            rules = [NameConstraint(self.tok, t) for t in chunk] if names else None
+            rules = [rule(t) for t in chunk] if rule else None
             out += self._beam([self.encoder.code(t) for t in chunk], beam, max_length, rules, ends)
         return out
 
+    def _rules(self, names: bool, values: bool) -> functools.partial | None:
+        """code -> its StateRule; None without rules."""
+        from codeexecutor.errors import UsageError
+        from codeexecutor.execution.render import DEFAULT_LIMIT, ELLIPSIS
+
+        if not (names or values):
+            return None
+        if values and self.profile.official:
+            raise UsageError("the release's format writes values as lexical tokens, whose length the tracer does not "
+                             "bound; leave --constrain-values out for this model")
+        chars = None
+        if values:
+            if getattr(self, "_chars", None) is None:
+                self._chars = token_chars(self.tok)
+            chars = self._chars
+        limit = DEFAULT_LIMIT + len(ELLIPSIS) if values else None
+        return functools.partial(StateRule, self.tok, names=names, value_chars=limit, chars=chars)
+
     # -- cached, batched -------------------------------------------------------------------
     def _beam(self, codes: list[list[int]], size: int, max_length: int,
-              rules: list[NameConstraint] | None = None, ends: StepEnds | None = None) -> list[Generated]:
+              rules: list[StateRule] | None = None, ends: StepEnds | None = None) -> list[Generated]:
         from codeexecutor.modeling.tokenizer import pad
 
         m, enc, dev = self.model, self.encoder, self.device
@@ -208,7 +230,7 @@ class TraceGenerator:
         return results
 
     # -- reference: no cache, one program at a time ---------------------------------------------
-    def _beam_no_cache(self, code: list[int], size: int, max_length: int, rule: NameConstraint | None = None,
+    def _beam_no_cache(self, code: list[int], size: int, max_length: int, rule: StateRule | None = None,
                        ends: StepEnds | None = None) -> Generated:
         m, enc = self.model, self.encoder
         code_ids = torch.tensor([code], device=self.device)
