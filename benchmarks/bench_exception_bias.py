@@ -29,7 +29,10 @@ from _common import RESULTS, ROOT, dataset_folders, device_label
 ERRORS = ("errors", "codenetmut")  # crashing programs and their negatives: scored together
 
 
-def _decode(model: str, folders: dict[str, str], split: str, limit: int, bias: float) -> dict:
+RULES = {"none": {}, "names": {"names": True}, "values": {"values": True}, "both": {"names": True, "values": True}}
+
+
+def _decode(model: str, folders: dict[str, str], split: str, limit: int, bias: float, rules: str = "none") -> dict:
     """One greedy decode of the split: per dataset its trace scores, the runtime-error
     metrics, and per crash-set program (crashed, peak margin, crash written)."""
     from eval.evaluate import evaluate_model
@@ -38,7 +41,7 @@ def _decode(model: str, folders: dict[str, str], split: str, limit: int, bias: f
     start = time.perf_counter()
     for parent in dict.fromkeys(os.path.dirname(f) for f in folders.values()):
         report = evaluate_model(model, parent, split=split, limit=limit, beam=1, batch_size=16, progress=False,
-                                exception_bias=bias)
+                                exception_bias=bias, **RULES[rules])
         for name, scores in report["datasets"].items():
             phase["datasets"][name] = {"examples": scores["examples"], "split": scores["split"],
                                        "trace_accuracy": scores["table3"]["trace_accuracy"],
@@ -46,7 +49,7 @@ def _decode(model: str, folders: dict[str, str], split: str, limit: int, bias: f
                                        "unfinished_share": (scores.get("unfinished") or {}).get("share")}
         if "runtime_errors" in report:
             phase["runtime_errors"] = report["runtime_errors"]
-        phase["programs"] += [{"dataset": p["dataset"], "crashed": "<exception>" in p["gold"], "peak": p["exception_peak"],
+        phase["programs"] += [{"dataset": p["dataset"], "crashed": p["crashed"], "peak": p["exception_peak"], "end": p.get("exception_end"),
                                "written": "<exception>" in p["prediction"]}
                               for p in report["predictions"] if p["dataset"] in ERRORS]
         print(f"  {split} bias {bias}: {', '.join(report['datasets'])} done ({time.perf_counter() - start:.0f} s)", flush=True)
@@ -117,6 +120,8 @@ def main() -> None:
                     help="test sets decoded with and without the bias (the crashing programs come with codenetmut)")
     ap.add_argument("--limit", type=int, default=300, help="examples per dataset and split (a fixed sample)")
     ap.add_argument("--bias", type=float, help="skip the choice on valid and use this bias")
+    ap.add_argument("--rules", choices=RULES, default="none", help="state rules of every decode (generation/constraints.py): "
+                    "the replay holds under them too, as they never act where a step ends")
     args = ap.parse_args()
     model = args.model or os.path.join(args.run, "final")
     if not os.path.isfile(os.path.join(model, "config.json")):
@@ -128,10 +133,11 @@ def main() -> None:
         sys.exit(2)
     folders = dataset_folders("bench_exception_bias", args.run, args.data, args.datasets)
     crash_sets = {"codenetmut": folders["codenetmut"]}
-    name = f"exception-bias-{device_label()}"
+    name = f"exception-bias-{device_label()}" + ("" if args.rules == "none" else f"-{args.rules}")
     partial = RESULTS / f"{name}.partial.json"
     state = json.loads(partial.read_text()) if partial.exists() else {}
-    key = {"model": os.path.relpath(os.path.abspath(model), ROOT), "limit": args.limit, "datasets": args.datasets}
+    key = {"model": os.path.relpath(os.path.abspath(model), ROOT), "limit": args.limit, "datasets": args.datasets,
+           "rules": args.rules}
     if state.get("key") != key:
         state = {"key": key}
 
@@ -148,12 +154,12 @@ def main() -> None:
         return state[label]
 
     if args.bias is None:
-        valid = phase("valid_free", lambda: _decode(model, crash_sets, "valid", args.limit, 0.0))
+        valid = phase("valid_free", lambda: _decode(model, crash_sets, "valid", args.limit, 0.0, args.rules))
         bias = choose_bias(valid["programs"])
     else:
         valid, bias = None, args.bias
-    free = phase("test_free", lambda: _decode(model, folders, "test", args.limit, 0.0))
-    biased = free if bias == 0 else phase(f"test_bias_{bias}", lambda: _decode(model, folders, "test", args.limit, bias))
+    free = phase("test_free", lambda: _decode(model, folders, "test", args.limit, 0.0, args.rules))
+    biased = free if bias == 0 else phase(f"test_bias_{bias}", lambda: _decode(model, folders, "test", args.limit, bias, args.rules))
     predicted = replay(free["programs"], bias)
     agree = sum((_score(f) > -bias) == b["written"] for f, b in zip(free["programs"], biased["programs"]))
     top = max(2 * bias, 4.0)

@@ -226,7 +226,8 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
         codes = [r.get("code", "") for r in rows]
         report["datasets"][name] = _score(name, os.path.basename(data), codes, preds, golds, gen.parse, name == "singleline", ended)
         predictions += [{"dataset": name, "id": r.get("id", i), "prediction": o.text, "gold": g, "finished": o.finished,
-                         "exception_peak": finite_margin(o.exception_peak)} for i, (r, o, g) in enumerate(zip(rows, outs, golds))]
+                         "exception_peak": finite_margin(o.exception_peak), "exception_end": finite_margin(o.exception_end)}
+                        for i, (r, o, g) in enumerate(zip(rows, outs, golds))]
         return {**report, "predictions": predictions}
 
     import datasets
@@ -256,19 +257,24 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
                                      [g for g, r in zip(golds, rows) if r["kind"] == k], singleline=singleline)}
                 for k in kinds}
         predictions += [{"dataset": name, "id": r["id"], "prediction": o.text, "gold": g, "finished": o.finished,
-                         "exception_peak": finite_margin(o.exception_peak)} for r, o, g in zip(rows, outs, golds)]
+                         "exception_peak": finite_margin(o.exception_peak), "exception_end": finite_margin(o.exception_end)}
+                        for r, o, g in zip(rows, outs, golds)]
         if name in ("errors", "codenetmut"):
             refs = [TraceRecord.from_parsed(gen.parse(t)) for _, t in pairs]  # uncut: the exception step is the label
-            error_pairs["plain"] += [(TraceRecord.from_parsed(gen.parse(o.text)), r, o.finished, o.exception_peak)
-                                     for o, r in zip(outs, refs)]
+            for p, ref in zip(predictions[-len(rows):], refs):  # the gold above may be cut before its crash step
+                p["crashed"] = ref.exception is not None
+            error_pairs["plain"] += [(TraceRecord.from_parsed(gen.parse(o.text)), r, o.finished,
+                                      (o.exception_peak, o.exception_end)) for o, r in zip(outs, refs)]
             if docs:
                 error_pairs["described"] += list(zip(_described(gen, rows, docs, beam, max_length, batch_size, progress,
                                                                 decoding), refs))
     if error_pairs["plain"]:
-        p, r, ended, peaks = zip(*error_pairs["plain"])
+        p, r, ended, margins = zip(*error_pairs["plain"])
         report["runtime_errors"] = error_metrics(p, r)
-        if None not in peaks:  # how well the <exception> margin ranks crashes (threshold-free)
-            report["runtime_errors"]["crash_score_auroc"] = crash_score_auroc(peaks, [x.exception is not None for x in r])
+        if None not in margins[0]:  # how well the <exception> margin ranks crashes (threshold-free): its peak, at the end
+            crashed = [x.exception is not None for x in r]
+            report["runtime_errors"]["crash_score_auroc"] = crash_score_auroc([m[0] for m in margins], crashed)
+            report["runtime_errors"]["crash_score_auroc_end"] = crash_score_auroc([m[1] for m in margins], crashed)
         done, report["runtime_errors"]["unfinished_share"] = _finished(ended)
         if done:  # the verdict where the model got to the end of its trace
             report["runtime_errors"]["finished_only"] = error_metrics([p[i] for i in done], [r[i] for i in done])

@@ -54,6 +54,8 @@ def test_a_biased_greedy_verdict_is_the_free_decodes_peak_above_minus_the_bias(o
     free = gen.generate(inputs, beam=1, max_length=128)
     peaks = [o.exception_peak for o in free]
     assert all(math.isfinite(p) and p < 0 for p in peaks)  # the model never saw a crash
+    assert all(math.isfinite(o.exception_end) and o.exception_end <= o.exception_peak for o in free)
+    assert any(o.exception_end < o.exception_peak for o in free)  # the end is one step end, the peak the best of all
     assert not any("<exception>" in o.text for o in free)
     ordered = sorted(set(peaks))
     assert len(ordered) >= 3
@@ -73,3 +75,4 @@ def test_a_biased_greedy_verdict_is_the_free_decodes_peak_above_minus_the_bias(o
     fast = gen.generate(inputs[:4], beam=1, max_length=128, exception_bias=2.0)
     assert [a.text for a in slow] == [b.text for b in fast]
     assert [a.exception_peak for a in slow] == pytest.approx([b.exception_peak for b in fast], abs=1e-4)
+    assert [a.exception_end for a in slow] == pytest.approx([b.exception_end for b in fast], abs=1e-4)

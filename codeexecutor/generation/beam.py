@@ -18,8 +18,8 @@ what it generates through the release's:
 The caller runs the model; `advance` takes the (size, V) log-probabilities of the
 current hypotheses and returns which hypothesis each survivor extends, so the caller can
 reorder its key/value cache. Given each hypothesis' `margin` at this step
-(generation/verdict.py), a hypothesis also carries the highest margin along its path,
-and `peak()` is the answer's.
+(generation/verdict.py), a hypothesis also carries the highest margin along its path
+and the margin at its latest step end; `peak()` and `end()` are the answer's.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ class Beam:
         self.finished: list[tuple[float, int, int]] = []  # (score, step, slot)
         self.eos_top = False
         self.peaks: list[list[float]] = []  # per step: each survivor's highest margin so far
+        self.ends: list[list[float]] = []  # per step: each survivor's margin at its latest step end
 
     def done(self) -> bool:
         return self.eos_top and len(self.finished) >= self.size
@@ -63,8 +64,11 @@ class Beam:
         self.back.append(back.tolist())
         self.tokens.append(token.tolist())
         if margin is not None:
-            before = torch.tensor(self.peaks[-1], device=margin.device) if self.peaks else torch.full_like(margin, -math.inf)
-            self.peaks.append(torch.maximum(before, margin)[back].tolist())
+            start = torch.full_like(margin, -math.inf)
+            peak = torch.tensor(self.peaks[-1], device=margin.device) if self.peaks else start
+            end = torch.tensor(self.ends[-1], device=margin.device) if self.ends else start
+            self.peaks.append(torch.maximum(peak, margin)[back].tolist())
+            self.ends.append(torch.where(torch.isfinite(margin), margin, end)[back].tolist())
         scores = best.tolist()
         step = len(self.tokens)
         for slot, t in enumerate(self.tokens[-1]):
@@ -92,6 +96,14 @@ class Beam:
             return None
         _, step, slot = self._answer()
         return self.peaks[step - 1][slot]
+
+    def end(self) -> float | None:
+        """The answer's crash margin at its last step end: for a finished trace, where it
+        chose `</s>` (or `<exception>`) over the other (None: not tracked)."""
+        if not self.ends:
+            return None
+        _, step, slot = self._answer()
+        return self.ends[step - 1][slot]
 
     def best(self) -> tuple[float, list[int]]:
         """(summed log-probability, token ids up to and without `</s>`) of the answer."""

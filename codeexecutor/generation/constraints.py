@@ -156,19 +156,21 @@ class RowConstraints:
         self.states = [StateRule.start() for _ in self.rules]
 
     def mask(self, logp: torch.Tensor) -> torch.Tensor:
-        """logp: (rows, V) next-token log-probabilities; disallowed tokens get BLOCKED."""
-        out = None
+        """logp: (rows, V) next-token log-probabilities; disallowed tokens get BLOCKED (one
+        masked fill for the batch, not one per row)."""
+        ruled, rows, cols = [], [], []
         for r, (rule, state) in enumerate(zip(self.rules, self.states)):
             ids = rule.allowed(state)
-            if ids is None:
-                continue
-            if out is None:
-                out = logp.clone()
-            keep = torch.tensor(ids, device=logp.device)
-            row = torch.full_like(logp[r], BLOCKED)
-            row[keep] = logp[r, keep]
-            out[r] = row
-        return logp if out is None else out
+            if ids is not None:
+                ruled.append(r)
+                rows += [r] * len(ids)
+                cols += ids
+        if not ruled:
+            return logp
+        blocked = torch.zeros_like(logp, dtype=torch.bool)
+        blocked[ruled] = True
+        blocked[rows, cols] = False
+        return logp.masked_fill(blocked, BLOCKED)
 
     def advance(self, order: list[int], tokens: list[int]) -> None:
         """Row i now extends row `order[i]` with `tokens[i]`."""

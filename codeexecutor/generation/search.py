@@ -74,6 +74,7 @@ class Generated:
     tokens: int
     finished: bool = True  # False: cut at max_length before </s> (a looping or too-long trace)
     exception_peak: float | None = None  # highest <exception> margin at a step end (generation/verdict.py)
+    exception_end: float | None = None  # the <exception> margin at the last step end
 
 
 class TraceGenerator:
@@ -226,7 +227,8 @@ class TraceGenerator:
         results = []
         for b in range(B):
             score, ids = beams[b].best()
-            results.append(Generated(enc.decode(ids), float(score), len(ids), beams[b].ended(), beams[b].peak()))
+            results.append(Generated(enc.decode(ids), float(score), len(ids), beams[b].ended(), beams[b].peak(),
+                                     beams[b].end()))
         return results
 
     # -- reference: no cache, one program at a time ---------------------------------------------
@@ -253,4 +255,4 @@ class TraceGenerator:
             if beam.done():
                 break
         score, ids = beam.best()
-        return Generated(enc.decode(ids), float(score), len(ids), beam.ended(), beam.peak())
+        return Generated(enc.decode(ids), float(score), len(ids), beam.ended(), beam.peak(), beam.end())
