@@ -32,7 +32,8 @@ ERRORS = ("errors", "codenetmut")  # crashing programs and their negatives: scor
 RULES = {"none": {}, "names": {"names": True}, "values": {"values": True}, "both": {"names": True, "values": True}}
 
 
-def _decode(model: str, folders: dict[str, str], split: str, limit: int, bias: float, rules: str = "none") -> dict:
+def _decode(model: str, folders: dict[str, str], split: str, limit: int, bias: float, rules: str = "none",
+            at: str = "step") -> dict:
     """One greedy decode of the split: per dataset its trace scores, the runtime-error
     metrics, and per crash-set program (crashed, peak margin, crash written)."""
     from eval.evaluate import evaluate_model
@@ -41,7 +42,7 @@ def _decode(model: str, folders: dict[str, str], split: str, limit: int, bias: f
     start = time.perf_counter()
     for parent in dict.fromkeys(os.path.dirname(f) for f in folders.values()):
         report = evaluate_model(model, parent, split=split, limit=limit, beam=1, batch_size=16, progress=False,
-                                exception_bias=bias, **RULES[rules])
+                                exception_bias=bias, exception_at=at, **RULES[rules])
         for name, scores in report["datasets"].items():
             phase["datasets"][name] = {"examples": scores["examples"], "split": scores["split"],
                                        "trace_accuracy": scores["table3"]["trace_accuracy"],
@@ -50,6 +51,7 @@ def _decode(model: str, folders: dict[str, str], split: str, limit: int, bias: f
         if "runtime_errors" in report:
             phase["runtime_errors"] = report["runtime_errors"]
         phase["programs"] += [{"dataset": p["dataset"], "crashed": p["crashed"], "peak": p["exception_peak"], "end": p.get("exception_end"),
+                               "finished": p["finished"],
                                "written": "<exception>" in p["prediction"]}
                               for p in report["predictions"] if p["dataset"] in ERRORS]
         print(f"  {split} bias {bias}: {', '.join(report['datasets'])} done ({time.perf_counter() - start:.0f} s)", flush=True)
@@ -57,33 +59,47 @@ def _decode(model: str, folders: dict[str, str], split: str, limit: int, bias: f
     return phase
 
 
-def _score(p: dict) -> float:
+def _score(p: dict, at: str = "step") -> float:
+    """The free decode's margin that a bias must beat: at every step end its peak; at the
+    trace's end, its margin at `</s>` (a crash already written: always; a trace cut at
+    the cap never ends: never)."""
+    if at == "end":
+        if p["written"]:
+            return math.inf
+        return p["end"] if p.get("finished") and p.get("end") is not None else -math.inf
     return -math.inf if p["peak"] is None else p["peak"]
 
 
-def replay(programs: list[dict], bias: float) -> dict:
-    """Detection as a greedy decode with `bias` would give it: a crash where peak > -bias."""
-    tp = sum(_score(p) > -bias and p["crashed"] for p in programs)
-    fp = sum(_score(p) > -bias and not p["crashed"] for p in programs)
+def replay(programs: list[dict], bias: float, at: str = "step") -> dict:
+    """Detection as a greedy decode with `bias` (acting `at`) would give it: a crash where
+    the free decode's margin > -bias."""
+    tp = sum(_score(p, at) > -bias and p["crashed"] for p in programs)
+    fp = sum(_score(p, at) > -bias and not p["crashed"] for p in programs)
     pos = sum(p["crashed"] for p in programs)
     neg = len(programs) - pos
     return {"bias": bias, "detection_accuracy": 100 * (tp + neg - fp) / len(programs), "tp": tp, "fp": fp,
             "true_positive_rate": 100 * tp / pos if pos else None, "false_positive_rate": 100 * fp / neg if neg else None}
 
 
-def choose_bias(programs: list[dict]) -> float:
+def choose_bias(programs: list[dict], at: str = "step") -> float:
     """The bias with the best replayed detection accuracy: midway between two adjacent peaks
     (never on one), the smallest such bias on ties; 0 when none beats it."""
-    peaks = sorted({_score(p) for p in programs if math.isfinite(_score(p))})
+    peaks = sorted({_score(p, at) for p in programs if math.isfinite(_score(p, at))})
     candidates = [0.0] + [-(a + b) / 2 for a, b in zip(peaks, peaks[1:])] + ([-peaks[0] + 1.0] if peaks else [])
     candidates = sorted({round(c, 4) for c in candidates if c >= 0})
-    best = max(candidates, key=lambda c: (replay(programs, c)["detection_accuracy"], -c))
+    best = max(candidates, key=lambda c: (replay(programs, c, at)["detection_accuracy"], -c))
     return best
 
 
-def curve(programs: list[dict], top: float) -> list[dict]:
+def auroc(programs: list[dict], at: str) -> float | None:
+    from eval.trace_metrics import crash_score_auroc
+
+    return crash_score_auroc([_score(p, at) for p in programs], [p["crashed"] for p in programs])
+
+
+def curve(programs: list[dict], top: float, at: str = "step") -> list[dict]:
     steps = 80
-    return [replay(programs, top * i / steps) for i in range(steps + 1)]
+    return [replay(programs, top * i / steps, at) for i in range(steps + 1)]
 
 
 def plot(report: dict, png: str) -> None:
@@ -120,6 +136,8 @@ def main() -> None:
                     help="test sets decoded with and without the bias (the crashing programs come with codenetmut)")
     ap.add_argument("--limit", type=int, default=300, help="examples per dataset and split (a fixed sample)")
     ap.add_argument("--bias", type=float, help="skip the choice on valid and use this bias")
+    ap.add_argument("--at", choices=("step", "end"), default="step", help="where the bias acts: every step end, or "
+                    "only where the trace would end (generation/verdict.py)")
     ap.add_argument("--rules", choices=RULES, default="none", help="state rules of every decode (generation/constraints.py): "
                     "the replay holds under them too, as they never act where a step ends")
     args = ap.parse_args()
@@ -133,8 +151,10 @@ def main() -> None:
         sys.exit(2)
     folders = dataset_folders("bench_exception_bias", args.run, args.data, args.datasets)
     crash_sets = {"codenetmut": folders["codenetmut"]}
-    name = f"exception-bias-{device_label()}" + ("" if args.rules == "none" else f"-{args.rules}")
-    partial = RESULTS / f"{name}.partial.json"
+    name = (f"exception-bias-{device_label()}" + ("" if args.rules == "none" else f"-{args.rules}")
+            + ("" if args.at == "step" else f"-at-{args.at}"))
+    partial_name = f"exception-bias-{device_label()}" + ("" if args.rules == "none" else f"-{args.rules}")  # free decodes: any `at`
+    partial = RESULTS / f"{partial_name}.partial.json"
     state = json.loads(partial.read_text()) if partial.exists() else {}
     key = {"model": os.path.relpath(os.path.abspath(model), ROOT), "limit": args.limit, "datasets": args.datasets,
            "rules": args.rules}
@@ -155,37 +175,39 @@ def main() -> None:
 
     if args.bias is None:
         valid = phase("valid_free", lambda: _decode(model, crash_sets, "valid", args.limit, 0.0, args.rules))
-        bias = choose_bias(valid["programs"])
+        bias = choose_bias(valid["programs"], args.at)
     else:
         valid, bias = None, args.bias
     free = phase("test_free", lambda: _decode(model, folders, "test", args.limit, 0.0, args.rules))
-    biased = free if bias == 0 else phase(f"test_bias_{bias}", lambda: _decode(model, folders, "test", args.limit, bias, args.rules))
-    predicted = replay(free["programs"], bias)
-    agree = sum((_score(f) > -bias) == b["written"] for f, b in zip(free["programs"], biased["programs"]))
+    biased = free if bias == 0 else phase(f"test_bias_{args.at}_{bias}", lambda: _decode(model, folders, "test", args.limit, bias,
+                                                                                          args.rules, args.at))
+    predicted = replay(free["programs"], bias, args.at)
+    agree = sum((_score(f, args.at) > -bias) == b["written"] for f, b in zip(free["programs"], biased["programs"]))
     top = max(2 * bias, 4.0)
     report = {
         **key, "device": device_label(), "decoding": "greedy (beam 1)",
         "metric": "release's (trace scores); detection over the crashing test programs and the CodeNetMut ones",
-        "chosen_bias": bias, "chosen_on": "valid" if valid else "given",
-        "valid": {"replay": replay(valid["programs"], bias), "crash_score_auroc": valid["runtime_errors"].get("crash_score_auroc"),
+        "chosen_bias": bias, "chosen_on": "valid" if valid else "given", "at": args.at,
+        "valid": {"replay": replay(valid["programs"], bias, args.at), "crash_score_auroc": auroc(valid["programs"], args.at),
                   "programs": len(valid["programs"])} if valid else None,
         "test_free": {k: v for k, v in free.items() if k != "programs"},
-        "test_replayed_at_bias": predicted,
+        "test_replayed_at_bias": predicted, "test_crash_score_auroc": auroc(free["programs"], args.at),
         "test_biased": {k: v for k, v in biased.items() if k != "programs"},
         "replay_agrees": {"programs": len(free["programs"]), "same_verdict": agree},
-        "curves": {**({"valid": curve(valid["programs"], top)} if valid else {}), "test": curve(free["programs"], top)},
+        "curves": {**({"valid": curve(valid["programs"], top, args.at)} if valid else {}),
+                   "test": curve(free["programs"], top, args.at)},
     }
     out = RESULTS / f"{name}.json"
     out.write_text(json.dumps(report, indent=2) + "\n")
     plot(report, str(out.with_suffix(".png")))
-    partial.unlink()
+    # the free decodes stay in the partial file for a run with the other `at`
     e0, e1 = free["runtime_errors"], biased["runtime_errors"]
     print(f"bias {bias:.3f} (chosen on {report['chosen_on']}); replay agrees on {agree}/{len(free['programs'])} verdicts")
     print(f"{'':28} {'free':>10} {'biased':>10}")
     print(f"{'detection accuracy':28} {e0['detection_accuracy']:>10.1f} {e1['detection_accuracy']:>10.1f}")
     print(f"{'TP / FP':28} {str(e0['tp']) + ' / ' + str(e0['fp']):>10} {str(e1['tp']) + ' / ' + str(e1['fp']):>10}")
     print(f"{'localisation (of crashes)':28} {e0['localisation_accuracy'] or 0:>10.1f} {e1['localisation_accuracy'] or 0:>10.1f}")
-    print(f"{'crash-score AUROC':28} {e0.get('crash_score_auroc') or 0:>10.1f}")
+    print(f"{'crash-score AUROC (' + args.at + ')':28} {report['test_crash_score_auroc'] or 0:>10.1f}")
     for d in free["datasets"]:
         a, b = free["datasets"][d], biased["datasets"][d]
         print(f"{d + ' trace acc (cut %)':28} {a['trace_accuracy']:>5} ({a['unfinished_share'] or 0:.0f}) "

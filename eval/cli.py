@@ -39,6 +39,8 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
                    help="add B to <exception>'s log-probability where a step may end, so that a model that ranks a "
                         "crash second still reports it (not in the release's decoding; generation/verdict.py; "
                         "choose B with benchmarks/bench_exception_bias.py)")
+    p.add_argument("--exception-at", choices=("step", "end"), default="step",
+                   help="where the bias acts: every step end, or only where the trace would end (</s>)")
     p.add_argument("--resource-descriptions", metavar="problems.jsonl", help="also evaluate runtime errors with input specs as docstrings")
     p.add_argument("--out", help="report path (default DATA/evaluation.json or FILE.evaluation.json; predictions and a PNG go beside it)")
 
@@ -52,7 +54,7 @@ def _eval_run(args: argparse.Namespace) -> int:
     report = evaluate_model(args.model, args.data, args.split, args.limit or None, args.beam, args.max_length,
                             args.batch_size, resource_descriptions=args.resource_descriptions, task=args.task,
                             names=args.constrain_names, values=args.constrain_values,
-                            exception_bias=args.exception_bias)
+                            exception_bias=args.exception_bias, exception_at=args.exception_at)
     if args.out:
         out = args.out
     elif os.path.isfile(args.data):

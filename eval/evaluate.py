@@ -193,7 +193,7 @@ def _score(name: str, split: str, codes: list[str], preds: list[str], golds: lis
 def evaluate_model(model: str, data: str, split: str = "test", limit: int | None = None, beam: int = 10,
                    max_length: int | None = None, batch_size: int = 8, resource_descriptions: str | None = None,
                    progress: bool = True, task: str | None = None, names: bool = False, values: bool = False,
-                   exception_bias: float = 0.0) -> dict:
+                   exception_bias: float = 0.0, exception_at: str = "step") -> dict:
     """Scores a model on built datasets (or a release-format test file). `names`, `values`:
     decode with the state rules (generation/constraints.py); `exception_bias`: favour
     `<exception>` at step ends (generation/verdict.py). The release uses neither. Each
@@ -212,8 +212,9 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
     enc, profile = gen.encoder, gen.profile
     report: dict = {"model": model, "data": data, "split": split, "beam": beam, "metric": METRIC_NAME,
                     "format_profile": profile.label, "constrained_names": names,
-                    "constrained_values": values, "exception_bias": exception_bias, "datasets": {}}
-    decoding = {"names": names, "values": values, "exception_bias": exception_bias}
+                    "constrained_values": values, "exception_bias": exception_bias,
+                    "exception_at": exception_at, "datasets": {}}
+    decoding = {"names": names, "values": values, "exception_bias": exception_bias, "exception_at": exception_at}
     predictions: list[dict] = []
 
     if rows_of_file is not None:

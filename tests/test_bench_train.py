@@ -251,6 +251,12 @@ def test_exception_bias_bench_replays_verdicts_and_chooses_the_bias_on_its_split
     bias = eb.choose_bias(programs)
     assert bias == 0.75  # midway between the peaks -0.5 and -1.0: one crash caught, no false alarm
     assert eb.choose_bias([{"crashed": False, "peak": -1.0}, {"crashed": True, "peak": -2.0}]) == 0.0  # none beats 0
+    ends = [{"crashed": True, "written": False, "finished": True, "end": -1.0, "peak": -0.1},
+            {"crashed": True, "written": False, "finished": False, "end": -0.5, "peak": -0.2},  # cut: never ends
+            {"crashed": False, "written": False, "finished": True, "end": -3.0, "peak": -0.3},
+            {"crashed": False, "written": True, "finished": True, "end": -9.0, "peak": 1.0}]  # a crash written already
+    assert (eb.replay(ends, 2.0, "end")["tp"], eb.replay(ends, 2.0, "end")["fp"]) == (1, 1)
+    assert eb.choose_bias(ends, "end") == 2.0 and eb.auroc(ends, "end") == 25.0  # 1 of 4 (crash, clean) pairs ranked right
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_exception_bias.py"), "--run", str(tmp_path)],
                          capture_output=True, text=True)
     assert run.returncode == 2 and "no model at" in run.stderr and "Traceback" not in run.stderr

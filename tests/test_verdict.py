@@ -33,6 +33,9 @@ def test_margin_and_bias_act_only_where_a_step_may_end():
     assert unbiased is logp
     with pytest.raises(ValueError, match="finite"):
         StepEnds(_Vocab(), bias=math.inf)
+    end_only, margin = StepEnds(_Vocab(), bias=2.5, at="end")(logp)
+    assert margin[1] == -math.inf and end_only[1, 7] == logp[1, 7]  # <line> first: not the trace's end
+    assert margin[2].item() == pytest.approx(-1.2) and end_only[2, 7].item() == pytest.approx(1.0)
     assert finite_margin(-math.inf) is None and finite_margin(-1.5) == -1.5
 
 
@@ -71,6 +74,14 @@ def test_a_biased_greedy_verdict_is_the_free_decodes_peak_above_minus_the_bias(o
                 assert f.text.startswith(head)
             else:
                 assert o.text == f.text
+    ends = sorted({o.exception_end for o in free})
+    bias = -(ends[len(ends) // 2 - 1] + ends[len(ends) // 2]) / 2
+    at_end = gen.generate(inputs, beam=1, max_length=128, exception_bias=bias, exception_at="end")
+    expected = [o.finished and o.exception_end > -bias for o in free]
+    assert 0 < sum(expected) < len(inputs)
+    assert ["<exception>" in o.text for o in at_end] == expected
+    for o, f, flips in zip(at_end, free, expected):  # the whole free trace, then the crash where it ended
+        assert o.text.split("<exception>")[0].strip() == f.text.strip() if flips else o.text == f.text
     slow = gen.generate(inputs[:4], beam=1, max_length=128, cache=False, exception_bias=2.0)
     fast = gen.generate(inputs[:4], beam=1, max_length=128, exception_bias=2.0)
     assert [a.text for a in slow] == [b.text for b in fast]

@@ -51,7 +51,7 @@ def prepare(source: str, stdin: str, docstring: str | None = None) -> tuple[str,
 
 def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam: int = 10, max_length: int | None = None,
                   compare: bool = False, html_out: str | None = None, docstring: str | None = None, names: bool = False,
-                  exception_bias: float = 0.0, values: bool = False, **kw) -> dict:
+                  exception_bias: float = 0.0, values: bool = False, exception_at: str = "step", **kw) -> dict:
     """Predict one program's trace; returns the JSON report (plus 'text', the readable form)."""
     from codeexecutor.modeling.format import FormatError
 
@@ -63,7 +63,7 @@ def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam
     except FormatError as exc:
         raise UsageError(f"cannot trace this program: {exc}") from exc
     gen = generator.generate([model_input], beam=beam, max_length=max_length, names=names, values=values,
-                             exception_bias=exception_bias)[0]
+                             exception_bias=exception_bias, exception_at=exception_at)[0]
     limit = generator.model.config.max_trace_length
     parsed = generator.parse(gen.text)
     steps = [s for s in parsed.steps]
@@ -82,6 +82,7 @@ def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam
         "logprob": gen.logprob,
         "finished": gen.finished,
         "exception_bias": exception_bias,
+        "exception_at": exception_at,
         "constrained": {"names": names, "values": values},
         "crash_margin": finite_margin(gen.exception_peak),  # generation/verdict.py
         "length_cap": min(max_length or limit, limit),
@@ -154,6 +155,8 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exception-bias", type=float, default=0.0, metavar="B",
                    help="favour <exception> by B nats where a step may end (a model that ranks the crash second "
                         "reports it; not in the release's decoding)")
+    p.add_argument("--exception-at", choices=("step", "end"), default="step",
+                   help="where the bias acts: every step end, or only where the trace would end (</s>)")
     p.add_argument("--json", action="store_true", help="print the JSON report")
     p.add_argument("--html", metavar="OUT", help="write an HTML view of the trace")
     p.add_argument("--compare", action="store_true", help="also run the program in the sandbox and show the real trace "
@@ -179,7 +182,7 @@ def _run(args: argparse.Namespace) -> int:
             except (ValueError, KeyError, TypeError) as exc:
                 raise UsageError(f"{args.batch}:{n}: expected a JSON object with a \"code\" field ({exc})") from exc
             rep = trace_program(code, item.get("stdin", ""), args.model, args.beam, args.max_length, args.compare, None, doc,
-                                args.constrain_names, args.exception_bias, args.constrain_values)
+                                args.constrain_names, args.exception_bias, args.constrain_values, args.exception_at)
             rep.pop("text")
             print(json.dumps({"id": item.get("id", n), **rep}, ensure_ascii=False), flush=True)
         return 0
@@ -188,7 +191,7 @@ def _run(args: argparse.Namespace) -> int:
     source = read_program(args.program)
     stdin = read_text_file(args.stdin, "stdin file") if args.stdin else ""
     report = trace_program(source, stdin, args.model, args.beam, args.max_length, args.compare, args.html, doc,
-                           args.constrain_names, args.exception_bias, args.constrain_values)
+                           args.constrain_names, args.exception_bias, args.constrain_values, args.exception_at)
     text = report.pop("text")
     print(json.dumps(report, ensure_ascii=False) if args.json else text)
     return 0

@@ -117,21 +117,22 @@ class TraceGenerator:
     @torch.no_grad()
     def generate(self, inputs: list[str], beam: int = 10, max_length: int | None = None, batch_size: int = 8,
                  cache: bool = True, names: bool = False, values: bool = False,
-                 exception_bias: float = 0.0) -> list[Generated]:
+                 exception_bias: float = 0.0, exception_at: str = "step") -> list[Generated]:
         """Best hypothesis for each model-format code string, in input order. At most
         `max_length` tokens are generated (</s> included; default and cap: the model's
         max_trace_length, 768 as in the release). `names`: states may only name the
         code's identifiers, `values`: a value is at most as long as the tracer renders one
         (generation/constraints.py; the release has neither rule).
         `exception_bias`: added to `<exception>` at step ends (generation/verdict.py);
-        each answer's `exception_peak` is recorded where the model has that step."""
+        each answer's `exception_peak` is recorded where the model has that step;
+        `exception_at="end"`: only where the trace would end."""
         from codeexecutor.errors import UsageError
 
         cap = self.model.config.max_trace_length
         max_length = min(max_length or cap, cap)
         if "<exception>" in self.tok.get_vocab():
             try:
-                ends = StepEnds(self.tok, exception_bias)
+                ends = StepEnds(self.tok, exception_bias, exception_at)
             except ValueError as exc:
                 raise UsageError(f"{exc}; pass a number such as --exception-bias 2") from None
         elif exception_bias:

@@ -17,6 +17,11 @@ still tells crashing programs from the others. Two things follow from one rule:
   bias can be chosen on a validation split from free decodes alone (benchmarks/
   bench_exception_bias.py), and the biased decode then gives the line and the kind.
 
+With `at="end"` both act only where the first choice is `</s>` (or `<exception>`): where
+the model ends the program, does it end normally or crash? A trace's other step ends are
+left alone, so the bias never cuts a trace short, and the biased verdict is "finished,
+with its margin at `</s>` above -bias" of the free decode.
+
 The release has no `<exception>` step, so neither applies to its model; bias 0 leaves
 the search exactly as the release's.
 """
@@ -27,18 +32,22 @@ import math
 
 import torch
 
+AT = ("step", "end")  # every step end, or only where the trace would end
+
 
 class StepEnds:
     """Margin and bias of `<exception>` at step ends, for rows of log-probabilities."""
 
-    def __init__(self, tok, bias: float = 0.0) -> None:
+    def __init__(self, tok, bias: float = 0.0, at: str = "step") -> None:
         vocab = tok.get_vocab()
         if "<exception>" not in vocab:
             raise ValueError("this model's vocabulary has no <exception> step")
         if not math.isfinite(bias):
             raise ValueError(f"the exception bias must be a finite number, not {bias}")
+        if at not in AT:
+            raise ValueError(f"the exception bias acts at {' or '.join(AT)}, not {at!r}")
         self.exc, self.bias = vocab["<exception>"], float(bias)
-        self.ends = torch.tensor([vocab["<line>"], tok.eos_token_id, self.exc])
+        self.ends = torch.tensor(([vocab["<line>"]] if at == "step" else []) + [tok.eos_token_id, self.exc])
 
     def __call__(self, logp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """logp: (rows, V). Returns (logp with the bias at step ends, (rows,) margins)."""
