@@ -96,6 +96,23 @@ def busy_share(seconds: float = 2.0) -> float | None:
     return round(1 - (idle1 - idle0) / total, 3) if total > 0 else None
 
 
+def model_arguments(ap, datasets_help: str) -> None:
+    """The options of a benchmark that scores one run's model on its test sets."""
+    ap.add_argument("--run", required=True, help="a training run's folder (its final/ model is scored)")
+    ap.add_argument("--model", help="another model folder to score (default RUN/final)")
+    ap.add_argument("--data", help="the datasets' folder (default: the one the run's curriculum trained on)")
+    ap.add_argument("--datasets", nargs="+", default=["singleline", "tutorial", "codenetmut"], help=datasets_help)
+
+
+def chosen_model(script: str, args) -> str:
+    """The model folder those options name; exits 2 with a line naming the fix when it has none."""
+    model = args.model or os.path.join(args.run, "final")
+    if not os.path.isfile(os.path.join(model, "config.json")):
+        print(f"{script}: no model at {model} (pass --model, or a run whose final/ export exists)", file=sys.stderr)
+        sys.exit(2)
+    return model
+
+
 def dataset_folders(script: str, run: str, data: str | None, names: list[str]) -> dict[str, str]:
     """name -> folder of each dataset in `names`, under `data` or else the folder the run's
     curriculum trained on; exits with a line naming the fix when one is missing."""

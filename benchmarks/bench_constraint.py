@@ -16,9 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
-from _common import RESULTS, ROOT, dataset_folders, device_label, score_test
+from _common import RESULTS, ROOT, chosen_model, dataset_folders, device_label, model_arguments, score_test
 
 DECODINGS = ("free", "names", "values", "both")
 
@@ -40,18 +39,11 @@ def compare(lines: list[dict]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--run", required=True, help="a training run's folder (its final/ model is scored)")
-    ap.add_argument("--model", help="another model folder to score (default RUN/final)")
-    ap.add_argument("--data", help="the datasets' folder (default: the one the run's curriculum trained on)")
-    ap.add_argument("--datasets", nargs="+", default=["singleline", "tutorial", "codenetmut"],
-                    help="datasets to score (folder names; the crashing programs come with codenetmut)")
+    model_arguments(ap, "datasets to score (folder names; the crashing programs come with codenetmut)")
     ap.add_argument("--decodings", nargs="+", choices=DECODINGS, default=list(DECODINGS))
     ap.add_argument("--limit", type=int, default=300, help="test examples per dataset (a fixed sample)")
     args = ap.parse_args()
-    model = args.model or os.path.join(args.run, "final")
-    if not os.path.isfile(os.path.join(model, "config.json")):
-        print(f"bench_constraint: no model at {model} (pass --model, or a run whose final/ export exists)", file=sys.stderr)
-        sys.exit(2)
+    model = chosen_model("bench_constraint", args)
     folders = dataset_folders("bench_constraint", args.run, args.data, args.datasets)
     out = RESULTS / f"name-constraint-{device_label()}.jsonl"
     start = sum(1 for _ in open(out)) if out.exists() else 0

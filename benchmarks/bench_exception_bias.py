@@ -24,7 +24,7 @@ import os
 import sys
 import time
 
-from _common import RESULTS, ROOT, dataset_folders, device_label
+from _common import RESULTS, ROOT, chosen_model, dataset_folders, device_label, model_arguments
 
 ERRORS = ("errors", "codenetmut")  # crashing programs and their negatives: scored together
 
@@ -129,11 +129,7 @@ def plot(report: dict, png: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--run", required=True, help="a training run's folder (its final/ model is scored)")
-    ap.add_argument("--model", help="another model folder to score (default RUN/final)")
-    ap.add_argument("--data", help="the datasets' folder (default: the one the run's curriculum trained on)")
-    ap.add_argument("--datasets", nargs="+", default=["singleline", "tutorial", "codenetmut"],
-                    help="test sets decoded with and without the bias (the crashing programs come with codenetmut)")
+    model_arguments(ap, "test sets decoded with and without the bias (the crashing programs come with codenetmut)")
     ap.add_argument("--limit", type=int, default=300, help="examples per dataset and split (a fixed sample)")
     ap.add_argument("--bias", type=float, help="skip the choice on valid and use this bias")
     ap.add_argument("--at", choices=("step", "end"), default="step", help="where the bias acts: every step end, or "
@@ -141,20 +137,16 @@ def main() -> None:
     ap.add_argument("--rules", choices=RULES, default="none", help="state rules of every decode (generation/constraints.py): "
                     "the replay holds under them too, as they never act where a step ends")
     args = ap.parse_args()
-    model = args.model or os.path.join(args.run, "final")
-    if not os.path.isfile(os.path.join(model, "config.json")):
-        print(f"bench_exception_bias: no model at {model} (pass --model, or a run whose final/ export exists)", file=sys.stderr)
-        sys.exit(2)
+    model = chosen_model("bench_exception_bias", args)
     if args.limit < 1 or "codenetmut" not in args.datasets:
         print("bench_exception_bias: --limit must be >= 1 and --datasets must include codenetmut (the crash sets)",
               file=sys.stderr)
         sys.exit(2)
     folders = dataset_folders("bench_exception_bias", args.run, args.data, args.datasets)
     crash_sets = {"codenetmut": folders["codenetmut"]}
-    name = (f"exception-bias-{device_label()}" + ("" if args.rules == "none" else f"-{args.rules}")
-            + ("" if args.at == "step" else f"-at-{args.at}"))
-    partial_name = f"exception-bias-{device_label()}" + ("" if args.rules == "none" else f"-{args.rules}")  # free decodes: any `at`
-    partial = RESULTS / f"{partial_name}.partial.json"
+    stem = f"exception-bias-{device_label()}" + ("" if args.rules == "none" else f"-{args.rules}")
+    name = stem + ("" if args.at == "step" else f"-at-{args.at}")
+    partial = RESULTS / f"{stem}.partial.json"  # the free decodes, whatever `at`
     state = json.loads(partial.read_text()) if partial.exists() else {}
     key = {"model": os.path.relpath(os.path.abspath(model), ROOT), "limit": args.limit, "datasets": args.datasets,
            "rules": args.rules}

@@ -40,8 +40,8 @@ class Beam:
         self.tokens: list[list[int]] = []  # per step: each survivor's new token
         self.finished: list[tuple[float, int, int]] = []  # (score, step, slot)
         self.eos_top = False
-        self.peaks: list[list[float]] = []  # per step: each survivor's highest margin so far
-        self.ends: list[list[float]] = []  # per step: each survivor's margin at its latest step end
+        self.peaks: list[torch.Tensor] = []  # per step: each survivor's highest margin so far, (size,)
+        self.ends: list[torch.Tensor] = []  # per step: each survivor's margin at its latest step end
 
     def done(self) -> bool:
         return self.eos_top and len(self.finished) >= self.size
@@ -65,10 +65,9 @@ class Beam:
         self.tokens.append(token.tolist())
         if margin is not None:
             start = torch.full_like(margin, -math.inf)
-            peak = torch.tensor(self.peaks[-1], device=margin.device) if self.peaks else start
-            end = torch.tensor(self.ends[-1], device=margin.device) if self.ends else start
-            self.peaks.append(torch.maximum(peak, margin)[back].tolist())
-            self.ends.append(torch.where(torch.isfinite(margin), margin, end)[back].tolist())
+            peak, end = (self.peaks[-1], self.ends[-1]) if self.peaks else (start, start)
+            self.peaks.append(torch.maximum(peak, margin)[back])
+            self.ends.append(torch.where(torch.isfinite(margin), margin, end)[back])
         scores = best.tolist()
         step = len(self.tokens)
         for slot, t in enumerate(self.tokens[-1]):
@@ -95,7 +94,7 @@ class Beam:
         if not self.peaks:
             return None
         _, step, slot = self._answer()
-        return self.peaks[step - 1][slot]
+        return float(self.peaks[step - 1][slot])
 
     def end(self) -> float | None:
         """The answer's crash margin at its last step end: for a finished trace, where it
@@ -103,7 +102,7 @@ class Beam:
         if not self.ends:
             return None
         _, step, slot = self._answer()
-        return self.ends[step - 1][slot]
+        return float(self.ends[step - 1][slot])
 
     def best(self) -> tuple[float, list[int]]:
         """(summed log-probability, token ids up to and without `</s>`) of the answer."""
