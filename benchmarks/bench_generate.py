@@ -7,6 +7,13 @@ same run, CPU (and GPU figures when one is available).
 Uses the demo model (demo_out/pretrain/final, made by `make demo`) when present, else a
 randomly initialised tiny model with a tokenizer trained on the built-in demo programs.
 Writes benchmarks/results/bench_generate.json.
+
+    .venv/bin/python benchmarks/bench_generate.py --compare FULL DELTA --data DIR [--programs 64]
+
+decodes the same held-out programs (the CodeNetMut and crashing test splits of built
+datasets) with a full-state model and a compact (delta) one, greedy, to the models' cap:
+traces/s, tokens generated and the share that ended before the cap
+(benchmarks/results/bench_generate-compact.json).
 """
 
 from __future__ import annotations
@@ -49,8 +56,40 @@ def timed(gen, inputs, **kw) -> tuple[float, list]:
     return time.perf_counter() - start, out
 
 
+def compare(models: list[str], data: str, programs: int, batch_size: int = 16) -> dict:
+    """Full-state against compact decoding of the same programs, one model after the other."""
+    import datasets
+
+    from codeexecutor.generation import TraceGenerator
+    from eval.evaluate import sample
+
+    rows = []
+    for name in ("codenetmut/codenetmut", "codenetmut/errors"):
+        table = datasets.load_from_disk(f"{data}/{name}")["test"]
+        rows += [table[i] for i in sample(len(table), programs // 2)]
+    report = {"data": data, "programs": len(rows), "beam": 1, "models": {}}
+    for model in models:
+        gen = TraceGenerator(model, device="cpu")
+        inputs = [gen.code_input(r["code"], r["task"]) for r in rows]
+        gen.generate(inputs[:1], beam=1, max_length=8)  # warm up
+        seconds, out = timed(gen, inputs, beam=1, batch_size=batch_size)
+        full_tokens = sum(len(gen.encoder.ids(o.text)) for o in out)
+        report["models"][gen.profile.state] = {
+            "model": model, "traces_per_s": round(len(rows) / seconds, 3), "seconds": round(seconds, 1),
+            "generated_tokens": sum(o.tokens for o in out), "full_state_tokens_of_the_text": full_tokens,
+            "finished_share": round(sum(o.finished for o in out) / len(out), 3)}
+        print(f"{gen.profile.state}: {len(rows) / seconds:.2f} traces/s, {report['models'][gen.profile.state]}")
+    if {"full", "delta"} <= set(report["models"]):
+        m = report["models"]
+        report["speedup_delta_over_full"] = round(m["delta"]["traces_per_s"] / m["full"]["traces_per_s"], 2)
+    return report
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--compare", nargs=2, metavar=("FULL", "DELTA"), help="a full-state and a compact model: decode the "
+                    "same held-out programs with each (needs --data)")
+    ap.add_argument("--data", help="built datasets (with --compare): the CodeNetMut and crashing test programs")
     ap.add_argument("--model")
     ap.add_argument("--programs", type=int, default=16)
     ap.add_argument("--beam", type=int, default=10)
@@ -59,6 +98,13 @@ def main() -> None:
     ap.add_argument("--device", choices=["all", "cpu", "cuda"], default="all", help="all: the CPU, and the GPU where one is")
     args = ap.parse_args()
     from codeexecutor.generation import TraceGenerator
+
+    if args.compare:
+        if not args.data:
+            sys.exit("bench_generate: --compare needs --data, a folder of built datasets")
+        torch.set_num_threads(2)
+        write_report("bench_generate-compact", compare(args.compare, args.data, args.programs))
+        return
 
     inputs = (demo_inputs() * 4)[: args.programs]
     model = args.model or (str(ROOT / "demo_out" / "pretrain" / "final") if (ROOT / "demo_out" / "pretrain" / "final").exists() else random_model(inputs, args.preset))

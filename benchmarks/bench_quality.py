@@ -176,13 +176,14 @@ def build(data: str, log, mutants: int, singleline_limit: int, corpora: list[str
 def curriculum(data: str, out: str, preset: str, steps: dict[str, int], lr: float, max_tokens: int, hardest: int,
                eval_every: int, mine_from: int | None = None, tokenizer: str | None = None, valid_examples: int = 48, split_digits: bool = False,
                dropout: float = DROPOUT, autocast: str | None = None, positions: str = POSITIONS, vocab_size: int = VOCAB,
-               last_mix: dict[str, float] = LAST_MIX) -> dict:
+               last_mix: dict[str, float] = LAST_MIX, state: str = "full") -> dict:
     sl, tut = f"{data}/singleline/singleline", f"{data}/tutorial/tutorial"
     cn, err = f"{data}/codenetmut/codenetmut", f"{data}/codenetmut/errors"
     warm = lambda n: max(1, min(200, n // 10))  # noqa: E731
     return {
         "model": {"preset": preset, "vocab_size": vocab_size, "max_code_length": 256, "max_trace_length": 768, "split_digits": split_digits,
-                  "dropout": dropout, "positions": positions, **({"tokenizer": tokenizer} if tokenizer else {})},
+                  "dropout": dropout, "positions": positions, "trace_state": state,
+                  **({"tokenizer": tokenizer} if tokenizer else {})},
         "train": {"output_dir": out, "micro_batch_size": 16, "grad_accum": 1, "save_every": 1000, "log_every": 20, "mining_batch_size": 128,
                   "max_tokens": max_tokens, "eval_every": eval_every, "eval_examples": valid_examples, "eval_decode_examples": valid_examples // 4,
                   **({"autocast": autocast} if autocast else {})},
@@ -275,7 +276,7 @@ def calibration_steps(max_tokens: int) -> dict[str, int]:
 
 def calibrate(data: str, work: str, preset: str, lr: float, max_tokens: int, hardest: int, log,
               split_digits: bool = False, dropout: float = DROPOUT, autocast: str | None = None,
-              positions: str = POSITIONS, vocab_size: int = VOCAB) -> dict[str, float]:
+              positions: str = POSITIONS, vocab_size: int = VOCAB, state: str = "full") -> dict[str, float]:
     """Seconds per optimizer step of each stage at this token budget, from some steps of
     each: a CodeNet step with its long traces costs more than a SingleLine step. The first
     step of every stage, which pays for the stage's set-up, is left out (kept in, eight
@@ -287,7 +288,8 @@ def calibrate(data: str, work: str, preset: str, lr: float, max_tokens: int, har
     steps = calibration_steps(max_tokens)
     hardest = min(hardest, 4096)
     cur = curriculum(data, f"{work}/calibration", preset, steps, lr, max_tokens, hardest, 0, mine_from=2 * hardest,
-                     split_digits=split_digits, dropout=dropout, autocast=autocast, positions=positions, vocab_size=vocab_size)
+                     split_digits=split_digits, dropout=dropout, autocast=autocast, positions=positions, vocab_size=vocab_size,
+                     state=state)
     cur["train"].update(eval_examples=0, log_every=1)
     shutil.rmtree(f"{work}/calibration", ignore_errors=True)
     train(cur, f"{work}/calibration", log)
@@ -327,17 +329,19 @@ def stage_summary(run: str) -> dict:
     for r in rows:
         if "loss" in r:
             out.setdefault(r["stage"], {}).update(steps_logged_to=r["step"], real_tokens=r["stage_tokens"],
+                                                  examples_seen=r.get("stage_examples"),
                                                   seconds=round(r["stage_seconds"], 1), final_loss=r["loss"],
                                                   padding_share=r["padding_share"])
     return out
 
 
 def result_name(device: str, preset: str = PRESET, positions: str = POSITIONS, vocab_size: int = VOCAB,
-                errors_weight: float = LAST_MIX["errors"]) -> str:
-    """quality-<device>, with the preset, positions, vocabulary and stage 3's crash weight
-    appended where they are not the defaults, so that a variant's run never overwrites the
-    default run's results."""
+                errors_weight: float = LAST_MIX["errors"], state: str = "full") -> str:
+    """quality-<device>, with the preset, positions, trace state, vocabulary and stage 3's
+    crash weight appended where they are not the defaults, so that a variant's run never
+    overwrites the default run's results."""
     parts = [f"quality-{device}"] + ([preset] if preset != PRESET else []) + ([positions] if positions != POSITIONS else [])
+    parts += [state] if state != "full" else []
     parts += [f"vocab{vocab_size}"] if vocab_size != VOCAB else []
     return "-".join(parts + ([f"errors{errors_weight:g}"] if errors_weight != LAST_MIX["errors"] else []))
 
@@ -374,6 +378,8 @@ def main() -> None:
                     help="valid examples scored at each stage end (a quarter of them decoded); 0: none")
     ap.add_argument("--steps", metavar="SL,TUT,CN", help="the steps of the three stages, no calibration: reproduces a "
                     "committed run (its `steps`) on a machine of another speed")
+    ap.add_argument("--state", choices=["full", "delta"], default="full",
+                    help="trace steps write the whole state (full) or only what changed (delta: modeling/compact.py)")
     ap.add_argument("--errors-weight", type=float, default=LAST_MIX["errors"],
                     help=f"stage 3's weight of the crashing programs (default {LAST_MIX['errors']}; the others: {LAST_MIX})")
     args = ap.parse_args()
@@ -414,7 +420,8 @@ def main() -> None:
               "calibration will measure slower steps and plan fewer of them, so this result will not compare with a "
               "run on a quiet machine (stop the other work first)", file=sys.stderr, flush=True)
     per_step = calibrate(args.data, work, args.preset, args.lr, args.max_tokens, hardest, log,
-                         args.split_digits, args.dropout, args.autocast, args.positions, args.vocab_size)  # trains the tokenizer too
+                         args.split_digits, args.dropout, args.autocast, args.positions, args.vocab_size,
+                         args.state)  # trains the tokenizer too
     budget = args.budget_minutes * 60
     mining_s = scored / max(1, args.max_tokens // 64) * per_step["singleline"] / 3  # forward only
     planned = fixed_steps or plan(budget * 0.93, per_step, STAGE_SHARES, mining_s)  # 7%: start-ups and stage-end evaluations
@@ -427,7 +434,8 @@ def main() -> None:
                           mine_from=scored,  # all of them scored when the pool holds them all
                           tokenizer=os.path.join(work, "calibration", "tokenizer"),  # trained once, in the calibration
                           valid_examples=args.valid_examples, split_digits=args.split_digits, dropout=args.dropout,
-                          autocast=args.autocast, positions=args.positions, vocab_size=args.vocab_size, last_mix=last_mix)
+                          autocast=args.autocast, positions=args.positions, vocab_size=args.vocab_size, last_mix=last_mix,
+                          state=args.state)
 
     if fixed_steps:  # a reproduction: the committed steps, whatever the time
         train_s, steps, replans = train(make_cur(planned), args.run, log), planned, []
@@ -445,7 +453,7 @@ def main() -> None:
         f.writelines(json.dumps(p) + "\n" for p in predictions)
     params = sum(p.numel() for p in __import__("codeexecutor.modeling.loading", fromlist=["load_model"]).load_model(model).parameters())
     result = {
-        "device": device, "machine": machine(), "preset": args.preset, "parameters": params, "budget_minutes": args.budget_minutes,
+        "device": device, "machine": machine(), "state": args.state, "preset": args.preset, "parameters": params, "budget_minutes": args.budget_minutes,
         "training_seconds": round(train_s, 1), "build_seconds": round(build_s, 1), "eval_seconds": round(eval_s, 1),
         "calibration_seconds_per_step": {k: round(v, 4) for k, v in per_step.items()},
         "busy_before_calibration": busy,
@@ -458,7 +466,8 @@ def main() -> None:
         "dataset_sizes": sizes,
         "metric": report["metric"], "decoding": "greedy (beam 1)", "eval_limit_per_set": args.eval_limit,
         "test": {name: {"examples": e["examples"], **{k: v for k, v in e["table3"].items() if k not in ("programs",)},
-                        "by_kind": e.get("by_kind", {}), "ours_aligned": e["aligned"], "unfinished": e.get("unfinished")}
+                        "by_kind": e.get("by_kind", {}), "ours_aligned": e["aligned"], "unfinished": e.get("unfinished"),
+                        **({"expansion": e["expansion"]} if "expansion" in e else {})}
                  for name, e in report["datasets"].items()},
         "singleline_by_answer": singleline_breakdown(predictions, args.data),
         "runtime_errors": report.get("runtime_errors"),
@@ -467,7 +476,7 @@ def main() -> None:
     if train_s > budget * 1.05 and not fixed_steps:  # a reproduction trains its steps, whatever they take here
         result["note"] = f"training took {train_s / 60:.1f} minutes against a budget of {args.budget_minutes:g}"
     RESULTS.mkdir(exist_ok=True)
-    name = result_name(device, args.preset, args.positions, args.vocab_size, args.errors_weight)
+    name = result_name(device, args.preset, args.positions, args.vocab_size, args.errors_weight, args.state)
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
     if os.path.exists(os.path.join(args.run, "loss.png")):

@@ -95,6 +95,8 @@ def _build_run(args: argparse.Namespace) -> int:
 
 def _stats_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("dirs", nargs="+", metavar="DIR", help="built dataset folders (their stats go to DIR/table2.json, .png)")
+    p.add_argument("--tokenizer", metavar="DIR", help="a model (or tokenizer) folder: count trace lengths of both trace "
+                   "formats in its BPE tokens (default: whitespace-separated pieces)")
 
 
 def _stats_run(args: argparse.Namespace) -> int:
@@ -104,7 +106,7 @@ def _stats_run(args: argparse.Namespace) -> int:
     for d in args.dirs:
         built_datasets(d)
     for d in args.dirs:
-        print_table(dataset_stats(d))
+        print_table(dataset_stats(d, tokenizer=args.tokenizer))
     return 0
 
 

@@ -1,6 +1,8 @@
 """Table 2 statistics of built datasets (count, average code lines, trace steps and
 maximum states per step, per dataset and split), the per-operator yield from the build
-stats, a JSON file and a PNG of the distributions."""
+stats, a JSON file and a PNG of the distributions; with a tokenizer, the trace length of
+every example in both trace formats (whole states and compact), which also checks that
+every compact trace expands back to the full one."""
 
 from __future__ import annotations
 
@@ -17,9 +19,49 @@ PAPER_TABLE2 = {  # SPEC §5 / paper Table 2: avg code lines, avg trace steps, a
 }
 
 
-def dataset_stats(folder: str) -> dict:
+def trace_lengths(table, tok=None, cap: int = 766) -> dict:
+    """Per example trace length in both formats (modeling/compact.py): BPE tokens of `tok`
+    (a model's tokenizer) or, without one, whitespace-separated pieces; the mean, median,
+    the share over `cap` tokens (the release's gold cut) and the full/compact ratio; and
+    `not_lossless`: examples whose compact target does not expand to the full one."""
+    import statistics
+
+    from codeexecutor.modeling.profiles import Profile
+
+    full, delta = Profile("exact"), Profile("exact", state="delta")
+    texts: dict[str, list[str]] = {"full": [], "delta": []}
+    broken = 0
+    for row in table:
+        if row["task"] == "singleline":  # one state: no step before it to differ from
+            return {}
+        want, got = full.example(row)[1], delta.example(row)[1]
+        broken += delta.expand(got).text != want
+        texts["full"].append(want)
+        texts["delta"].append(got)
+    if not texts["full"]:
+        return {}
+    out: dict = {"unit": "bpe_tokens" if tok is not None else "pieces", "not_lossless": broken}
+    for kind, batch in texts.items():
+        if tok is not None:
+            n = [len(ids) for ids in tok(batch, add_special_tokens=False)["input_ids"]]
+        else:
+            n = [len(t.split()) for t in batch]
+        out[kind] = {"mean": round(sum(n) / len(n), 1), "median": statistics.median(n),
+                     "over_cap_share": round(sum(x > cap for x in n) / len(n), 4), "total": sum(n)}
+    out["ratio"] = round(out["full"]["total"] / max(1, out["delta"]["total"]), 2)
+    return out
+
+
+def dataset_stats(folder: str, tokenizer: str | None = None) -> dict:
+    """`tokenizer`: a model or tokenizer folder; the trace lengths are then counted in its
+    BPE tokens (`trace_lengths`)."""
     import datasets
 
+    tok = None
+    if tokenizer:
+        from codeexecutor.modeling.tokenizer import load_tokenizer
+
+        tok = load_tokenizer(tokenizer, delta=True)
     report = {"folder": folder, "datasets": {}}
     distributions = {}
     for name in sorted(os.listdir(folder)):
@@ -38,6 +80,9 @@ def dataset_stats(folder: str) -> dict:
                 "avg_trace_steps": round(sum(steps) / n, 2) if n else 0.0,
                 "avg_max_states": round(sum(states) / n, 2) if n else 0.0,
             }
+            lengths = trace_lengths(ds, tok) if n else {}
+            if lengths:
+                report["datasets"][name][split]["trace_lengths"] = lengths
             distributions[f"{name}/{split}"] = (lines, steps, states)
     build = os.path.join(folder, "stats.json")
     if os.path.exists(build):
@@ -82,5 +127,14 @@ def print_table(report: dict) -> None:
         for split, s in splits.items():
             ref = f"{paper[0]:.2f} / {paper[1]:.2f} / {paper[2]:.2f}" if paper else ""
             print(f"  {name:12} {split:6} {s['count']:8d} {s['avg_code_lines']:11.2f} {s['avg_trace_steps']:12.2f} {s['avg_max_states']:11.2f}   {ref}")
+    lengths = [(name, split, s["trace_lengths"]) for name, splits in report["datasets"].items()
+               for split, s in splits.items() if s.get("trace_lengths")]
+    if lengths:
+        unit = lengths[0][2]["unit"].replace("_", " ")
+        print(f"  trace length in {unit}: full states / compact (mean, median, share over 766), ratio, not lossless")
+    for name, split, t in lengths:
+        f, d = t["full"], t["delta"]
+        print(f"  {name:12} {split:6} {f['mean']:8.1f} {f['median']:7.1f} {100 * f['over_cap_share']:5.1f}%  /"
+              f" {d['mean']:7.1f} {d['median']:7.1f} {100 * d['over_cap_share']:5.1f}%   {t['ratio']:.2f}x  {t['not_lossless']}")
     for op, y in report.get("operator_yield", {}).items():
         print(f"  yield {op:4} ok {y['ok_share']:.1%}  " + " ".join(f"{k}={v}" for k, v in y.items() if k != "ok_share"))

@@ -152,6 +152,20 @@ def _generate(gen, inputs: list[str], beam: int, max_length: int | None, batch_s
     return outs
 
 
+def _scored(enc, outs) -> list[str]:
+    """The predictions as the metric reads them (Encoder.scored: a delta model's expanded
+    answers cut like the references)."""
+    return [enc.scored(o.text) for o in outs]
+
+
+def expansion_summary(outs) -> dict:
+    """How many of a delta model's answers had steps the expansion could not read, and the
+    tokens it wrote against the full-state text they stand for (not cut)."""
+    return {"malformed": sum(o.expansion_problems > 0 for o in outs),
+            "problems": sum(o.expansion_problems for o in outs),
+            "generated_tokens": sum(o.tokens for o in outs)}
+
+
 def _finished(ended: Sequence[bool]) -> tuple[list[int], float | None]:
     """(indices of the answers that ended at </s>, percentage cut at the length cap)."""
     done = [i for i, e in enumerate(ended) if e]
@@ -211,7 +225,7 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
     gen = TraceGenerator(model)
     enc, profile = gen.encoder, gen.profile
     report: dict = {"model": model, "data": data, "split": split, "beam": beam, "metric": METRIC_NAME,
-                    "format_profile": profile.label, "constrained_names": names,
+                    "format_profile": profile.label, "trace_state": profile.state, "constrained_names": names,
                     "constrained_values": values, "exception_bias": exception_bias,
                     "exception_at": exception_at, "datasets": {}}
     decoding = {"names": names, "values": values, "exception_bias": exception_bias, "exception_at": exception_at}
@@ -223,7 +237,7 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
         inputs = [f"<{name}> " + " ".join(r["code_tokens"]) for r in rows]
         golds = [enc.gold(" ".join(r["trace_tokens"])) for r in rows]
         outs = _generate(gen, inputs, beam, max_length, batch_size, progress, decoding)
-        preds, ended = [o.text for o in outs], [o.finished for o in outs]
+        preds, ended = _scored(enc, outs), [o.finished for o in outs]
         codes = [r.get("code", "") for r in rows]
         report["datasets"][name] = _score(name, os.path.basename(data), codes, preds, golds, gen.parse, name == "singleline", ended)
         predictions += [{"dataset": name, "id": r.get("id", i), "prediction": o.text, "gold": g, "finished": o.finished,
@@ -244,12 +258,15 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
         rows = [table[i] for i in sample(len(table), limit)]
         if not rows:
             continue
-        pairs = [profile.example(r) for r in rows]
+        pairs = [profile.full.example(r) for r in rows]  # references with whole states, whatever the model writes
         golds = [enc.gold(t) for _, t in pairs]
-        outs = _generate(gen, [c for c, _ in pairs], beam, max_length, batch_size, progress, decoding)
-        preds, ended = [o.text for o in outs], [o.finished for o in outs]
+        outs = _generate(gen, [profile.code(r["code"], r["task"]) for r in rows], beam, max_length, batch_size, progress,
+                         decoding)
+        preds, ended = _scored(enc, outs), [o.finished for o in outs]
         singleline = rows[0]["task"] == "singleline"
         report["datasets"][name] = _score(name, use, [r["code"] for r in rows], preds, golds, gen.parse, singleline, ended)
+        if profile.delta:
+            report["datasets"][name]["expansion"] = expansion_summary(outs)
         kinds = sorted({r["kind"] for r in rows})
         if len(kinds) > 1:  # held-out originals and their mutants, apart
             report["datasets"][name]["by_kind"] = {
@@ -258,7 +275,8 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
                                      [g for g, r in zip(golds, rows) if r["kind"] == k], singleline=singleline)}
                 for k in kinds}
         predictions += [{"dataset": name, "id": r["id"], "prediction": o.text, "gold": g, "finished": o.finished,
-                         "exception_peak": finite_margin(o.exception_peak), "exception_end": finite_margin(o.exception_end)}
+                         "exception_peak": finite_margin(o.exception_peak), "exception_end": finite_margin(o.exception_end),
+                         **({"compact": o.compact, "expansion_problems": o.expansion_problems} if profile.delta else {})}
                         for r, o, g in zip(rows, outs, golds)]
         if name in ("errors", "codenetmut"):
             refs = [TraceRecord.from_parsed(gen.parse(t)) for _, t in pairs]  # uncut: the exception step is the label

@@ -41,4 +41,4 @@ def real_programs(limit: int | None = None, seed: int = 0):
     return out
 
 
-from .conftest_data import demo_data, overfit_model  # noqa: E402,F401  (session fixtures)
+from .conftest_data import demo_data, overfit_delta_model, overfit_model  # noqa: E402,F401  (session fixtures)

@@ -23,26 +23,24 @@ def demo_data(tmp_path_factory) -> pathlib.Path:
     return root
 
 
-@pytest.fixture(scope="session")
-def overfit_model(demo_data, tmp_path_factory):
-    """A tiny model trained on 20 fixed examples until it reproduces them: trained to a
+def _overfit(pairs: list[tuple[str, str]], path: pathlib.Path, profile=None, length: int = 128) -> None:
+    """A tiny model trained on fixed (input, target) pairs until it reproduces them: to a
     criterion with a cap, not for a fixed number of steps, so that a CPU whose float
     arithmetic differs still gets there (every next token the argmax under teacher
     forcing, which makes greedy decoding reproduce every example exactly)."""
     from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
+    from codeexecutor.modeling.profiles import Profile
     from codeexecutor.modeling.tokenizer import Encoder, structural_ids, train_tokenizer
 
+    profile = profile or Profile()
     torch.manual_seed(0)
-    rows = []
-    for name in ("singleline/singleline", "tutorial/tutorial"):
-        rows += [r for r in datasets.load_from_disk(str(demo_data / name))["train"] if len(r["target"]) < 160]
-    rows = rows[:20]
-    tok = train_tokenizer([r["input"] for r in rows] + [r["target"] for r in rows], vocab_size=500, min_frequency=1)
-    enc = Encoder(tok, 128, 128)
+    tok = train_tokenizer([c for c, _ in pairs] + [t for _, t in pairs], vocab_size=500, min_frequency=1, delta=profile.delta)
+    enc = Encoder(tok, length, length, profile)
     cfg = CodeExecutorConfig.preset("tiny", vocab_size=len(tok), structural_token_ids=structural_ids(tok),
-                                    pad_token_id=tok.pad_token_id, max_code_length=128, max_trace_length=128)
+                                    pad_token_id=tok.pad_token_id, max_code_length=length, max_trace_length=length,
+                                    **profile.to_config())
     model = CodeExecutorModel(cfg)
-    batch = enc.collate([{"code_ids": enc.code(r["input"]), "trace_ids": enc.trace(r["target"])} for r in rows])
+    batch = enc.collate([{"code_ids": enc.code(c), "trace_ids": enc.trace(t)} for c, t in pairs])
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     labels, valid = batch["trace_ids"][:, 1:], batch["trace_mask"][:, 1:].bool()
     for step in range(1, 2001):
@@ -55,8 +53,35 @@ def overfit_model(demo_data, tmp_path_factory):
                 if bool((model(**batch).logits.argmax(-1) == labels)[valid].all()):
                     break
     else:
-        raise AssertionError("the tiny model did not learn 20 examples in 2000 steps")
-    path = tmp_path_factory.mktemp("overfit")
+        raise AssertionError(f"the tiny model did not learn {len(pairs)} examples in 2000 steps")
     model.save_pretrained(path)
     tok.save_pretrained(path)
+
+
+@pytest.fixture(scope="session")
+def overfit_model(demo_data, tmp_path_factory):
+    """A tiny model that reproduces 20 fixed SingleLine and Tutorial examples (`_overfit`)."""
+    rows = []
+    for name in ("singleline/singleline", "tutorial/tutorial"):
+        rows += [r for r in datasets.load_from_disk(str(demo_data / name))["train"] if len(r["target"]) < 160]
+    rows = rows[:20]
+    path = tmp_path_factory.mktemp("overfit")
+    _overfit([(r["input"], r["target"]) for r in rows], path)
+    return path, rows
+
+
+@pytest.fixture(scope="session")
+def overfit_delta_model(demo_data, tmp_path_factory):
+    """A tiny compact-trace model (`trace_state: delta`) that reproduces fixed Tutorial and
+    CodeNetMut examples of several steps, some of them deltas, and a few crashing ones."""
+    from codeexecutor.modeling.profiles import Profile
+
+    profile = Profile("exact", state="delta")
+    rows = []
+    for name, n in (("tutorial/tutorial", 6), ("codenetmut/codenetmut", 6), ("codenetmut/errors", 3)):
+        short = [r for r in datasets.load_from_disk(str(demo_data / name))["train"]
+                 if len(profile.example(r)[1]) < 330 and len(r["code"]) < 300 and "<delta>" in profile.example(r)[1]]
+        rows += short[:n]
+    path = tmp_path_factory.mktemp("overfit_delta")
+    _overfit([profile.example(r) for r in rows], path, profile, length=192)
     return path, rows

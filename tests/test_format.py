@@ -18,7 +18,7 @@ def test_code_side_tokens():
 
 def test_special_tokens_official_order_then_ours():
     assert SPECIAL_TOKENS[:5] == ("<line>", "<state>", "</state>", "<dictsep>", "<output>")
-    assert SPECIAL_TOKENS[11] == "<0>" and SPECIAL_TOKENS[210] == "<199>" and SPECIAL_TOKENS[-1] == "<exception>"
+    assert SPECIAL_TOKENS[11] == "<0>" and SPECIAL_TOKENS[210] == "<199>" and SPECIAL_TOKENS[-2:] == ("<exception>", "<delta>")
 
 
 def test_trace_round_trip(pool):

@@ -87,7 +87,8 @@ def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam
         "crash_margin": finite_margin(gen.exception_peak),  # generation/verdict.py
         "length_cap": min(max_length or limit, limit),
         "model_limit": limit,
-        "generated": gen.text,
+        "generated": gen.text,  # whole states (a compact model's text expanded)
+        **({"generated_compact": gen.compact} if gen.compact is not None else {}),
         "problems": parsed.problems,
         "notes": notes,
         "code": code,

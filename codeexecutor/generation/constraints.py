@@ -1,7 +1,8 @@
 """Constrained decoding: a state may only name variables that the program names, and
 its values are no longer than the tracer renders them.
 
-Every name in a trace state (`<state> name : value <dictsep> name : value </state>`)
+Every name in a trace state (`<state> name : value <dictsep> name : value </state>`, or a
+compact step's `<delta> ... </state>`)
 is an identifier of the program's code, but a small model does not always copy it: it
 writes `MyCgolfgolfgolf…` for `MyClass` and never reaches the ` :` that ends the name,
 so the trace runs into the length cap; or it names one variable twice in a state
@@ -83,6 +84,7 @@ class StateRule:
                  chars: list[int] | None = None) -> None:
         vocab = tok.get_vocab()
         self.state_open, self.dictsep, self.state_close = vocab["<state>"], vocab["<dictsep>"], vocab["</state>"]
+        self.delta_open = vocab.get("<delta>", self.state_open)  # a compact step's state opens like a whole one
         colon = tok.encode(" :", add_special_tokens=False)
         if len(colon) != 1:
             raise ValueError(f"this tokenizer splits ' :' into {len(colon)} tokens; the state rules need one")
@@ -130,7 +132,7 @@ class StateRule:
         """The decoding state after `token`."""
         mode, node, used, n = state
         root = self.root if self.names else None
-        if token == self.state_open:
+        if token == self.state_open or token == self.delta_open:
             return (NAME, root, frozenset(), 0)
         if token == self.dictsep:
             return (NAME, root, used, 0)

@@ -75,6 +75,8 @@ class Generated:
     finished: bool = True  # False: cut at max_length before </s> (a looping or too-long trace)
     exception_peak: float | None = None  # highest <exception> margin at a step end (generation/verdict.py)
     exception_end: float | None = None  # the <exception> margin at the last step end
+    compact: str | None = None  # a delta model's text as generated; `text` is its expansion to whole states
+    expansion_problems: int = 0  # what the expansion could not read (modeling/compact.py)
 
 
 class TraceGenerator:
@@ -90,7 +92,7 @@ class TraceGenerator:
         cfg = self.model.config
         self.profile = profile_of(cfg)
         try:
-            self.tok = load_tokenizer(path, exception=self.profile.exception_step)
+            self.tok = load_tokenizer(path, exception=self.profile.exception_step, delta=self.profile.delta)
         except (OSError, ValueError) as exc:
             raise UsageError(f"{path}: no usable tokenizer ({str(exc).splitlines()[0]}); copy the model folder with its "
                              "tokenizer files") from None
@@ -142,13 +144,22 @@ class TraceGenerator:
             ends = None
         rule = self._rules(names, values)
         if not cache:
-            return [self._beam_no_cache(self.encoder.code(text), beam, max_length, rule(text) if rule else None, ends)
-                    for text in inputs]
+            return self._expanded([self._beam_no_cache(self.encoder.code(text), beam, max_length,
+                                                       rule(text) if rule else None, ends) for text in inputs])
         out: list[Generated] = []
         for i in range(0, len(inputs), batch_size):
             chunk = inputs[i : i + batch_size]
             rules = [rule(t) for t in chunk] if rule else None
             out += self._beam([self.encoder.code(t) for t in chunk], beam, max_length, rules, ends)
+        return self._expanded(out)
+
+    def _expanded(self, out: list[Generated]) -> list[Generated]:
+        """A delta model's answers with whole states (`text`), what it wrote kept in `compact`."""
+        if not self.profile.delta:
+            return out
+        for g in out:
+            e = self.profile.expand(g.text)
+            g.compact, g.text, g.expansion_problems = g.text, e.text, len(e.problems)
         return out
 
     def _rules(self, names: bool, values: bool) -> functools.partial | None:

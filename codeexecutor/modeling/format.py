@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from codeexecutor.execution.records import ExecResult, ExecStatus, Step
+from codeexecutor.modeling.compact import DELTA, compact_plan, expand
 from codeexecutor.modeling.lexical import code_lines as lexical_lines, indented_lines, lexical_value
 
 # Official order first (CodeExecutor release), then ours.
@@ -37,7 +38,7 @@ OFFICIAL_SPECIAL_TOKENS = (
 )
 MAX_LINES = 200
 LINE_TOKENS = tuple(f"<{i}>" for i in range(MAX_LINES))
-OUR_SPECIAL_TOKENS = ("<exception>",)
+OUR_SPECIAL_TOKENS = ("<exception>", DELTA)  # DELTA: compact traces only (modeling/compact.py)
 SPECIAL_TOKENS = OFFICIAL_SPECIAL_TOKENS + LINE_TOKENS + OUR_SPECIAL_TOKENS
 TASK_TOKENS = {"singleline": "<singleline>", "tutorial": "<tutorial>", "codenet": "<codenet>"}
 
@@ -118,16 +119,23 @@ def format_output(text: str, lexical: bool = False) -> str:
 
 
 def format_trace(result: ExecResult | Sequence[Step], quotes: bool = True, error=None, exception_step: bool = True,
-                 lexical: bool = False) -> str:
+                 lexical: bool = False, compact: bool = False, code: str | None = None) -> str:
     """Serialize a trace; a result that ended in an exception gets the exception step
-    (unless exception_step=False, as the release's format has none)."""
+    (unless exception_step=False, as the release's format has none). `compact`: a step
+    writes only the names that changed (modeling/compact.py; `code` tells where a
+    function's frame starts and ends)."""
     if isinstance(result, ExecResult):
         steps, error = result.steps, result.error if result.status in (ExecStatus.ERROR, ExecStatus.MEMORY) else None
     else:
         steps = result
+    plan = compact_plan(steps, code) if compact else [None] * len(steps)
     parts = []
-    for step in steps:
-        parts.append(f"<line> <{step.line - 1}> {format_state(dict(step.state), quotes, lexical)}")
+    for step, names in zip(steps, plan):
+        if names is None:
+            state = format_state(dict(step.state), quotes, lexical)
+        else:
+            state = format_state({n: step.state[n] for n in names}, quotes, lexical).replace("<state>", DELTA, 1)
+        parts.append(f"<line> <{step.line - 1}> {state}")
         if step.output:
             parts.append(format_output(step.output, lexical))
     if error is not None and exception_step:
@@ -180,8 +188,12 @@ def parse_trace(text: str, output_newline: bool = False) -> ParsedTrace:
     cannot read is described in `problems`. A final step without `</state>` (a generation
     cut short) is dropped, as the official metric does. Both profiles' texts parse (values
     are taken as written); output_newline=True gives each output step back the newline
-    the official profile drops."""
+    the official profile drops. Compact text (`<delta>` steps) is expanded first."""
     result = ParsedTrace()
+    if DELTA in text:
+        expansion = expand(text)
+        text = expansion.text
+        result.problems += expansion.problems
     starts = [m.start() for m in _SEGMENT.finditer(text)]
     if not starts:
         if text.strip():

@@ -14,6 +14,11 @@ A model carries its profile in its saved config (`format_profile`, `exception_st
 `exception_step` adds the crash step to `official` too (the released model continued
 on crash-aware data). Datasets store structured steps (`code`, `steps`, `error`,
 `status` columns), so either profile serializes the same build at tokenization time.
+
+Orthogonal to the profile, `trace_state` says how a step writes its state: `full` (every
+step the whole state, as the release) or `delta` (only what changed since the step
+before: modeling/compact.py). A delta model's generations are expanded to full states in
+`parse` and by the generator, so every consumer reads full states.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from codeexecutor.execution.records import ExecError, Step
+from codeexecutor.modeling.compact import STATE_KINDS, expand
 from codeexecutor.modeling.format import format_code, format_singleline_target, format_trace, parse_trace
 
 PROFILES = ("official", "exact")
@@ -34,10 +40,22 @@ RELEASE_MAX_GENERATED = 768  # max_target_length: the release's decoding loop ru
 class Profile:
     name: str = "exact"
     exception_step: bool = True
+    state: str = "full"  # full | delta: how a trace step writes its state
 
     def __post_init__(self) -> None:
         if self.name not in PROFILES:
             raise ValueError(f"unknown format profile {self.name!r}; one of {', '.join(PROFILES)}")
+        if self.state not in STATE_KINDS:
+            raise ValueError(f"unknown trace state {self.state!r}; one of {', '.join(STATE_KINDS)}")
+
+    @property
+    def delta(self) -> bool:
+        return self.state == "delta"
+
+    @property
+    def full(self) -> "Profile":
+        """The same profile writing whole states: what references are scored in."""
+        return Profile(self.name, self.exception_step)
 
     @property
     def official(self) -> bool:
@@ -45,22 +63,28 @@ class Profile:
 
     @property
     def label(self) -> str:
-        return self.name + ("+exception" if self.official and self.exception_step else "")
+        return self.name + ("+exception" if self.official and self.exception_step else "") + ("+delta" if self.delta else "")
 
     # -- code and targets ---------------------------------------------------------------
     def code(self, source: str, task: str = "codenet") -> str:
         return format_code(source, task, lexical=self.official)
 
-    def trace(self, steps, error: ExecError | None = None) -> str:
+    def trace(self, steps, error: ExecError | None = None, code: str | None = None) -> str:
+        """A trace's target text; `code` (the program) tells a compact trace where frames change."""
         return format_trace(list(steps), quotes=not self.official, error=error, exception_step=self.exception_step,
-                            lexical=self.official)
+                            lexical=self.official, compact=self.delta, code=code)
 
     def singleline(self, state: Mapping[str, str], line: int) -> str:
         return format_singleline_target(state, line, quotes=not self.official, lexical=self.official,
                                         line_info=not self.official)
 
+    def expand(self, text: str):
+        """Full-state text of generated text (modeling/compact.Expansion; unchanged for a full-state model)."""
+        return expand(text)
+
     def parse(self, text: str):
-        """Steps back from generated text (official outputs get back their print newline)."""
+        """Steps back from generated text (official outputs get back their print newline;
+        compact steps expanded to whole states)."""
         return parse_trace(text, output_newline=self.official)
 
     def example(self, row: Mapping) -> tuple[str, str]:
@@ -73,14 +97,14 @@ class Profile:
         if row.get("error") and row.get("status") in ("error", "memory"):
             e = json.loads(row["error"])
             error = ExecError(e["type"], e.get("message", ""), e.get("line"))
-        return self.code(row["code"], row["task"]), self.trace(steps, error)
+        return self.code(row["code"], row["task"]), self.trace(steps, error, row["code"])
 
     def to_config(self) -> dict:
-        return {"format_profile": self.name, "exception_step": self.exception_step}
+        return {"format_profile": self.name, "exception_step": self.exception_step, "trace_state": self.state}
 
 
 def profile_of(config) -> Profile:
     """The profile a model config names; the released checkpoint's config names none."""
     name = getattr(config, "format_profile", None) or "official"
     step = getattr(config, "exception_step", None)
-    return Profile(name, (name == "exact") if step is None else bool(step))
+    return Profile(name, (name == "exact") if step is None else bool(step), getattr(config, "trace_state", None) or "full")

@@ -20,6 +20,7 @@ from typing import Iterable, Mapping
 
 import torch
 
+from codeexecutor.modeling.compact import DELTA
 from codeexecutor.modeling.format import OFFICIAL_SPECIAL_TOKENS, LINE_TOKENS, SPECIAL_TOKENS
 from codeexecutor.modeling.profiles import Profile
 
@@ -34,7 +35,8 @@ def _added(tokens: list[str]):
     return [AddedToken(t, lstrip=True, rstrip=True, normalized=False, special=True) for t in tokens]
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency: int = 2, split_digits: bool = False):
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency: int = 2, split_digits: bool = False,
+                    delta: bool = False):
     """A byte-level BPE trained on `texts`. `split_digits`: every digit is a token of its
     own (numbers never merge into pieces like `2019`), which makes arithmetic on values
     something a model can learn digit by digit; traces get longer where they hold numbers."""
@@ -49,13 +51,14 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency:
                             special_tokens=ROBERTA_SPECIALS + UNIXCODER_SPECIALS)
     tok = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
                                   pad_token="<pad>", mask_token="<mask>", model_max_length=1024)
-    return add_special_tokens(tok)
+    return add_special_tokens(tok, delta=delta)
 
 
-def add_special_tokens(tok, exception: bool = True):
-    """Add the UniXcoder mode tokens and SPEC §3 tokens that are missing, in order, and
-    make every format token strip the spaces around it (the release's encoding)."""
-    wanted = list(OFFICIAL_SPECIAL_TOKENS + LINE_TOKENS) + (["<exception>"] if exception else [])
+def add_special_tokens(tok, exception: bool = True, delta: bool = False):
+    """Add the UniXcoder mode tokens and the format's tokens that are missing, in order
+    (`<delta>` only for compact traces, so a full-state model's vocabulary is as before),
+    and make every format token strip the spaces around it (the release's encoding)."""
+    wanted = list(OFFICIAL_SPECIAL_TOKENS + LINE_TOKENS) + (["<exception>"] if exception else []) + ([DELTA] if delta else [])
     have = set(tok.get_vocab())
     missing = [t for t in UNIXCODER_SPECIALS + wanted if t not in have]
     if missing:
@@ -66,14 +69,15 @@ def add_special_tokens(tok, exception: bool = True):
     return tok
 
 
-def load_tokenizer(path: str, exception: bool = True):
+def load_tokenizer(path: str, exception: bool = True, delta: bool = False):
     """A saved tokenizer (ours, UniXcoder's or the release's legacy files) with the format's
-    tokens; `exception=False` leaves out `<exception>` (the released model has none)."""
+    tokens; `exception=False` leaves out `<exception>` (the released model has none),
+    `delta=True` adds `<delta>` (compact traces)."""
     from transformers import AutoTokenizer
 
     import codeexecutor.modeling.model  # noqa: F401  (registers the "codeexecutor" config type)
 
-    return add_special_tokens(AutoTokenizer.from_pretrained(path), exception)
+    return add_special_tokens(AutoTokenizer.from_pretrained(path), exception, delta)
 
 
 def structural_ids(tok) -> list[int]:
@@ -140,6 +144,12 @@ class Encoder:
         """A reference trace as the release scores it: BPE-tokenized, cut to
         max_trace - 2 (766) tokens, decoded."""
         return self.decode(self.ids(text)[: self.max_trace - 2], cut_at_bos=False)
+
+    def scored(self, text: str) -> str:
+        """A generated trace as the metric reads it: a delta model's answer (already
+        expanded to whole states) cut like a reference, so it compares with a full-state
+        model's; a full-state model's as generated."""
+        return self.gold(text) if self.profile.delta else text
 
     def encode_batch(self, inputs: list[str], targets: list[str]) -> dict:
         return {"code_ids": [self.code(t) for t in inputs], "trace_ids": [self.trace(t) for t in targets]}

@@ -22,6 +22,7 @@ class ModelArgs:
     tokenizer: str | None = None  # a saved tokenizer; default: init's, else trained on the data
     format_profile: str | None = None  # official | exact; default: init's (the release: official), else exact
     exception_step: bool = True  # crashing traces end with <exception> (added to the released vocabulary if needed)
+    trace_state: str = "full"  # full | delta: a step writes the whole state, or only what changed (modeling/compact.py)
     vocab_size: int = 8000  # for a trained tokenizer
     split_digits: bool = False  # a trained tokenizer: one token per digit (learnable arithmetic)
     max_code_length: int = 256
@@ -152,6 +153,8 @@ class Curriculum:
             p.append(f"model.positions must be one of {', '.join(POSITIONS)}, got {self.model.positions!r}")
         if self.model.format_profile not in (None, "official", "exact"):
             p.append(f"model.format_profile must be official or exact, got {self.model.format_profile!r}")
+        if self.model.trace_state not in ("full", "delta"):
+            p.append(f"model.trace_state must be full or delta, got {self.model.trace_state!r}")
         if not 8 <= self.model.max_code_length <= 1024 or not 8 <= self.model.max_trace_length <= 1024:
             p.append("model.max_code_length and max_trace_length must be in [8, 1024]")
         if self.model.max_code_length + self.model.max_trace_length > 1024:

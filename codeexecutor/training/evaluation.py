@@ -27,13 +27,14 @@ class StageEvaluator:
             pick = random.Random(f"eval:{src.path}").sample(range(len(table)), min(loss_examples, len(table)))
             rows = [table[i] for i in sorted(pick)]
             pairs = [encoder.profile.example(r) for r in rows]
+            golds = [encoder.profile.full.example(r)[1] for r in rows[:decode_examples]]  # scored with whole states
             fitted = [(encoder.code(c), encoder.fit_trace(t)[0]) for c, t in pairs]
             name = os.path.normpath(src.path).replace(os.sep, "/")
             self.sources[name] = {
                 "split": split,
                 "loss_rows": [{"code_ids": c, "trace_ids": t} for c, t in fitted if t is not None],
                 "inputs": [c for c, _ in pairs[:decode_examples]],
-                "golds": [encoder.gold(t) for _, t in pairs[:decode_examples]],
+                "golds": [encoder.gold(t) for t in golds],
                 "singleline": src.task == "singleline",
             }
 
@@ -56,7 +57,8 @@ class StageEvaluator:
                 weight += len(losses)
             entry = {"split": src["split"], "loss": total / weight if weight else None}
             if src["inputs"]:
-                preds = [g.text for g in generator.generate(src["inputs"], beam=1, max_length=max_length, batch_size=self.batch_size)]
+                outs = generator.generate(src["inputs"], beam=1, max_length=max_length, batch_size=self.batch_size)
+                preds = [self.encoder.scored(g.text) for g in outs]
                 m = table3_metrics(preds, src["golds"], singleline=src["singleline"])
                 entry.update(trace_accuracy=m["trace_accuracy"], output_accuracy=m["output_accuracy"], decoded=len(preds))
             out[name] = entry

@@ -146,13 +146,14 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
 
             bar = progress_bar(total=stage.steps, initial=global_step - start_of, desc=f"stage {si + 1} {stage.name}", unit="step")
         engine.train()
-        t0, tokens, computed = time.perf_counter(), 0, 0
+        t0, tokens, computed, examples = time.perf_counter(), 0, 0, 0
         while global_step < min(end_of, limit):
             losses = []
             for micro in range(ds_cfg["gradient_accumulation_steps"]):
                 batch = data.batch(cur.train.seed, global_step - start_of, micro, rank, ds_cfg["train_micro_batch_size_per_gpu"])
                 real, padded = batch_tokens(batch)
                 tokens, computed = tokens + real, computed + padded
+                examples += len(next(iter(batch.values())))  # rows of the micro-batch
                 batch = {k: v.to(engine.device) for k, v in batch.items()}
                 with autocast(cur.train.autocast, engine.device):
                     loss = engine(**batch).loss
@@ -170,7 +171,8 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
                     elapsed = max(time.perf_counter() - t0, 1e-9)
                     _log(writer, log_path, {"step": global_step, "stage": stage.name, "loss": loss_value,
                                             "lr": scheduler.get_last_lr()[0], "tokens_per_s": tokens * world / elapsed,
-                                            "stage_tokens": tokens * world, "stage_seconds": elapsed,
+                                            "stage_tokens": tokens * world, "stage_examples": examples * world,
+                                            "stage_seconds": elapsed,
                                             "padding_share": 1 - tokens / max(computed, 1), **loss_scaling(engine)})
             at_end = global_step == end_of
             if evaluator is not None and (at_end or (cur.train.eval_every and global_step % cur.train.eval_every == 0)):

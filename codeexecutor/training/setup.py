@@ -18,7 +18,7 @@ def resolve_profile(cur: Curriculum):
 
         path = resolve(cur.model.init)
         name = folder_profile(path, read_config(path))
-    return Profile(name or "exact", cur.model.exception_step)
+    return Profile(name or "exact", cur.model.exception_step, cur.model.trace_state)
 
 
 def build_tokenizer(cur: Curriculum, base_dir: str, out: str, rank: int, profile):
@@ -32,7 +32,8 @@ def build_tokenizer(cur: Curriculum, base_dir: str, out: str, rank: int, profile
             if cur.model.tokenizer or cur.model.init:
                 from codeexecutor.modeling.loading import resolve
 
-                tok = load_tokenizer(resolve(cur.model.tokenizer or cur.model.init), exception=profile.exception_step)
+                tok = load_tokenizer(resolve(cur.model.tokenizer or cur.model.init), exception=profile.exception_step,
+                                     delta=profile.delta)
             else:
                 import datasets
 
@@ -43,12 +44,13 @@ def build_tokenizer(cur: Curriculum, base_dir: str, out: str, rank: int, profile
                         ds = ds["train"] if isinstance(ds, datasets.DatasetDict) else ds
                         for row in ds:
                             texts += profile.example(row)
-                tok = train_tokenizer(texts, vocab_size=cur.model.vocab_size, split_digits=cur.model.split_digits)
+                tok = train_tokenizer(texts, vocab_size=cur.model.vocab_size, split_digits=cur.model.split_digits,
+                                      delta=profile.delta)
             tmp = path + ".tmp"
             tok.save_pretrained(tmp)
             os.replace(tmp, path)
         dist.barrier()
-    return load_tokenizer(path, exception=profile.exception_step)
+    return load_tokenizer(path, exception=profile.exception_step, delta=profile.delta)
 
 
 def build_model(cur: Curriculum, tok, profile):
