@@ -23,7 +23,7 @@ demo: $(STAMP)
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
-# Debian's chromium, for the test that renders the HTML trace view headless.
+# Debian's chromium, for the tests that open the trace viewer headless (driven by Playwright, no browser download).
 browser:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \

@@ -14,6 +14,12 @@ decodes the same held-out programs (the CodeNetMut and crashing test splits of b
 datasets) with a full-state model and a compact (delta) one, greedy, to the models' cap:
 traces/s, tokens generated and the share that ended before the cap
 (benchmarks/results/bench_generate-compact.json).
+
+    .venv/bin/python benchmarks/bench_generate.py --trace-batch [--model DIR] [--programs 16]
+
+times `codeexecutor trace --batch`'s path (`trace_programs`: one batched decode) against
+tracing the same programs one at a time (`trace_program` per program), beam 1
+(benchmarks/results/bench_generate-trace-batch.json).
 """
 
 from __future__ import annotations
@@ -85,8 +91,31 @@ def compare(models: list[str], data: str, programs: int, batch_size: int = 16) -
     return report
 
 
+def trace_batch(model: str, programs: int, max_length: int) -> dict:
+    """`trace --batch` (one batched decode) against one `trace_program` call per program."""
+    from codeexecutor.demo import demo_programs
+    from codeexecutor.generation.api import trace_program, trace_programs
+
+    items = [{"id": f"{sid}-{k}", "code": src, "stdin": stdin} for k in range(4) for sid, src, stdin in demo_programs()][:programs]
+    trace_programs(items[:1], model, beam=1, max_length=8)  # load the model, warm up
+    start = time.perf_counter()
+    batched = trace_programs(items, model, beam=1, max_length=max_length)
+    batched_s = time.perf_counter() - start
+    start = time.perf_counter()
+    single = [trace_program(i["code"], i["stdin"], model, beam=1, max_length=max_length) for i in items]
+    single_s = time.perf_counter() - start
+    same = sum(a["generated"] == b["generated"] for a, b in zip(batched, single))
+    report = {"model": model, "programs": len(items), "beam": 1, "max_length": max_length,
+              "trace_batch_seconds": round(batched_s, 2), "one_at_a_time_seconds": round(single_s, 2),
+              "speedup": round(single_s / batched_s, 2), "identical_outputs": same}
+    print(f"trace --batch: {batched_s:.1f} s, one program at a time: {single_s:.1f} s for {len(items)} programs "
+          f"({single_s / batched_s:.1f}x; {same}/{len(items)} identical)")
+    return report
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trace-batch", action="store_true", help="time `trace --batch` against one program at a time")
     ap.add_argument("--compare", nargs=2, metavar=("FULL", "DELTA"), help="a full-state and a compact model: decode the "
                     "same held-out programs with each (needs --data)")
     ap.add_argument("--data", help="built datasets (with --compare): the CodeNetMut and crashing test programs")
@@ -106,6 +135,12 @@ def main() -> None:
         write_report("bench_generate-compact", compare(args.compare, args.data, args.programs))
         return
 
+    if args.trace_batch:
+        torch.set_num_threads(2)
+        model = args.model or (str(ROOT / "demo_out" / "pretrain" / "final") if (ROOT / "demo_out" / "pretrain" / "final").exists()
+                               else random_model(demo_inputs(), args.preset))
+        write_report("bench_generate-trace-batch", trace_batch(model, args.programs, args.max_length))
+        return
     inputs = (demo_inputs() * 4)[: args.programs]
     model = args.model or (str(ROOT / "demo_out" / "pretrain" / "final") if (ROOT / "demo_out" / "pretrain" / "final").exists() else random_model(inputs, args.preset))
     torch.set_num_threads(2)

@@ -116,7 +116,7 @@ def pretrain_demo() -> None:
 
 def generate_demo(out: pathlib.Path) -> None:
     """Predict the trace of a built-in program with the demo model, next to the real one."""
-    from codeexecutor.generation.cli import trace_program
+    from codeexecutor.generation.api import trace_program
 
     root = pathlib.Path(__file__).resolve().parent.parent
     model = root / "demo_out" / "pretrain" / "final"

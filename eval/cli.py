@@ -7,6 +7,7 @@ import json
 import os
 
 from codeexecutor.cli import register
+from codeexecutor.generation.api import decoding_arguments
 
 HUMANEVAL = os.path.join("..", "shared", "data", "humaneval")
 
@@ -28,21 +29,12 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
                    help="task token of a release-format file (default: from its name, else codenet)")
     p.add_argument("--split", default="test")
     p.add_argument("--limit", type=int, default=0, help="score a fixed random sample of N examples per dataset (default: all)")
-    p.add_argument("--beam", type=int, default=10)
-    p.add_argument("--max-length", type=int, help="generated tokens at most (default and cap: the model's, 768)")
+    decoding_arguments(p)
     p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--constrain-names", action="store_true", help="states may only name the program's identifiers "
-                   "(not in the release's decoding; generation/constraints.py)")
-    p.add_argument("--constrain-values", action="store_true", help="a value ends at the tracer's length limit "
-                   "(100 characters, then '...'; not in the release's decoding; generation/constraints.py)")
-    p.add_argument("--exception-bias", type=float, default=0.0, metavar="B",
-                   help="add B to <exception>'s log-probability where a step may end, so that a model that ranks a "
-                        "crash second still reports it (not in the release's decoding; generation/verdict.py; "
-                        "choose B with benchmarks/bench_exception_bias.py)")
-    p.add_argument("--exception-at", choices=("step", "end"), default="step",
-                   help="where the bias acts: every step end, or only where the trace would end (</s>)")
     p.add_argument("--resource-descriptions", metavar="problems.jsonl", help="also evaluate runtime errors with input specs as docstrings")
     p.add_argument("--out", help="report path (default DATA/evaluation.json or FILE.evaluation.json; predictions and a PNG go beside it)")
+    p.add_argument("--html", metavar="DIR", help="write the trace viewer's pages there: each prediction beside its "
+                   "reference, and index.html, sortable by score (worst first)")
 
 
 def _eval_run(args: argparse.Namespace) -> int:
@@ -54,7 +46,7 @@ def _eval_run(args: argparse.Namespace) -> int:
     report = evaluate_model(args.model, args.data, args.split, args.limit or None, args.beam, args.max_length,
                             args.batch_size, resource_descriptions=args.resource_descriptions, task=args.task,
                             names=args.constrain_names, values=args.constrain_values,
-                            exception_bias=args.exception_bias, exception_at=args.exception_at)
+                            exception_bias=args.exception_bias, exception_at=args.exception_at, html=args.html)
     if args.out:
         out = args.out
     elif os.path.isfile(args.data):

@@ -207,11 +207,13 @@ def _score(name: str, split: str, codes: list[str], preds: list[str], golds: lis
 def evaluate_model(model: str, data: str, split: str = "test", limit: int | None = None, beam: int = 10,
                    max_length: int | None = None, batch_size: int = 8, resource_descriptions: str | None = None,
                    progress: bool = True, task: str | None = None, names: bool = False, values: bool = False,
-                   exception_bias: float = 0.0, exception_at: str = "step") -> dict:
+                   exception_bias: float = 0.0, exception_at: str = "step", html: str | None = None) -> dict:
     """Scores a model on built datasets (or a release-format test file). `names`, `values`:
     decode with the state rules (generation/constraints.py); `exception_bias`: favour
     `<exception>` at step ends (generation/verdict.py). The release uses neither. Each
-    prediction records its `exception_peak` (the crash margin) where the model has that step."""
+    prediction records its `exception_peak` (the crash margin) where the model has that step.
+    `html`: a folder for the trace viewer's pages, one per example (prediction beside
+    reference) and an index sortable by score (generation/html.py)."""
     from codeexecutor.errors import UsageError
     from codeexecutor.generation import TraceGenerator
 
@@ -248,6 +250,7 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
     import datasets
 
     docs = _docstrings(resource_descriptions)
+    pages: list = []
     error_pairs: dict[str, list] = {"plain": [], "described": []}
     for name, path in found.items():
         dd = datasets.load_from_disk(path)
@@ -278,6 +281,8 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
                          "exception_peak": finite_margin(o.exception_peak), "exception_end": finite_margin(o.exception_end),
                          **({"compact": o.compact, "expansion_problems": o.expansion_problems} if profile.delta else {})}
                         for r, o, g in zip(rows, outs, golds)]
+        if html is not None:
+            pages += _pages(name, rows, outs, pairs, gen.parse)
         if name in ("errors", "codenetmut"):
             refs = [TraceRecord.from_parsed(gen.parse(t)) for _, t in pairs]  # uncut: the exception step is the label
             for p, ref in zip(predictions[-len(rows):], refs):  # the gold above may be cut before its crash step
@@ -300,7 +305,28 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
         if error_pairs["described"]:
             p, r = zip(*error_pairs["described"])
             report["runtime_errors_with_resource_descriptions"] = error_metrics(p, r)
+    if html is not None:
+        from codeexecutor.generation.html import write_pages
+
+        report["html_index"] = write_pages(html, pages, f"{os.path.basename(os.path.normpath(model))} on {split}")
     return {**report, "predictions": predictions}
+
+
+def _pages(name: str, rows: list[dict], outs: list, pairs: list[tuple[str, str]], parse) -> list:
+    """The viewer's pages of one test set: each prediction (whole states) beside its reference."""
+    from codeexecutor.generation.html import page_data
+
+    def side(parsed):
+        steps = [s.to_json() for s in parsed.steps]
+        err = {"type": parsed.exception, "line": parsed.exception_line} if parsed.exception else None
+        return steps, err
+
+    out = []
+    for r, o, (_, target) in zip(rows, outs, pairs):
+        (ps, pe), (rs, re_) = side(parse(o.text)), side(parse(target))
+        data = page_data(r["code"], ps, pe, o.finished, rs, re_, "reference", None, f"{name} {r['id']}")
+        out.append((f"{name}-{r['id']}", data, {"dataset": name}))
+    return out
 
 
 def _described(gen, rows, docs, beam, max_length, batch_size, progress, decoding=None) -> list[TraceRecord]:

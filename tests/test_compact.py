@@ -118,8 +118,10 @@ def test_a_compact_model_generates_deltas_that_every_consumer_reads_as_whole_sta
     for name, mine in sets.items():
         assert mine, name
         datasets.DatasetDict({"test": datasets.Dataset.from_list(mine)}).save_to_disk(str(data / name))
-    report = evaluate_model(str(path), str(data), beam=1, progress=False)
+    report = evaluate_model(str(path), str(data), beam=1, progress=False, html=str(tmp_path / "pages"))
     assert report["trace_state"] == "delta"
+    pages = sorted(p.name for p in (tmp_path / "pages").iterdir())  # the viewer: a page per example and an index
+    assert len(pages) == len(rows) + 1 and "index.html" in pages and report["html_index"].endswith("index.html")
     for entry in report["datasets"].values():
         assert entry["table3"]["trace_accuracy"] == 100.0 and entry["expansion"]["malformed"] == 0
     assert report["runtime_errors"]["detection_accuracy"] == 100.0  # the crashes come through the expansion

@@ -149,7 +149,7 @@ def test_static_and_recorded_inlining_agree_on_real_programs(pool):
 
 def test_trace_runs_no_program_unless_compare(overfit_model, monkeypatch):
     import codeexecutor.execution.pool as pool_module
-    from codeexecutor.generation.cli import trace_program
+    from codeexecutor.generation.api import trace_program
 
     def no_runs(*args, **kwargs):
         raise AssertionError("trace ran the program")

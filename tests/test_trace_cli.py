@@ -47,7 +47,7 @@ def test_trace_text_html_and_batch(overfit_model, program, tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "predicted runtime error" in out.stdout and "real run: ok" in out.stdout
     text = page.read_text()
-    assert "<table id=\"steps\">" in text and "real state" in text
+    assert 'id="trace-data"' in text and "real run" in text and "first divergence" in text.lower()
     batch = tmp_path / "b.jsonl"
     batch.write_text(json.dumps({"id": "a", "code": "x = 1\ny = x + 1\n"}) + "\n" + json.dumps({"id": "b", "code": PROGRAM, "stdin": "1 2 3\n"}) + "\n")
     out = cli("trace", "--batch", str(batch), "--model", str(model), "--beam", "1", "--max-length", "32")
@@ -57,7 +57,7 @@ def test_trace_text_html_and_batch(overfit_model, program, tmp_path):
 
 
 def test_a_trace_cut_at_the_cap_says_so(overfit_model):
-    from codeexecutor.generation.cli import trace_program
+    from codeexecutor.generation.api import trace_program
 
     model, _ = overfit_model
     whole = trace_program(PROGRAM, "10 3 5\n", str(model), beam=1, max_length=128)
@@ -81,7 +81,7 @@ def test_runtime_error_detected_from_an_exception_step():
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium is not installed (make test installs it)")
 def test_html_view_renders_in_headless_chromium(overfit_model, program, tmp_path):
-    from codeexecutor.generation.cli import trace_program
+    from codeexecutor.generation.api import trace_program
 
     model, _ = overfit_model
     p, i = program
@@ -91,7 +91,8 @@ def test_html_view_renders_in_headless_chromium(overfit_model, program, tmp_path
              "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}"]
     dom = subprocess.run(["chromium", *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120).stdout
     assert "Predicted execution trace" in dom
-    assert dom.count("<tr class=") == max(len(report["steps"]), len(report["ground_truth"]["steps"]))
+    assert dom.count('class="ln') == len(PROGRAM.splitlines())  # the program, a line each, drawn by the script
+    assert f"step 1 of {max(len(report['steps']), len(report['ground_truth']['steps']), 1)}" in dom
     shot = tmp_path / "view.png"
     subprocess.run(["chromium", *flags, f"--screenshot={shot}", "--window-size=1100,700", page.as_uri()],
                    capture_output=True, timeout=120)

@@ -1,0 +1,195 @@
+"""The public API of `codeexecutor trace`: predict programs' traces, output and runtime
+error with a model, one program (`trace_program`) or many decoded in batches
+(`trace_programs`), with the readable text form and the HTML viewer (generation/html.py)."""
+
+from __future__ import annotations
+
+import os
+
+from codeexecutor.errors import UsageError
+from codeexecutor.generation.verdict import finite_margin
+
+DEFAULT_MODEL = os.path.join("demo_out", "pretrain", "final")
+
+
+def decoding_arguments(p) -> None:
+    """The decoding options `trace` and `evaluate` share (argparse)."""
+    p.add_argument("--beam", type=int, default=10, help="beam size (the release: 10; 1 is greedy)")
+    p.add_argument("--max-length", type=int, help="trace tokens to generate at most (default and cap: the model's, 768)")
+    p.add_argument("--constrain-names", action="store_true", help="states may only name the program's identifiers "
+                   "(stops a small model's name loops; not in the release's decoding; generation/constraints.py)")
+    p.add_argument("--constrain-values", action="store_true", help="a value ends at the tracer's length limit (100 "
+                   "characters, then '...'; stops growing-value loops; not in the release's decoding)")
+    p.add_argument("--exception-bias", type=float, default=0.0, metavar="B",
+                   help="favour <exception> by B nats where a step may end, so that a model that ranks a crash second "
+                        "reports it (not in the release's decoding; generation/verdict.py)")
+    p.add_argument("--exception-at", choices=("step", "end"), default="step",
+                   help="where the bias acts: every step end, or only where the trace would end (</s>)")
+
+_GENERATORS: dict = {}
+
+
+def _generator(model: str):
+    """One loaded generator per model (a folder, or a hub id: modeling/loading.py)."""
+    from codeexecutor.generation.search import TraceGenerator
+
+    if model not in _GENERATORS:
+        _GENERATORS[model] = TraceGenerator(model)
+    return _GENERATORS[model]
+
+
+def prepare(source: str, stdin: str, docstring: str | None = None) -> tuple[str, int, list[str]]:
+    """(code the model sees, line offset of the docstring, notes): stdin inlined
+    statically, without running the program (execution/inline_static.py: the same form
+    the dataset builders record), and the optional resource description prepended as a
+    docstring (Bieber et al.)."""
+    from codeexecutor.execution.inline import InlineError
+    from codeexecutor.execution.inline_static import inline_static
+
+    notes = []
+    code = source
+    if stdin or "input" in source or "stdin" in source or "open(0" in source:
+        try:
+            code = inline_static(source, stdin).source
+        except InlineError as exc:
+            notes.append(f"stdin not inlined ({exc.reason}: {exc.detail}); the model sees the reads as written")
+    offset = 0
+    if docstring:
+        doc = '"""' + docstring.replace('"""', "'''").strip() + '\n"""\n'
+        offset = doc.count("\n")
+        code = doc + code
+    return code, offset, notes
+
+
+def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam: int = 10, max_length: int | None = None,
+                  compare: bool = False, html_out: str | None = None, docstring: str | None = None, names: bool = False,
+                  exception_bias: float = 0.0, values: bool = False, exception_at: str = "step", **kw) -> dict:
+    """Predict one program's trace; returns the JSON report (plus 'text', the readable
+    form). `html_out`: write the viewer page there (generation/html.py)."""
+    from codeexecutor.modeling.format import FormatError
+
+    html_out = html_out or kw.get("html")
+    try:
+        report = trace_programs([{"code": source, "stdin": stdin}], model, beam, max_length, compare, docstring, names,
+                                exception_bias, values, exception_at, strict=True, pages=bool(html_out))[0]
+    except FormatError as exc:
+        raise UsageError(f"cannot trace this program: {exc}") from exc
+    if html_out:
+        from codeexecutor.generation.html import render_page, write_atomic
+
+        write_atomic(html_out, render_page(report.pop("_page")))
+    report.pop("_page", None)
+    return report
+
+
+def trace_programs(programs: list[dict], model: str = DEFAULT_MODEL, beam: int = 10, max_length: int | None = None,
+                   compare: bool = False, docstring: str | None = None, names: bool = False, exception_bias: float = 0.0,
+                   values: bool = False, exception_at: str = "step", batch_size: int = 16, strict: bool = False,
+                   pages: bool = False) -> list[dict]:
+    """Predict the traces of many programs ({"code", "stdin"?, "id"?}), decoded in batches
+    of `batch_size` as `evaluate` does. Each report is `trace_program`'s; with `pages`,
+    plus `_page`, the viewer's data (generation/html.py page_data). A program the model
+    format cannot take (over 200 lines) gets {"problem": why} instead (with `strict`,
+    FormatError)."""
+    from codeexecutor.generation.html import report_page
+    from codeexecutor.modeling.format import FormatError
+
+    generator = _generator(model)
+    prepared, inputs, skipped = [], [], {}
+    for i, item in enumerate(programs):
+        code, offset, notes = prepare(item["code"], item.get("stdin", ""), docstring)
+        try:
+            inputs.append(generator.code_input(code, "codenet"))
+        except FormatError as exc:
+            if strict:
+                raise
+            skipped[i] = str(exc)
+            continue
+        prepared.append((i, code, offset, notes))
+    gens = generator.generate(inputs, beam=beam, max_length=max_length, batch_size=batch_size, names=names, values=values,
+                              exception_bias=exception_bias, exception_at=exception_at)
+    limit = generator.model.config.max_trace_length
+    settings = {"exception_bias": exception_bias, "exception_at": exception_at, "constrained": {"names": names, "values": values},
+                "length_cap": min(max_length or limit, limit), "model_limit": limit, "format_profile": generator.profile.label}
+    reports: list[dict] = [{"problem": skipped[i]} if i in skipped else {} for i in range(len(programs))]
+    truths = _run_all([code for _, code, _, _ in prepared]) if compare else [None] * len(prepared)
+    for (i, code, offset, notes), model_input, gen, truth in zip(prepared, inputs, gens, truths):
+        report = _report(generator, gen, code, offset, notes, model_input, settings)
+        if truth is not None:
+            report["ground_truth"] = truth.to_json()
+        report["text"] = format_report(code.splitlines(), report, offset)
+        if pages:
+            title = "Predicted execution trace" + (f" of {programs[i]['id']}" if "id" in programs[i] else "")
+            report["_page"] = report_page(code, report, truth, offset, title=title)
+        reports[i] = report
+    return reports
+
+
+def _run_all(codes: list[str]) -> list:
+    """The real runs of the programs, in the sandbox."""
+    from codeexecutor.execution import ExecutorPool, Program
+
+    with ExecutorPool(workers=min(2, max(1, len(codes)))) as pool:
+        results = dict(pool.execute_many(Program(code, "", i) for i, code in enumerate(codes)))
+    return [results[i] for i in range(len(codes))]
+
+
+def _report(generator, gen, code: str, offset: int, notes: list[str], model_input: str, settings: dict) -> dict:
+    parsed = generator.parse(gen.text)
+    steps = list(parsed.steps)
+    if offset:  # back to the program's own line numbers
+        from codeexecutor.execution.records import Step
+
+        steps = [Step(s.line - offset, s.state, s.output) for s in steps if s.line > offset]
+    error = None
+    if parsed.exception:
+        line = (parsed.exception_line - offset) if parsed.exception_line else (steps[-1].line if steps else None)
+        error = {"type": parsed.exception, "line": line}
+    return {
+        "steps": [s.to_json() for s in steps],
+        "output": "".join(s.output for s in steps),
+        "error": error,
+        "logprob": gen.logprob,
+        "finished": gen.finished,
+        "crash_margin": finite_margin(gen.exception_peak),  # generation/verdict.py
+        **settings,
+        "generated": gen.text,  # whole states (a compact model's text expanded)
+        **({"generated_compact": gen.compact} if gen.compact is not None else {}),
+        "problems": parsed.problems,
+        "notes": notes,
+        "code": code,
+        "model_input": model_input,
+    }
+
+
+def format_report(lines: list[str], report: dict, offset: int = 0) -> str:
+    out = []
+    for i, step in enumerate(report["steps"], 1):
+        k = step["line"] + offset
+        code = lines[k - 1].strip() if 0 < k <= len(lines) else "?"
+        state = ", ".join(f"{n}={v}" for n, v in step["state"].items())
+        out.append(f"{i:>4}  {step['line']:>4} | {code[:36]:<36} | {state[:90]}")
+        for text in step["output"].splitlines():
+            out.append(f"{'':>4}  {'':>4} | {'':<36} > {text}")
+    out.append(f"predicted output: {report['output']!r}")
+    err = report["error"]
+    if err:
+        out.append(f"predicted runtime error: {err['type']} at line {err['line']}")
+    elif report.get("finished", True):
+        out.append("predicted runtime error: none")
+    else:
+        out.append("predicted runtime error: unknown (the trace is unfinished)")
+    if not report.get("finished", True):
+        out.append(f"warning: the trace hit the length cap ({report['length_cap']} tokens) before it ended (a value "
+                   "repeated in a loop, or a long run); its output is partial"
+                   + ("." if report.get("length_cap") == report.get("model_limit") else "; --max-length raises the cap."))
+    if report.get("ground_truth"):
+        gt = report["ground_truth"]
+        gerr = gt["error"]
+        out.append(f"real run: {gt['status']}, output {gt['stdout']!r}" + (f", {gerr['type']} at line {gerr['line']}" if gerr else ""))
+    if report["problems"]:
+        out.append(f"unparsed parts of the generation: {len(report['problems'])} (see --json)")
+    out.append(f"sequence log-probability: {report['logprob']:.3f}")
+    return "\n".join(out)
+
+
