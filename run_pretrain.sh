@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data -> three-stage curriculum pretraining (SPEC §5-6) with the deepspeed launcher.
+# Data -> three-stage curriculum pretraining (docs/curriculum.md) with the deepspeed launcher.
 #
 # Everything is configured by environment variables; the defaults run the demo on CPU:
 #   CURRICULUM     curriculum YAML                      (default: curricula/demo.yaml)

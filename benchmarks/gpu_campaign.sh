@@ -63,10 +63,11 @@ if [ "$part" = benches ]; then
   $PY - "$data" "$fp16" "$preset" "$SMOKE" <<'EOF' || status=1
 import sys, yaml
 sys.path.insert(0, "benchmarks")
-from bench_quality import curriculum
+from bench_quality import curriculum, load_recipe
 data, out, preset, smoke = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
-cur = curriculum(data, out + "/run", preset, {"singleline": 4 if smoke else 60, "tutorial": 1, "codenet": 1}, 1e-4, 6144, 8, 0)
-cur["train"].update(log_every=1, eval_examples=0)
+cur = curriculum(load_recipe(), data, out + "/run", {"singleline": 4 if smoke else 60, "tutorial": 1, "codenet": 1}, 8, None,
+                 {"preset": preset}, {"max_tokens": 6144, "log_every": 1, "eval_examples": 0})
+cur["stages"][0]["lr"] = 1e-4
 yaml.safe_dump(cur, open(out + "/curriculum.yaml", "w"))
 EOF
   if [ "$SMOKE" = 1 ]; then ds=ds_configs/cpu.json; steps=4; else ds=ds_configs/zero2_fp16.json; steps=60; fi

@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/pilot_singleline.py --name p4 --steps 2400 --max-tokens 1024
 
-Trains stage 1 of the quality run (bench_quality.curriculum: preset, learning rate,
-warm-up and decay as there) for a fixed number of steps on `--data`'s SingleLine split,
+Trains stage 1 of the quality recipe (curricula/recipes/cpu-hour.yaml through
+bench_quality.curriculum: preset, learning rate, warm-up and decay as there) for a fixed number of steps on `--data`'s SingleLine split,
 then scores greedy decoding on a fixed sample of the *unaugmented* SingleLine test split
 (`--test-data`; the release's metric, copy vs computed answers apart). Appends one JSON
 line to benchmarks/results/pilots-<device>.jsonl, so pilots of several sessions sit
@@ -31,10 +31,11 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--preset", default="mini")
     ap.add_argument("--split-digits", action="store_true")
-    ap.add_argument("--vocab-size", type=int, default=bq.VOCAB, help="the trained tokenizer's vocabulary")
-    ap.add_argument("--positions", choices=bq.POSITION_KINDS, default=bq.POSITIONS,
+    recipe = bq.load_recipe()["model"]
+    ap.add_argument("--vocab-size", type=int, default=recipe["vocab_size"], help="the trained tokenizer's vocabulary")
+    ap.add_argument("--positions", choices=bq.POSITION_KINDS, default=recipe["positions"],
                     help="the release's learned absolute positions, or rotary ones (modeling/rotary.py)")
-    ap.add_argument("--dropout", type=float, default=bq.DROPOUT, help=f"hidden and attention dropout (default {bq.DROPOUT})")
+    ap.add_argument("--dropout", type=float, default=recipe["dropout"], help=f"hidden and attention dropout (default {recipe['dropout']})")
     ap.add_argument("--autocast", choices=["bf16", "none"], default=bq.AUTOCAST or "none",
                     help=f"forward passes under bfloat16 autocast (default, as in the quality run: {bq.AUTOCAST or 'none'})")
     ap.add_argument("--data", default=str(ROOT / "runs" / "quality" / "data"), help="built datasets to train on")
@@ -49,10 +50,13 @@ def main() -> None:
     quiet_libraries()
     device = device_label()
     run = str(ROOT / "runs" / "pilots" / args.name)
-    cur = bq.curriculum(args.data, run, args.preset, {"singleline": args.steps, "tutorial": 1, "codenet": 1}, args.lr,
-                        args.max_tokens, 1, 0, valid_examples=0, split_digits=args.split_digits, dropout=args.dropout,
-                        autocast=None if args.autocast == "none" else args.autocast, positions=args.positions, vocab_size=args.vocab_size)
+    model = {"preset": args.preset, "split_digits": args.split_digits, "dropout": args.dropout, "positions": args.positions,
+             "vocab_size": args.vocab_size}
+    train = {"max_tokens": args.max_tokens, "eval_examples": 0, **({"autocast": args.autocast} if args.autocast != "none" else {})}
+    cur = bq.curriculum(bq.load_recipe(), args.data, run, {"singleline": args.steps, "tutorial": 1, "codenet": 1}, 1, None,
+                        model, train)
     cur["stages"] = cur["stages"][:1]
+    cur["stages"][0]["lr"] = args.lr
     os.makedirs(os.path.dirname(run), exist_ok=True)
     with open(run + ".log", "w") as log:
         train_s = bq.train(cur, run, log)

@@ -1,1 +1,1 @@
-"""Curriculum datasets (SingleLine, Tutorial, CodeNetMut) and the stage schedule (SPEC §5)."""
+"""Curriculum datasets (SingleLine, Tutorial, CodeNetMut) and the stage schedule (docs/curriculum.md)."""

@@ -39,7 +39,7 @@ def max_states(result: ExecResult) -> int:
 
 def make_example(id_: str, group: str, split: str, task: str, code: str, result: ExecResult, kind: str,
                  operators: tuple[str, ...] = (), source_id: str = "") -> dict:
-    """One dataset row: source, model input/target (SPEC §3), structured steps, status."""
+    """One dataset row: source, model input/target (docs/trace-format.md), structured steps, status."""
     return {
         "id": id_,
         "problem_id": group,

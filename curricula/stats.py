@@ -11,7 +11,7 @@ import os
 
 from curricula.common import write_json_atomic
 
-PAPER_TABLE2 = {  # SPEC §5 / paper Table 2: avg code lines, avg trace steps, avg states
+PAPER_TABLE2 = {  # the paper's Table 2 (docs/curriculum.md): avg code lines, avg trace steps, avg states
     "singleline": (3.28, 1.00, 2.44),
     "tutorial": (4.90, 11.89, 1.34),
     "codenetmut": (8.26, 22.80, 3.67),

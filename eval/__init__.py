@@ -1,1 +1,1 @@
-"""Evaluation: trace metrics, runtime-error metrics, reranking, code search (SPEC §7)."""
+"""Evaluation: trace metrics, runtime-error metrics, reranking, code search (docs/metrics.md)."""

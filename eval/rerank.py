@@ -1,4 +1,4 @@
-"""Reranking candidate solutions by their predicted outputs (SPEC §7, downstream (a)).
+"""Reranking candidate solutions by their predicted outputs (docs/metrics.md, downstream).
 
 For each HumanEval problem: the example calls and expected results are read from the
 docstring of the original prompt (`>>> f(x)` followed by the result, or `f(x) == y` /

@@ -1,4 +1,4 @@
-"""Zero-shot code-to-code search (SPEC §7, downstream (b)).
+"""Zero-shot code-to-code search (docs/metrics.md, downstream).
 
 Queries and candidates are real contest programs (inlined with their first sample
 input); two programs are relevant to each other when they solve the same problem. The

@@ -1,4 +1,4 @@
-"""Metrics over traces (SPEC §7).
+"""Metrics over traces (docs/metrics.md).
 
 The release's metric (CodeExecutor `inference/metric.py`), on trace *texts*, reported
 under the names `output_accuracy, trace_accuracy, line_precision, line_recall, line_f1,

@@ -1,4 +1,4 @@
-"""Tree-sitter mutation engine: twelve operators that turn real programs into mutants (SPEC §4).
+"""Tree-sitter mutation engine: twelve operators that turn real programs into mutants (docs/mutation.md).
 
     from mutation import mutate
     for m in mutate(source, n=20, seed=0):

@@ -1,4 +1,4 @@
-"""The twelve mutation operators of SPEC §4, one small class each, in one registry.
+"""The twelve mutation operators (docs/mutation.md), one small class each, in one registry.
 
 An operator finds its *sites* in a tree-sitter tree of the original source and turns a
 site into byte-range `Edit`s of that source. Randomness comes only from the injected

@@ -87,30 +87,39 @@ def test_quality_calibration_leaves_out_each_stage_set_up(tmp_path, monkeypatch)
 
     seen = []
     monkeypatch.setattr(bench_quality, "train", lambda cur, run, log: seen.append(cur) or fake_train(cur, run, log))
-    per_step = bench_quality.calibrate(str(tmp_path), str(tmp_path), "mini", 1e-3, 1024, 10, None)
+    per_step = bench_quality.calibrate(bench_quality.load_recipe(), str(tmp_path), str(tmp_path), 10, None, {}, {})
     assert all(abs(v - 0.3) < 1e-9 for v in per_step.values()), per_step
     mined = seen[0]["stages"][1]["sources"][0]
     assert mined["hardest"] == 10 and mined["mine_from"] == 20  # the calibration scores twice what it keeps
     assert bench_quality.calibration_steps(1024)["singleline"] == 60 and bench_quality.calibration_steps(8192)["singleline"] == 10
 
 
-def test_quality_curriculum_keeps_all_singleline_beside_the_hardest_at_a_lower_rate(tmp_path):
+def test_quality_curriculum_is_the_recipe_with_the_runs_steps_data_and_mining(tmp_path):
+    import yaml
+
     import bench_quality
 
     from codeexecutor.training.config import Curriculum
 
-    steps = {"singleline": 30, "tutorial": 20, "codenet": 10}
-    cur = Curriculum.from_dict(bench_quality.curriculum(str(tmp_path), str(tmp_path / "run"), "mini", steps, 1e-3, 1024,
-                                                        hardest=100, eval_every=0, mine_from=300))
+    recipe = bench_quality.load_recipe()
+    steps = {"singleline": 30, "tutorial": 20, "codenet": 3000}
+    raw = bench_quality.curriculum(recipe, str(tmp_path), str(tmp_path / "run"), steps, hardest=100, mine_from=300)
+    cur = Curriculum.from_dict(raw)
     first, second, third = cur.stages
-    assert first.lr == 1e-3 and second.lr == third.lr == 1e-3 * bench_quality.LATER_LR < 1e-3
+    assert [s.steps for s in cur.stages] == [30, 20, 3000] and [s.warmup for s in cur.stages] == [3, 2, 200]
+    assert second.lr == third.lr < first.lr  # the later stages at a lower rate, as the recipe says
     singleline = [src for src in second.sources if src.task == "singleline"]
     assert [(src.hardest, src.mine_from) for src in singleline] == [(100, 300), (None, None)]
     assert sum(src.weight for src in singleline) == 0.5
-    plain = bench_quality.curriculum(str(tmp_path), str(tmp_path / "run"), "mini", steps, 1e-3, 1024, hardest=100, eval_every=0)
+    assert all(src.path.startswith(str(tmp_path) + "/") for st in cur.stages for src in st.sources)  # the run's data
+    assert cur.train.output_dir == str(tmp_path / "run") and cur.train.autocast is None
+    plain = bench_quality.curriculum(recipe, str(tmp_path), "run", steps, hardest=100)
     assert "mine_from" not in plain["stages"][1]["sources"][0]  # all of them scored when no pool is given
-    assert cur.train.autocast is None and Curriculum.from_dict(bench_quality.curriculum(
-        str(tmp_path), str(tmp_path / "run"), "mini", steps, 1e-3, 1024, hardest=100, eval_every=0, autocast="bf16")).train.autocast == "bf16"
+    assert recipe == bench_quality.load_recipe()  # the recipe itself is left as it was
+    # the recipe is a curriculum run_pretrain.sh takes as it is
+    on_disk = Curriculum.from_dict(yaml.safe_load(open(bench_quality.RECIPE)))
+    assert on_disk.model.preset == "mini" and [s.name for s in on_disk.stages] == list(bench_quality.STAGE_SHARES)
+    assert all(src.path.startswith(bench_quality.RECIPE_DATA + "/") for st in on_disk.stages for src in st.sources)
 
 
 def test_stage_exports_come_in_stage_order_and_a_run_without_them_is_refused(tmp_path):
@@ -136,22 +145,22 @@ def test_quality_variants_name_their_results_and_reach_the_model_config(tmp_path
 
     from codeexecutor.training.config import Curriculum
 
-    assert bench_quality.result_name("cpu", bench_quality.PRESET, bench_quality.POSITIONS) == "quality-cpu"
-    names = {bench_quality.result_name("cpu", preset, positions)
+    recipe = bench_quality.load_recipe()
+    base = recipe["model"]
+    assert bench_quality.result_name("cpu", recipe, {}) == "quality-cpu"
+    assert bench_quality.result_name("cpu", recipe, {"preset": base["preset"], "positions": base["positions"]}) == "quality-cpu"
+    names = {bench_quality.result_name("cpu", recipe, {"preset": preset, "positions": positions})
              for preset in ("mini", "mini-wide") for positions in ("absolute", "rotary")}
-    names.add(bench_quality.result_name("cpu", vocab_size=2000))
-    names.add(bench_quality.result_name("cpu", errors_weight=0.3))
-    assert len(names) == 6  # no variant overwrites another's results
-    assert bench_quality.result_name("cpu", errors_weight=bench_quality.LAST_MIX["errors"]) == "quality-cpu"
+    names.add(bench_quality.result_name("cpu", recipe, {"vocab_size": 2000}))
+    names.add(bench_quality.result_name("cpu", recipe, {}, errors_weight=0.3))
+    names.add(bench_quality.result_name("cpu", recipe, {"trace_state": "delta" if base["trace_state"] == "full" else "full"}))
+    assert len(names) == 7  # no variant overwrites another's results
     steps = {"singleline": 3, "tutorial": 2, "codenet": 1}
-    mix = {**bench_quality.LAST_MIX, "errors": 0.3}
-    third = Curriculum.from_dict(bench_quality.curriculum(str(tmp_path), str(tmp_path / "run"), "mini", steps, 1e-3, 1024,
-                                                          hardest=10, eval_every=0, last_mix=mix)).stages[2]
-    assert [src.weight for src in third.sources] == [mix["singleline"], mix["tutorial"], mix["codenet"], 0.3]
-    assert third.sources[3].path.endswith("codenetmut/errors")
+    third = Curriculum.from_dict(bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, errors_weight=0.3)).stages[2]
+    assert third.sources[3].path.endswith("codenetmut/errors") and third.sources[3].weight == 0.3
+    assert bench_quality.recipe_errors_weight(recipe) == 0.1
     for positions in ("absolute", "rotary"):
-        cur = Curriculum.from_dict(bench_quality.curriculum(str(tmp_path), str(tmp_path / "run"), "mini", steps, 1e-3, 1024,
-                                                            hardest=10, eval_every=0, positions=positions))
+        cur = Curriculum.from_dict(bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, model={"positions": positions}))
         assert cur.model.positions == positions
 
 

@@ -2,7 +2,6 @@
 
 import os
 import pathlib
-import time
 
 import pytest
 
@@ -19,9 +18,9 @@ def secret_file(tmp_path_factory) -> pathlib.Path:
 
 
 def _violates(pool, code: str, what: str, stdin: str = ""):
-    start = time.monotonic()
+    """The run ends as a violation naming `what` (so it was stopped at the read, not by a
+    time limit), and nothing secret reached its output."""
     r = pool.execute(code, stdin=stdin)
-    assert time.monotonic() - start < 5
     assert r.status is ExecStatus.VIOLATION, (r.status, r.error, r.stdout[:200])
     assert what in r.error.message, r.error.message
     assert SECRET not in r.stdout and "root:" not in r.stdout

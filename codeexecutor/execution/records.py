@@ -89,7 +89,7 @@ def _step(s: Any) -> Step:
 class Limits:
     """Resource limits of one sandboxed run.
 
-    timeout: CPU seconds of the traced program (SPEC default 1 s).
+    timeout: CPU seconds of the traced program (default 1 s: docs/sandbox.md).
     wall_timeout: wall-clock seconds before the run is killed; None = timeout + 1 s
         (RLIMIT_CPU does not stop a program that sleeps or blocks).
     memory_mb: address-space limit of the forked child.

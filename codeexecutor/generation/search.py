@@ -2,7 +2,7 @@
 
 `TraceGenerator(model)` loads a model (our `save_pretrained` folder, the released
 checkpoint's RoBERTa folder, or a hub id; modeling/loading.py) with its tokenizer and
-format profile, and turns model-format code (`code_input`, SPEC §3) into generated trace
+format profile, and turns model-format code (`code_input`, docs/trace-format.md) into generated trace
 text with its sequence log-probability.
 
 The search follows the release's beam rules (generation/beam.py), so a released

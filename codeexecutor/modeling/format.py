@@ -1,4 +1,4 @@
-"""The model-facing format of code and traces (SPEC §3), and the parser back to steps.
+"""The model-facing format of code and traces (docs/trace-format.md), and the parser back to steps.
 
 Code side: a task-prefix token, then for each non-blank source line its 0-based line
 token `<k>`, `<indent>` when the indentation grows, one `<dedent>` per level it

@@ -1,4 +1,4 @@
-"""The UniXcoder-style encoder-decoder of SPEC §6: one RoBERTa used through attention masks.
+"""The UniXcoder-style encoder-decoder (docs/curriculum.md): one RoBERTa used through attention masks.
 
 Training is one prefix-LM forward over [code ; trace]: code tokens see all code tokens
 (bidirectional), trace tokens see all code tokens and the trace tokens before them

@@ -1,4 +1,4 @@
-"""Format profiles: how one model sees code and writes traces (SPEC §3).
+"""Format profiles: how one model sees code and writes traces (docs/trace-format.md).
 
 A model carries its profile in its saved config (`format_profile`, `exception_step`):
 

@@ -2,7 +2,7 @@
 
 With `init` (a local copy of microsoft/unixcoder-base or microsoft/codeexecutor, or a
 hub id) its tokenizer is loaded; otherwise a byte-level BPE is trained with `tokenizers`
-on the datasets' model inputs and targets. Either way the special tokens of SPEC §3 are
+on the datasets' model inputs and targets. Either way the format's special tokens (docs/trace-format.md) are
 added in the official order, then ours (`<exception>`); every one is a single token.
 
 The released checkpoint ships legacy slow-tokenizer files, and its slow

@@ -17,7 +17,7 @@ from eval.trace_metrics import aligned_metrics, orca_metrics, records, table3_me
 
 _DESCRIPTION = "Output accuracy, trace accuracy, line and identifier precision/recall/F1 of generated execution traces."
 _KWARGS = """
-predictions: list of generated trace texts (model format, SPEC §3)
+predictions: list of generated trace texts (model format, docs/trace-format.md)
 references: list of reference trace texts
 singleline: score as the release scores SingleLine (one state per text; default False)
 aligned: also return our alignment-based variant, under aligned_* names (default False)
