@@ -29,8 +29,17 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "warning: chromium could not be installed; the HTML rendering test will be skipped"
 
+# The product benchmarks on the shared data (about 10 minutes on 2 cores), then one table.
 bench: $(STAMP)
+	test -d demo_out/data/codenetmut/codenetmut || $(BIN)/python -m codeexecutor.demo --only data
 	$(BIN)/python benchmarks/bench_exec.py
+	$(BIN)/python benchmarks/bench_mutation.py
+	$(BIN)/python benchmarks/bench_inline.py --programs 1000
+	$(BIN)/python benchmarks/bench_build.py --programs 200
+	$(BIN)/python benchmarks/bench_generate.py
+	$(BIN)/python benchmarks/bench_generate.py --trace-batch
+	$(BIN)/python benchmarks/bench_train.py
+	$(BIN)/python benchmarks/summary.py
 
 clean:
 	rm -rf $(VENV) demo_out runs

@@ -1,14 +1,14 @@
 """Pack what the GPU campaign needs on a lent GPU machine into `.campaign/` (git-ignored).
 
-    .venv/bin/python benchmarks/campaign_pack.py            # here, with the registry reachable
-    device run: bash benchmarks/gpu_campaign.sh  (carry [".campaign"])
+    .venv/bin/python benchmarks/campaign_pack.py            # on a machine that reaches PyPI
+    then, on the GPU machine: bash benchmarks/gpu_campaign.sh check | benches | quality ...
 
-The GPU machine has Python 3.12 with PyTorch and many packages (the device README's
-KINDS.md lists them: `DEVICE_HAS` below) but no registry. So `.campaign/whl` holds
+The GPU machines we measure on have Python 3.12 with PyTorch and many packages
+(`DEVICE_HAS` below) but no package registry. So `.campaign/whl` holds
 Python 3.12 wheels of the rest, at the versions our requirements pin (transformers,
 tokenizers and huggingface_hub too, so that the device runs what the tests here ran),
 and `.campaign/corpora.tar.xz` the shared corpora (84 MB of source, xz-compressed),
-since `../shared` does not travel. One call carries at most 64 MiB; the pack checks
+since `../shared` is not on that machine. The copy we can send is at most 64 MiB; the pack checks
 its size and that every carried wheel's requirements are carried or on the device.
 """
 

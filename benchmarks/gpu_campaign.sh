@@ -1,24 +1,30 @@
 #!/usr/bin/env bash
-# The GPU campaign of issue 13, scripted so that one device call runs a whole part of it.
+# Training and generation measured on one GPU machine, including one that has no package
+# registry and no copy of ../shared/data.
 #
-#   here, once:   .venv/bin/python benchmarks/campaign_pack.py      # .campaign/: wheels + corpora (< 64 MiB)
-#   device call:  bash benchmarks/gpu_campaign.sh benches             carry [".campaign"], timeout_s 600
-#   device call:  bash benchmarks/gpu_campaign.sh quality 5 small     (a fresh machine: builds again)
-#   then here:    copy the returned files into benchmarks/results/ and commit them
+#   on a connected machine:  .venv/bin/python benchmarks/campaign_pack.py   # .campaign/: wheels + corpora (< 64 MiB)
+#   copy the checkout with .campaign/ to the GPU machine, then there:
+#     bash benchmarks/gpu_campaign.sh check                 # inputs and plan, nothing trained (also runs in CI)
+#     bash benchmarks/gpu_campaign.sh benches               # about 10 minutes
+#     bash benchmarks/gpu_campaign.sh quality 20 small [delta]   # bench_quality with a 20-minute budget
+#   and copy $OUT's files into benchmarks/results/.
 #
 # benches: bench_train's accelerator section (base in bf16: token-budget vs fixed batches,
 #   SDPA vs eager, real tokens/s, peak memory, MFU), a short fp16 run through
 #   ds_configs/zero2_fp16.json logging the dynamic loss scale and the skipped steps, and
 #   bench_generate at beam 10 (cached + batched vs one-at-a-time recomputation).
-# quality MINUTES PRESET: bench_quality.py with that training budget on a quick build.
-#   One device call lasts at most 10 minutes, start-up, build and evaluation included, so
-#   a 20-minute budget does not fit one call; MINUTES defaults to 5.
+# quality MINUTES PRESET [STATE]: bench_quality.py with that training budget on a quick
+#   build, trace states full (default) or delta (docs/trace-format.md).
 #
-# Everything it writes for the caller goes to $OUT (the device tool brings it back).
+# Everything it writes for the caller goes to $OUT (default runs/campaign/out).
 # CAMPAIGN_SMOKE=1 runs the same steps on the CPU at toy sizes (tests/test_campaign.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 part=${1:-benches}
+case "$part" in
+  check|benches|quality) ;;
+  *) echo "gpu_campaign: unknown part '$part' (check, benches, or quality MINUTES [PRESET] [STATE])" >&2; exit 2 ;;
+esac
 OUT=${OUT:-$PWD/runs/campaign/out}
 WORK=${CAMPAIGN_WORK:-$PWD/runs/campaign}
 PY=${PYTHON:-python3}
@@ -45,6 +51,15 @@ else
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv > "$OUT/gpu.csv" 2>&1
 fi
 $PY -c "import torch, transformers, deepspeed, datasets, tree_sitter; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'transformers', transformers.__version__, 'deepspeed', deepspeed.__version__)" 2>&1 | grep -v WARNING | tee "$OUT/versions.txt"
+
+if [ "$part" = check ]; then
+  $PY -c "import sys; sys.path.insert(0, 'benchmarks'); import bench_quality; r = bench_quality.load_recipe(); print('recipe', bench_quality.RECIPE.name, [s['name'] for s in r['stages']])" \
+    || { echo "gpu_campaign: the recipe does not load" >&2; exit 2; }
+  for c in "${corpora[@]}" "$tutorial"; do [ -d "$c" ] || { echo "gpu_campaign: missing input $c" >&2; exit 2; }; done
+  log "plan on $device ($preset): build from ${corpora[*]}; benches: bench_train --accelerator-preset $preset, fp16 ZeRO-2 run, bench_generate; quality MINUTES PRESET [STATE]: bench_quality.py"
+  log "check passed; nothing trained"
+  exit 0
+fi
 
 data="$WORK/data"
 log "datasets"
@@ -81,11 +96,11 @@ EOF
 elif [ "$part" = quality ]; then
   minutes=${2:-5}
   log "bench_quality: ${3:-small}, $minutes minutes"
-  $PY benchmarks/bench_quality.py --budget-minutes "$minutes" --preset "${3:-small}" --data "$data" --run "$WORK/quality/run" \
+  $PY benchmarks/bench_quality.py --budget-minutes "$minutes" --preset "${3:-small}" --state "${4:-full}" --data "$data" --run "$WORK/quality/run" \
     --eval-limit "$([ "$SMOKE" = 1 ] && echo 4 || echo 300)" --valid-examples "$([ "$SMOKE" = 1 ] && echo 0 || echo 48)" --corpora "${corpora[@]}" --tutorial-sources "$tutorial" || status=1
   cp "$WORK/quality/bench_quality.log" "$OUT/" 2>/dev/null
 else
-  echo "gpu_campaign: unknown part '$part' (benches or quality MINUTES [PRESET])" >&2
+  echo "gpu_campaign: unknown part '$part' (check, benches, or quality MINUTES [PRESET] [STATE])" >&2
   exit 2
 fi
 log "done (status $status); files in $OUT:"

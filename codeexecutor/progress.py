@@ -12,12 +12,52 @@ import time
 
 
 def bar(iterable=None, total: int | None = None, desc: str = "", unit: str = "it", initial: int = 0,
-        every: float = 10.0, **kw):
+        every: float = 10.0, logger=None, log_every: float = 5.0, **kw):
+    """A progress display; with `logger` (a logging.Logger, e.g. one writing a build's
+    log file), also a line through it every `log_every` seconds and at the end."""
     if sys.stderr.isatty():
         from tqdm import tqdm
 
-        return tqdm(iterable, total=total, desc=desc, unit=unit, initial=initial, **kw)
-    return Lines(iterable, total, desc, unit, initial, every)
+        shown = tqdm(iterable, total=total, desc=desc, unit=unit, initial=initial, **kw)
+    else:
+        shown = Lines(iterable, total, desc, unit, initial, every)
+    return Logged(shown, logger, log_every) if logger is not None else shown
+
+
+class Logged:
+    """A progress display that also writes `desc: n/total unit (rate/s)` to a logger every
+    few seconds, so a log file shows how far a long job got while it runs."""
+
+    def __init__(self, shown, logger, every: float) -> None:
+        self.shown, self.logger, self.every = shown, logger, every
+        self.start = self.last = time.monotonic()
+        self.first = shown.n
+
+    def __iter__(self):
+        for item in self.shown.iterable:
+            yield item
+            self.update(1)
+        self.close()
+
+    def update(self, n: int = 1) -> None:
+        self.shown.update(n)
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            self._log(now)
+
+    def set_postfix(self, **values) -> None:
+        self.shown.set_postfix(**values)
+
+    def _log(self, now: float) -> None:
+        n, total = self.shown.n, self.shown.total
+        rate = (n - self.first) / max(now - self.start, 1e-9)
+        self.logger.info("%s: %d%s %s (%.2f %s/s)", getattr(self.shown, "desc", ""), n, f"/{total}" if total else "",
+                         getattr(self.shown, "unit", ""), rate, getattr(self.shown, "unit", ""))
+
+    def close(self) -> None:
+        self._log(time.monotonic())
+        self.shown.close()
 
 
 class Lines:

@@ -208,7 +208,8 @@ class CodeNetBuilder:
         if progress:
             from codeexecutor.progress import bar as progress_bar
 
-            bar = progress_bar(total=len(mine), initial=len(mine) - len(todo), desc="codenetmut", unit="prog")
+            bar = progress_bar(total=len(mine), initial=len(mine) - len(todo), desc="codenetmut", unit="prog",
+                               logger=log)  # a line in build.log every few seconds
         start = time.perf_counter()
         limits = Limits(timeout=self.timeout, max_steps=self.max_steps)
         with ExecutorPool(self.workers, limits, prestart=("numpy",)) as pool, cf.ThreadPoolExecutor(self.workers + 1) as threads:

@@ -265,7 +265,7 @@ def build_singleline(out: str, source: str | None = None, kaggle: str | None = N
         todo = [k for k in range(len(chunks)) if f"chunk{k}" not in journal.done]
         log.info("singleline: %d candidate programs in %d chunks, %d already done", len(items), len(chunks), len(chunks) - len(todo))
         bar = progress_bar(total=len(items), initial=sum(len(chunks[k]) for k in range(len(chunks)) if k not in todo),
-                           desc="singleline", unit="prog") if progress else None
+                           desc="singleline", unit="prog", logger=log) if progress else None
         if todo:
             with ExecutorPool(workers) as pool:
                 for k in todo:

@@ -123,7 +123,8 @@ def build_tutorial(out: str, sources: str | None = None, mutants: int = 100, wor
     if progress:
         from codeexecutor.progress import bar as progress_bar
 
-        bar = progress_bar(total=len(snippets), initial=len(snippets) - len(todo), desc="tutorial", unit="snippet")
+        bar = progress_bar(total=len(snippets), initial=len(snippets) - len(todo), desc="tutorial", unit="snippet",
+                           logger=log)
     start = time.perf_counter()
     with ExecutorPool(workers) as pool, cf.ThreadPoolExecutor(workers + 1) as threads:
         def task(item):

@@ -10,6 +10,7 @@ import torch
 from .conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "experiments"))
 
 
 def _tiny(vocab=300):
@@ -65,7 +66,7 @@ def test_quality_defaults_pick_the_token_budget_by_device_and_pilot_refuses_miss
     import bench_quality
 
     assert bench_quality.MAX_TOKENS["cpu"] < bench_quality.MAX_TOKENS["gpu"]  # small CPU steps, full GPU batches
-    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pilot_singleline.py"), "--name", "x", "--steps", "1",
+    run = subprocess.run([sys.executable, str(ROOT / "experiments" / "pilot_singleline.py"), "--name", "x", "--steps", "1",
                           "--data", str(tmp_path)], capture_output=True, text=True)
     assert run.returncode == 1 and "no SingleLine dataset under" in run.stderr and "Traceback" not in run.stderr
 
@@ -135,7 +136,7 @@ def test_stage_exports_come_in_stage_order_and_a_run_without_them_is_refused(tmp
         "stage1-singleline", "stage2-tutorial", "stage3-codenet", "stage10-extra"]
     empty = tmp_path / "empty"
     empty.mkdir()
-    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "stage_exports.py"), "--run", str(empty)],
+    run = subprocess.run([sys.executable, str(ROOT / "experiments" / "stage_exports.py"), "--run", str(empty)],
                          capture_output=True, text=True)
     assert run.returncode == 1 and "no stage exports under" in run.stderr and "Traceback" not in run.stderr
 
@@ -241,7 +242,7 @@ def test_constraint_bench_compares_both_decodings_and_refuses_a_run_without_a_mo
     assert table[0].split()[1:] == ["free", "trace", "free", "cut", "names", "trace", "names", "cut"]  # only those run
     assert table[1].split() == ["tutorial", "28.0", "30.0%", "28.67", "19.3%"]
     assert table[2].split() == ["singleline", "-", "-", "52.33", "-"]
-    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_constraint.py"), "--run", str(tmp_path)],
+    run = subprocess.run([sys.executable, str(ROOT / "experiments" / "bench_constraint.py"), "--run", str(tmp_path)],
                          capture_output=True, text=True)
     assert run.returncode == 2 and "no model at" in run.stderr and "Traceback" not in run.stderr
 
@@ -266,7 +267,7 @@ def test_exception_bias_bench_replays_verdicts_and_chooses_the_bias_on_its_split
             {"crashed": False, "written": True, "finished": True, "end": -9.0, "peak": 1.0}]  # a crash written already
     assert (eb.replay(ends, 2.0, "end")["tp"], eb.replay(ends, 2.0, "end")["fp"]) == (1, 1)
     assert eb.choose_bias(ends, "end") == 2.0 and eb.auroc(ends, "end") == 25.0  # 1 of 4 (crash, clean) pairs ranked right
-    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_exception_bias.py"), "--run", str(tmp_path)],
+    run = subprocess.run([sys.executable, str(ROOT / "experiments" / "bench_exception_bias.py"), "--run", str(tmp_path)],
                          capture_output=True, text=True)
     assert run.returncode == 2 and "no model at" in run.stderr and "Traceback" not in run.stderr
 

@@ -31,3 +31,17 @@ def test_gpu_campaign_smoke_on_cpu(tmp_path):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads((out / "quality-cpu-tiny.json").read_text())  # a non-default preset names its file
     assert report["preset"] == "tiny" and set(report["test"]) >= {"singleline", "tutorial", "codenetmut"}
+
+
+def test_campaign_check_plans_and_checks_its_inputs_without_training(tmp_path):
+    env = {**os.environ, "CAMPAIGN_SMOKE": "1", "OUT": str(tmp_path / "out"), "CAMPAIGN_WORK": str(tmp_path / "work"),
+           "PYTHON": sys.executable}
+    run = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_campaign.sh"), "check"], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "check passed; nothing trained" in run.stdout and "recipe cpu-hour.yaml" in run.stdout
+    assert "torch" in (tmp_path / "out" / "versions.txt").read_text()
+    assert not (tmp_path / "work" / "data").exists()  # nothing built
+    bad = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_campaign.sh"), "everything"], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "unknown part 'everything'" in bad.stderr and not bad.stdout  # refused before any work

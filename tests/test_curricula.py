@@ -250,3 +250,16 @@ def test_augment_renders_values_the_same_in_every_process():
     outs = {subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, check=True,
                            env={**__import__("os").environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in (1, 2, 3)}
     assert len(outs) == 1 and "{" in outs.pop()
+
+
+def test_long_jobs_write_progress_lines_to_their_log(caplog):
+    import logging
+
+    from codeexecutor.progress import bar
+
+    logger = logging.getLogger("curricula.test_progress")
+    with caplog.at_level(logging.INFO, logger="curricula.test_progress"):
+        seen = list(bar(range(5), desc="build", unit="prog", logger=logger, log_every=0.0))
+    assert seen == [0, 1, 2, 3, 4]
+    lines = [r.getMessage() for r in caplog.records if r.name == "curricula.test_progress"]
+    assert len(lines) == 6 and lines[2].startswith("build: 3/5 prog") and lines[-1].startswith("build: 5/5 prog")

@@ -1,4 +1,4 @@
-"""benchmarks/interpolate.py: weight interpolation between two exports of one run."""
+"""experiments/interpolate.py: weight interpolation between two exports of one run."""
 
 import sys
 
@@ -8,6 +8,7 @@ import torch
 from .conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "experiments"))
 
 
 def _export(path, seed, **kw):
@@ -65,7 +66,7 @@ def test_the_script_scores_each_alpha_on_the_test_split(overfit_model, demo_data
     shutil.copytree(model, run / "final")
     shutil.copytree(model, run / "stage1-singleline")
     env = {**os.environ, "CODEEXECUTOR_RESULTS": str(tmp_path / "results")}
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "interpolate.py"), "--a", str(run / "stage1-singleline"),
+    done = subprocess.run([sys.executable, str(ROOT / "experiments" / "interpolate.py"), "--a", str(run / "stage1-singleline"),
                            "--b", str(run / "final"), "--alphas", "0", "0.5", "--data", str(demo_data), "--datasets", "singleline",
                            "--limit", "4"], capture_output=True, text=True, env=env, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -74,6 +75,6 @@ def test_the_script_scores_each_alpha_on_the_test_split(overfit_model, demo_data
     assert [(x["alpha"], x["dataset"], x["examples"]) for x in lines] == [(0.0, "singleline", 4), (0.5, "singleline", 4)]
     assert lines[0]["trace_accuracy"] == lines[1]["trace_accuracy"]  # one model at both ends: the same model between
     assert (run / "interp-stage1-singleline-0.5" / "model.safetensors").exists()
-    bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "interpolate.py"), "--a", str(run / "final"), "--b",
+    bad = subprocess.run([sys.executable, str(ROOT / "experiments" / "interpolate.py"), "--a", str(run / "final"), "--b",
                           str(run / "final"), "--alphas", "1.5", "--data", str(demo_data)], capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == 1 and "--alphas lie in [0, 1]" in bad.stderr and "Traceback" not in bad.stderr

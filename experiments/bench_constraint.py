@@ -1,21 +1,25 @@
 """State-rule decoding against the release's free decoding: the same model scored on the
 same fixed test sample of each dataset, the release's metric, greedy.
 
-    .venv/bin/python benchmarks/bench_constraint.py --run runs/quality/run [--decodings free names values both]
+    .venv/bin/python experiments/bench_constraint.py --run runs/quality/run [--decodings free names values both]
 
 A small model sometimes fails to copy a variable's name and loops inside it
 (`MyCgolfgolf…`), or lets a value grow (`'atcoderatcoder…'`), until the length cap; the
 rules (generation/constraints.py) let a state name only the program's identifiers
 (`names`) and end a value at the tracer's length limit (`values`; `both`: the two). One
-line per (model, decoding, dataset) goes to benchmarks/results/name-constraint-<device>.jsonl
+line per (model, decoding, dataset) goes to benchmarks/results/decoding-rules-<device>.jsonl
 (the file's name is from its first rule); the table at the end compares them.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import json
 import os
+import pathlib
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))  # _common, bench_quality
 
 from _common import RESULTS, ROOT, chosen_model, dataset_folders, device_label, model_arguments, score_test
 
@@ -45,7 +49,7 @@ def main() -> None:
     args = ap.parse_args()
     model = chosen_model("bench_constraint", args)
     folders = dataset_folders("bench_constraint", args.run, args.data, args.datasets)
-    out = RESULTS / f"name-constraint-{device_label()}.jsonl"
+    out = RESULTS / f"decoding-rules-{device_label()}.jsonl"
     start = sum(1 for _ in open(out)) if out.exists() else 0
     fields = {"model": os.path.relpath(os.path.abspath(model), ROOT)}
     for decoding in args.decodings:

@@ -2,7 +2,7 @@
 from free decodes, then checked by a biased decode of the test split (greedy, the
 release's metric for the traces).
 
-    .venv/bin/python benchmarks/bench_exception_bias.py --run runs/quality/run [--limit 300]
+    .venv/bin/python experiments/bench_exception_bias.py --run runs/quality/run [--limit 300]
 
 A model that saw few crashing programs ranks `<exception>` second where a step ends and
 never writes it. Its margin there (generation/verdict.py) is a crash score: one free
@@ -21,8 +21,11 @@ import argparse
 import json
 import math
 import os
+import pathlib
 import sys
 import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))  # _common, bench_quality
 
 from _common import RESULTS, ROOT, chosen_model, dataset_folders, device_label, model_arguments
 

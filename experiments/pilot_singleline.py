@@ -1,6 +1,6 @@
 """A SingleLine-only pilot: how do batch size, data and tokenizer choices compare at equal cost?
 
-    .venv/bin/python benchmarks/pilot_singleline.py --name p4 --steps 2400 --max-tokens 1024
+    .venv/bin/python experiments/pilot_singleline.py --name p4 --steps 2400 --max-tokens 1024
 
 Trains stage 1 of the quality recipe (curricula/recipes/cpu-hour.yaml through
 bench_quality.curriculum: preset, learning rate, warm-up and decay as there) for a fixed number of steps on `--data`'s SingleLine split,
@@ -15,8 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pathlib
 import sys
 import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))  # _common, bench_quality
 
 from _common import RESULTS, ROOT, device_label
 

@@ -1,7 +1,7 @@
 """How each stage of a curriculum run leaves the earlier tasks: every stage export of a run
 scored on the same fixed test sample of each dataset asked for.
 
-    .venv/bin/python benchmarks/stage_exports.py --run runs/quality/run [--datasets singleline] [--limit 300]
+    .venv/bin/python experiments/stage_exports.py --run runs/quality/run [--datasets singleline] [--limit 300]
 
 A later stage can undo an earlier one (its learning rate warms up again, its data mix
 changes); the final model alone does not show where. One line per (export, dataset) goes
@@ -13,7 +13,10 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import pathlib
 import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))  # _common, bench_quality
 
 from _common import RESULTS, ROOT, device_label, score_test, dataset_folders
 

@@ -1,7 +1,7 @@
 """Weight interpolation between two exports of one run (WiSE-FT, Wortsman et al. 2022):
 each weight at (1 - a) of model A plus a of model B, scored on the test splits.
 
-    .venv/bin/python benchmarks/interpolate.py --a RUN/stage1-singleline --b RUN/final \
+    .venv/bin/python experiments/interpolate.py --a RUN/stage1-singleline --b RUN/final \
         --alphas 0 0.25 0.5 0.75 1 [--datasets singleline tutorial codenetmut] [--limit 300]
 
 A later curriculum stage takes back some of what an earlier one taught (its data mix
@@ -20,8 +20,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pathlib
 import shutil
 import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))  # _common, bench_quality
 
 from _common import RESULTS, ROOT, device_label, score_test, dataset_folders
 
