@@ -115,7 +115,7 @@ def _search_args(p: argparse.ArgumentParser) -> None:
 
 
 def _search_run(args: argparse.Namespace) -> int:
-    from eval.search import build_set, code_search
+    from eval.code_search import build_set, code_search
 
     report = code_search(args.model, build_set(args.codenet, args.problems, args.per_problem))
     _write(report, args.out)

@@ -9,10 +9,7 @@ changes); two exports of one run share their start, so the points between them a
 models too. a = 1 is B itself, a = 0 is A. One line per (alpha, dataset) goes to
 benchmarks/results/interpolation-<device>.jsonl: the release's metric, greedy. The
 interpolated exports are written under --out (default: beside B) for the CLI to load.
-
-Measured on the committed 60-minute run (results/quality-cpu.json), stage-1 export to
-final: SingleLine 51.0 / 52.3 / 50.3% at a = 0.25 / 0.5 / 0.75 against 51.3% for the final
-model, the same within noise (one standard error is 2.9 points at 300 examples).
+What it found is in RESULTS.md.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import torch
 from codeexecutor.execution import Step
 from codeexecutor.modeling.format import format_trace
 from eval.rerank import docstring_examples, pass_at_k
-from eval.search import mean_average_precision
+from eval.code_search import mean_average_precision
 from eval.trace_metrics import (
     TraceRecord, aligned_metrics, error_metrics, orca_metrics, release_metrics, release_singleline_metrics, weighted_f1,
 )

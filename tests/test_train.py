@@ -157,8 +157,11 @@ def test_two_process_zero2_over_gloo_with_resume(tmp_path, demo_data):
     from codeexecutor.generation import TraceGenerator
 
     gen = TraceGenerator(str(run / "final"))
-    out = gen.generate(["<codenet> <0> x = 1"], beam=2, max_length=8)
-    assert isinstance(out[0].text, str) and out[0].logprob <= 0
+    assert (gen.profile.name, gen.profile.exception_step, gen.profile.state) == ("exact", True, "full")  # the curriculum's
+    assert len(gen.tok) == gen.model.config.vocab_size and "<exception>" in gen.tok.get_vocab()
+    out = gen.generate(["<codenet> <0> x = 1"], beam=2, max_length=8)[0]
+    assert out.tokens <= 8 and (out.finished or out.tokens == 8)  # ended at </s>, or cut at the cap it was given
+    assert gen.encoder.ids(out.text) == gen.encoder.ids(gen.encoder.decode(gen.encoder.ids(out.text)))  # text round-trips
 
 
 def test_crash_finetune_from_a_released_layout_checkpoint(tmp_path, demo_data):

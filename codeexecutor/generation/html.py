@@ -133,8 +133,8 @@ def render_page(data: dict) -> str:
 <body><header><h1>{title}</h1><div id="summary">{_badges(data)}</div></header>
 <main><section id="left"><h2>Program</h2><div id="program"></div></section>
 <section id="right">
-<div id="controls"><button id="first" title="Home">&#x23EE; First</button><button id="prev" title="&#x2190;">&#x25C0; Prev</button>
-<button id="next" title="&#x2192;">Next &#x25B6;</button><button id="last" title="End">Last &#x23ED;</button>
+<div id="controls"><button id="first" title="Home">&#x25C0;&#x25C0; First</button><button id="prev" title="&#x2190;">&#x25C0; Prev</button>
+<button id="next" title="&#x2192;">Next &#x25B6;</button><button id="last" title="End">Last &#x25B6;&#x25B6;</button>
 <button id="todiv" title="d">First divergence</button>
 <span id="slider-wrap"><input type="range" id="slider" min="0" max="0" value="0" aria-label="step"><span id="divtick"></span></span></div>
 <div><span id="pos"></span> <span id="diverged">&#x2190; the traces part here</span></div>
