@@ -17,36 +17,20 @@ values never become markup.
 
 from __future__ import annotations
 
-import ast
 import html
 import json
 import os
 import pathlib
+
+from codeexecutor.modeling.compact import frames
 
 STATIC = pathlib.Path(__file__).resolve().parent / "static"
 
 
 def functions_of(code: str) -> dict[int, str]:
     """1-based line -> the function (or class body) it runs in, qualified (`Tree.insert`);
-    lines at module level are absent. Code that does not parse gives {}."""
-    out: dict[int, str] = {}
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
-        return out
-
-    def visit(node: ast.AST, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and child.body:
-                name = prefix + child.name
-                for line in range(child.body[0].lineno, (child.end_lineno or child.lineno) + 1):
-                    out[line] = name
-                visit(child, name + ".")
-            else:
-                visit(child, prefix)
-
-    visit(tree, "")
-    return out
+    lines at module level are absent (modeling/compact.frames)."""
+    return {line: name for line, (_, name) in frames(code).items()}
 
 
 def first_divergence(pred: list[dict], real: list[dict]) -> int | None:

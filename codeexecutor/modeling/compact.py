@@ -38,29 +38,34 @@ DELTA = "<delta>"  # opens a step that lists only the changed names; closed by <
 STATE_KINDS = ("full", "delta")  # a model's `trace_state`: the format of its trace steps
 
 
-def line_scopes(code: str) -> dict[int, int]:
-    """1-based line -> the first line of the innermost function or class body holding it
-    (0: module level). A `def` or `class` header belongs to the scope around it. Code that
-    does not parse (a snippet) is all module level."""
-    scopes: dict[int, int] = {}
+def frames(code: str) -> dict[int, tuple[int, str]]:
+    """1-based line -> (first line of the innermost function or class body holding it, its
+    qualified name, e.g. `Tree.insert`); module-level lines are absent. A `def` or `class`
+    header belongs to the scope around it. Code that does not parse (a snippet) gives {}."""
+    out: dict[int, tuple[int, str]] = {}
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
-        return scopes
+        return out
 
-    def visit(node: ast.AST, scope: int) -> None:
+    def visit(node: ast.AST, prefix: str) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and child.body:
-                inner = child.body[0].lineno
+                inner, name = child.body[0].lineno, prefix + child.name
                 for line in range(inner, (child.end_lineno or inner) + 1):
-                    scopes[line] = inner
-                for part in child.body:
-                    visit(part, inner)
+                    out[line] = (inner, name)
+                visit(child, name + ".")
             else:
-                visit(child, scope)
+                visit(child, prefix)
 
-    visit(tree, 0)
-    return scopes
+    visit(tree, "")
+    return out
+
+
+def line_scopes(code: str) -> dict[int, int]:
+    """1-based line -> the first line of the body of the function or class it runs in
+    (module-level lines absent, i.e. scope 0)."""
+    return {line: first for line, (first, _) in frames(code).items()}
 
 
 def delta_names(previous: Mapping[str, str] | None, state: Mapping[str, str], same_frame: bool = True) -> list[str] | None:
