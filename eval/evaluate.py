@@ -263,8 +263,7 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
             continue
         pairs = [profile.full.example(r) for r in rows]  # references with whole states, whatever the model writes
         golds = [enc.gold(t) for _, t in pairs]
-        outs = _generate(gen, [profile.code(r["code"], r["task"]) for r in rows], beam, max_length, batch_size, progress,
-                         decoding)
+        outs = _generate(gen, [c for c, _ in pairs], beam, max_length, batch_size, progress, decoding)  # code alike in both
         preds, ended = _scored(enc, outs), [o.finished for o in outs]
         singleline = rows[0]["task"] == "singleline"
         report["datasets"][name] = _score(name, use, [r["code"] for r in rows], preds, golds, gen.parse, singleline, ended)
