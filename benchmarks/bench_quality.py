@@ -39,6 +39,9 @@ from codeexecutor.modeling.rotary import POSITIONS as POSITION_KINDS
 
 SHARED = ROOT.parent / "shared" / "data"
 CORPORA = [SHARED / "atcoder-python", SHARED / "atcoder-python-2"]
+FUNCTION_CORPORA = [SHARED / "thealgorithms-python", SHARED / "keon-algorithms"]
+FUNCTION_MUTANTS = (3, 2)  # mutation attempts on a program's definitions, and on its call's arguments
+FUNCTION_ERRORS_SHARE = 1 / 3  # the crashing functions' weight against the clean ones', as stage 3 weighs CodeNet's
 RECIPE = ROOT / "curricula" / "recipes" / "cpu-hour.yaml"  # the model this run trains, bar the steps
 RECIPE_DATA = "runs/quality/data-aug3"  # the data folder the recipe's dataset paths name
 STAGE_SHARES = {"singleline": 0.55, "tutorial": 0.2, "codenet": 0.25}  # the budget's share per stage; SingleLine is the CPU hour's target
@@ -76,7 +79,7 @@ def sh(args: list[str], log) -> None:
 
 
 def build(data: str, log, mutants: int, singleline_limit: int, corpora: list[str], tutorial: str,
-          codenet_limit: int | None = None, workers: int = 2, augment: int = 0) -> dict:
+          codenet_limit: int | None = None, workers: int = 2, augment: int = 0, functions: list[str] = ()) -> dict:
     cli = [sys.executable, "-m", "codeexecutor", "build"]
     corpora = [c for c in corpora if os.path.isdir(c)]
     if not corpora:
@@ -96,14 +99,22 @@ def build(data: str, log, mutants: int, singleline_limit: int, corpora: list[str
     else:
         sh(cli + ["singleline", "--from", f"{data}/codenetmut", "--out", f"{data}/singleline", "--limit", str(singleline_limit),
                   "--workers", str(workers), "--augment", str(augment)], log)
-    return {name: json.load(open(os.path.join(data, name, "stats.json")))["datasets"] for name in ("codenetmut", "tutorial", "singleline")}
+    functions = [c for c in functions if os.path.isdir(c)]
+    if functions and not os.path.isdir(os.path.join(data, "functions", "functions")):
+        sh(cli + ["functions", "--from", *functions, "--out", f"{data}/functions", "--workers", str(workers),
+                  "--mutants", str(FUNCTION_MUTANTS[0]), "--input-mutants", str(FUNCTION_MUTANTS[1])], log)
+    names = ("codenetmut", "tutorial", "singleline") + (("functions",) if os.path.isdir(os.path.join(data, "functions", "functions")) else ())
+    return {name: json.load(open(os.path.join(data, name, "stats.json")))["datasets"] for name in names}
 
 
 def curriculum(recipe: dict, data: str, out: str, steps: dict[str, int], hardest: int, mine_from: int | None = None,
-               model: dict | None = None, train: dict | None = None, errors_weight: float | None = None) -> dict:
+               model: dict | None = None, train: dict | None = None, errors_weight: float | None = None,
+               functions_weight: float | None = None) -> dict:
     """The recipe with this run's steps (warmup a tenth of a stage, at most 200), its data
     folder, run folder and mining sizes, and the options given (`model`, `train`: fields
-    to override; `errors_weight`: stage 3's weight of the crashing programs)."""
+    to override; `errors_weight`: stage 3's weight of the crashing programs;
+    `functions_weight`: stage 3's weight of the functions set, its crashes a third of
+    that, 0 leaving both out)."""
     import copy
 
     cur = copy.deepcopy(recipe)
@@ -122,6 +133,14 @@ def curriculum(recipe: dict, data: str, out: str, steps: dict[str, int], hardest
                     src["mine_from"] = mine_from
             if errors_weight is not None and src["path"].endswith("codenetmut/errors"):
                 src["weight"] = errors_weight
+    if functions_weight is not None:
+        last = cur["stages"][-1]
+        last["sources"] = [src for src in last["sources"] if "/functions/" not in src["path"]]
+        if functions_weight > 0:
+            last["sources"] += [
+                {"path": f"{data}/functions/functions", "task": "codenet", "weight": functions_weight},
+                {"path": f"{data}/functions/functions_errors", "task": "codenet",
+                 "weight": round(functions_weight * FUNCTION_ERRORS_SHARE, 4)}]
     return cur
 
 
@@ -195,7 +214,8 @@ def calibration_steps(max_tokens: int) -> dict[str, int]:
     return {name: max(n, round(n * 6144 / max_tokens)) for name, n in CALIBRATION_STEPS.items()}
 
 
-def calibrate(recipe: dict, data: str, work: str, hardest: int, log, model: dict, train_opts: dict) -> dict[str, float]:
+def calibrate(recipe: dict, data: str, work: str, hardest: int, log, model: dict, train_opts: dict,
+              functions_weight: float | None = None) -> dict[str, float]:
     """Seconds per optimizer step of each stage at this token budget, from some steps of
     each: a CodeNet step with its long traces costs more than a SingleLine step. The first
     step of every stage, which pays for the stage's set-up, is left out (kept in, eight
@@ -207,7 +227,7 @@ def calibrate(recipe: dict, data: str, work: str, hardest: int, log, model: dict
     steps = calibration_steps(train_opts.get("max_tokens") or recipe["train"]["max_tokens"])
     hardest = min(hardest, 4096)
     cur = curriculum(recipe, data, f"{work}/calibration", steps, hardest, 2 * hardest, model,
-                     {**train_opts, "eval_examples": 0, "log_every": 1})
+                     {**train_opts, "eval_examples": 0, "log_every": 1}, functions_weight=functions_weight)
     shutil.rmtree(f"{work}/calibration", ignore_errors=True)
     train(cur, f"{work}/calibration", log)
     rows = [json.loads(line) for line in open(f"{work}/calibration/train_log.jsonl") if '"loss"' in line]
@@ -252,7 +272,8 @@ def stage_summary(run: str) -> dict:
     return out
 
 
-def result_name(device: str, recipe: dict, model: dict, errors_weight: float | None = None) -> str:
+def result_name(device: str, recipe: dict, model: dict, errors_weight: float | None = None,
+                functions_weight: float | None = None) -> str:
     """quality-<device>, with the preset, positions, trace state, vocabulary and stage 3's
     crash weight appended where they differ from the recipe's, so that a variant's run
     never overwrites the recipe's results."""
@@ -260,7 +281,12 @@ def result_name(device: str, recipe: dict, model: dict, errors_weight: float | N
     changed = lambda key: key in model and model[key] != base.get(key)  # noqa: E731
     parts = [f"quality-{device}"] + [str(model[k]) for k in ("preset", "positions", "trace_state") if changed(k)]
     parts += [f"vocab{model['vocab_size']}"] if changed("vocab_size") else []
-    return "-".join(parts + ([f"errors{errors_weight:g}"] if errors_weight is not None else []))
+    parts += [f"errors{errors_weight:g}"] if errors_weight is not None else []
+    return "-".join(parts + ([f"functions{functions_weight:g}"] if functions_weight is not None else []))
+
+
+def recipe_functions_weight(recipe: dict) -> float:
+    return next((src.get("weight", 1.0) for src in recipe["stages"][-1]["sources"] if src["path"].endswith("functions/functions")), 0.0)
 
 
 def recipe_errors_weight(recipe: dict) -> float | None:
@@ -321,10 +347,16 @@ def main() -> None:
                     help="trace steps write the whole state (full) or only what changed (delta: docs/trace-format.md; "
                          "default: the recipe's)")
     ap.add_argument("--errors-weight", type=float, help="stage 3's weight of the crashing programs (default: the recipe's)")
+    ap.add_argument("--functions-weight", type=float, help="stage 3's weight of the functions set (functions called on "
+                    "their doctest and test inputs; its crashes weigh a third of that; 0: left out; default: the recipe's)")
+    ap.add_argument("--function-corpora", nargs="*", default=[str(c) for c in FUNCTION_CORPORA], metavar="DIR",
+                    help="folders of modules with doctests to build the functions set from (default: the shared "
+                         "thealgorithms-python and keon-algorithms; none: no functions set)")
     args = ap.parse_args()
     recipe = load_recipe(args.recipe)
-    if args.errors_weight is not None and not 0 <= args.errors_weight <= 10:
-        refuse(f"--errors-weight takes a weight between 0 and 10 (got {args.errors_weight:g})")
+    for flag, value in (("--errors-weight", args.errors_weight), ("--functions-weight", args.functions_weight)):
+        if value is not None and not 0 <= value <= 10:
+            refuse(f"{flag} takes a weight between 0 and 10 (got {value:g})")
     if args.lr is not None:
         if args.lr <= 0:
             refuse(f"--lr must be positive (got {args.lr:g})")
@@ -352,7 +384,7 @@ def main() -> None:
     log = open(os.path.join(work, "bench_quality.log"), "a")
     t0 = time.perf_counter()
     sizes = build(args.data, log, args.mutants, args.singleline_limit, args.corpora, args.tutorial_sources,
-                  args.codenet_limit, args.workers, args.augment)
+                  args.codenet_limit, args.workers, args.augment, args.function_corpora)
     build_s = time.perf_counter() - t0
     if args.build_only:
         print(json.dumps(sizes, indent=2))
@@ -365,7 +397,7 @@ def main() -> None:
         print(f"bench_quality: warning: {100 * busy:.0f}% of this machine's CPU time goes to other processes; the "
               "calibration will measure slower steps and plan fewer of them, so this result will not compare with a "
               "run on a quiet machine (stop the other work first)", file=sys.stderr, flush=True)
-    per_step = calibrate(recipe, args.data, work, hardest, log, model_opts, train_opts)
+    per_step = calibrate(recipe, args.data, work, hardest, log, model_opts, train_opts, args.functions_weight)
     budget = args.budget_minutes * 60
     mining_s = scored / max(1, max_tokens // 64) * per_step["singleline"] / 3  # forward only
     planned = fixed_steps or plan(budget * 0.93, per_step, STAGE_SHARES, mining_s)  # 7%: start-ups and stage-end evaluations
@@ -375,7 +407,8 @@ def main() -> None:
     run_model = {**model_opts, "tokenizer": os.path.join(work, "calibration", "tokenizer")}  # trained once, in the calibration
 
     def make_cur(steps: dict[str, int]) -> dict:
-        return curriculum(recipe, args.data, args.run, steps, hardest, scored, run_model, train_opts, args.errors_weight)
+        return curriculum(recipe, args.data, args.run, steps, hardest, scored, run_model, train_opts, args.errors_weight,
+                          args.functions_weight)
 
     if fixed_steps:  # a reproduction: the committed steps, whatever the time
         train_s, steps, replans = train(make_cur(planned), args.run, log), planned, []
@@ -405,7 +438,8 @@ def main() -> None:
         "lr": [st["lr"] for st in cur["stages"]], "max_tokens": cur["train"]["max_tokens"],
         "split_digits": cur["model"]["split_digits"], "dropout": cur["model"]["dropout"],
         "autocast": cur["train"].get("autocast"), "positions": cur["model"]["positions"], "vocab_size": cur["model"]["vocab_size"],
-        "singleline_augment": args.augment,
+        "singleline_augment": args.augment, "functions_weight": recipe_functions_weight(cur),
+        "command": " ".join(["benchmarks/bench_quality.py"] + sys.argv[1:]),
         "singleline_mining": {"scored": scored, "kept": hardest},
         "dataset_sizes": sizes,
         "metric": report["metric"], "decoding": "greedy (beam 1)", "eval_limit_per_set": args.eval_limit,
@@ -415,12 +449,14 @@ def main() -> None:
                  for name, e in report["datasets"].items()},
         "singleline_by_answer": singleline_breakdown(predictions, args.data),
         "runtime_errors": report.get("runtime_errors"),
+        "runtime_errors_functions": report.get("runtime_errors_functions"),
         "model": model,
     }
     if train_s > budget * 1.05 and not fixed_steps:  # a reproduction trains its steps, whatever they take here
         result["note"] = f"training took {train_s / 60:.1f} minutes against a budget of {args.budget_minutes:g}"
     RESULTS.mkdir(exist_ok=True)
-    name = result_name(device, recipe, model_opts, args.errors_weight if args.errors_weight != recipe_errors_weight(recipe) else None)
+    name = result_name(device, recipe, model_opts, args.errors_weight if args.errors_weight != recipe_errors_weight(recipe) else None,
+                       args.functions_weight if args.functions_weight not in (None, recipe_functions_weight(recipe)) else None)
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
     if os.path.exists(os.path.join(args.run, "loss.png")):

@@ -2,8 +2,9 @@
 
 1. inline the stdin of the built-in programs and trace them in the sandbox
    (demo_out/traces.jsonl, one readable trace printed);
-2. build demo-size CodeNetMut, Tutorial and SingleLine datasets from the built-in
-   CodeNet-layout folder and tutorial page in curricula/demo (demo_out/data/...),
+2. build demo-size CodeNetMut, Functions, Tutorial and SingleLine datasets from the
+   built-in CodeNet-layout folder, package with doctests and tutorial page in
+   curricula/demo (demo_out/data/...),
    and print their Table 2 statistics;
 then the later phases (pretraining, trace generation) run on those datasets.
 """
@@ -90,13 +91,15 @@ def trace_demo_programs(out: pathlib.Path) -> None:
 def build_demo_data(root: pathlib.Path) -> dict[str, pathlib.Path]:
     """Demo-size curriculum datasets from the built-in inputs; returns their folders."""
     from curricula.codenet import CodeNetBuilder
+    from curricula.functions import FunctionsBuilder
     from curricula.singleline import build_singleline
     from curricula.stats import dataset_stats, print_table
     from curricula.tutorial import build_tutorial
 
     demo = DEMO
-    folders = {name: root / name for name in ("codenetmut", "tutorial", "singleline")}
+    folders = {name: root / name for name in ("codenetmut", "functions", "tutorial", "singleline")}
     CodeNetBuilder(str(demo), str(folders["codenetmut"]), mutants=20, workers=2).run()
+    FunctionsBuilder([str(demo / "functions")], str(folders["functions"]), mutants=8, workers=2, humaneval=None).run()
     build_tutorial(str(folders["tutorial"]), sources=str(demo / "tutorial"), mutants=30, workers=2)
     build_singleline(str(folders["singleline"]), source=str(folders["codenetmut"]), workers=2)
     print("\nDemo curriculum datasets (paper Table 2 columns):")

@@ -1,4 +1,4 @@
-"""`codeexecutor build {codenetmut,tutorial,singleline}` and `codeexecutor stats`."""
+"""`codeexecutor build {codenetmut,functions,tutorial,singleline}` and `codeexecutor stats`."""
 
 from __future__ import annotations
 
@@ -22,7 +22,20 @@ def _build_args(p: argparse.ArgumentParser) -> None:
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--all-statuses", action="store_true", help="also use programs whose metadata status is not Accepted")
     c.add_argument("--no-heldout-mutants", action="store_true", help="valid/test problems give only their original programs")
-    m = sub.add_parser("merge", help="merge the outputs of --shard I/N codenetmut builds into one dataset")
+    f = sub.add_parser("functions", help="functions called on their doctest and unit-test inputs, traced and mutated")
+    f.add_argument("--from", dest="roots", required=True, metavar="DIR", nargs="+",
+                   help="folders of Python modules (a package, a repository checkout) with doctests or test files")
+    f.add_argument("--out", required=True, metavar="DIR", help="output folder (journal, datasets, stats.json)")
+    f.add_argument("--mutants", type=int, default=8, help="mutation attempts on each program's definitions (default 8)")
+    f.add_argument("--input-mutants", type=int, default=4, help="attempts at new literal arguments of each call (default 4)")
+    f.add_argument("--workers", type=int, default=2, help="sandbox workers (default 2)")
+    f.add_argument("--shard", default="0/1", metavar="I/N", help="process every N-th module from I (default 0/1)")
+    f.add_argument("--limit", type=int, help="only the first LIMIT modules of the shard")
+    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--humaneval", metavar="FILE", help="HumanEval problems (JSON lines, .gz or not) whose functions are "
+                   "kept out (default: ../shared/data/humaneval/HumanEval.jsonl.gz where it exists)")
+    f.add_argument("--no-decontaminate", action="store_true", help="keep functions that look like HumanEval problems")
+    m = sub.add_parser("merge", help="merge the outputs of --shard I/N codenetmut (or functions) builds into one dataset")
     m.add_argument("shards", nargs="+", metavar="SHARD_DIR", help="the --out folders of the shard builds")
     m.add_argument("--out", required=True, metavar="DIR")
     t = sub.add_parser("tutorial", help="runnable examples of the Python tutorial, multiplied with CRP mutants")
@@ -58,6 +71,14 @@ def _check_inputs(args: argparse.Namespace) -> None:
             if not os.path.isdir(os.path.join(root, "data")):
                 raise UsageError(f"{root} does not look like Project CodeNet: no data/ folder "
                                  "(expected data/pXXXXX/Python/sXXXXXXXXX.py)")
+    elif args.dataset == "functions":
+        for root in args.roots:
+            if not os.path.isdir(root):
+                raise UsageError(f"--from {root}: not a folder (give folders of Python modules)")
+            if not glob.glob(os.path.join(root, "**", "*.py"), recursive=True):
+                raise UsageError(f"--from {root}: no .py files under it")
+        if args.humaneval and not os.path.isfile(args.humaneval):
+            raise UsageError(f"--humaneval {args.humaneval}: no such file (HumanEval.jsonl.gz, or --no-decontaminate)")
     elif args.dataset == "tutorial" and args.sources is not None:
         if not glob.glob(os.path.join(args.sources, "*.rst.txt")):
             raise UsageError(f"no tutorial sources in {args.sources} (expected *.rst.txt files, e.g. "
@@ -74,6 +95,13 @@ def _build_run(args: argparse.Namespace) -> int:
         stats = CodeNetBuilder(args.codenet, args.out, mutants=args.mutants, workers=args.workers,
                                shard=shard_arg(args.shard), seed=args.seed, limit=args.limit,
                                accepted_only=not args.all_statuses, heldout_mutants=not args.no_heldout_mutants).run()
+    elif args.dataset == "functions":
+        from curricula.codenet import shard_arg
+        from curricula.functions import HUMANEVAL, FunctionsBuilder
+
+        stats = FunctionsBuilder(args.roots, args.out, mutants=args.mutants, input_mutants=args.input_mutants,
+                                 workers=args.workers, shard=shard_arg(args.shard), seed=args.seed, limit=args.limit,
+                                 humaneval=None if args.no_decontaminate else (args.humaneval or HUMANEVAL)).run()
     elif args.dataset == "merge":
         from curricula.codenet import merge_shards
 
@@ -110,5 +138,5 @@ def _stats_run(args: argparse.Namespace) -> int:
     return 0
 
 
-register("build", "build a curriculum dataset (codenetmut, tutorial, singleline)", _build_args, _build_run)
+register("build", "build a curriculum dataset (codenetmut, functions, tutorial, singleline)", _build_args, _build_run)
 register("stats", "Table 2 statistics of built datasets, with distribution plots", _stats_args, _stats_run)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import csv
 import glob
+import json
 import logging
 import os
 import time
@@ -269,19 +270,31 @@ def merge_shards(out: str, shards: list[str]) -> dict:
     if missing:
         raise UsageError(f"not a shard build folder (no journal.jsonl): {', '.join(os.path.dirname(m) for m in missing)}")
     os.makedirs(out, exist_ok=True)
-    programs = 0
+    programs, functions = 0, False
     with Journal(os.path.join(out, "journal.jsonl")) as merged:
         for path in journals:
             records: list[dict] = []
             for kind, obj in read_journal(path):
                 if kind == "record":
                     records.append(obj)
+                    functions = functions or obj.get("_set", "").startswith("functions")
                     continue
                 unit = obj.pop("_done")
                 programs += 1
                 if unit not in merged.done:
                     merged.write_unit(unit, records, obj)
                 records = []
+    if functions:  # shards of `build functions`
+        from curricula.functions import finalize
+
+        meta = {}
+        for d in shards:
+            if os.path.isfile(os.path.join(d, "stats.json")):
+                with open(os.path.join(d, "stats.json")) as f:
+                    stats = json.load(f)
+                meta = {k: stats[k] for k in ("sources", "humaneval_filter") if k in stats}
+                break
+        return finalize(out, 0.0, programs, meta)
     return CodeNetBuilder(shards, out).finalize(0.0, programs)
 
 

@@ -70,22 +70,23 @@ STRING_COLUMNS = ("id", "problem_id", "split", "task", "kind", "source_id", "cod
 INT_COLUMNS = ("n_lines", "n_steps", "max_states")
 
 
-def features():
-    """The one schema of every curriculum dataset (see make_example)."""
+def features(extra: tuple[str, ...] = ()):
+    """The one schema of every curriculum dataset (see make_example), with a builder's
+    `extra` string columns (the functions set's provenance and licence)."""
     import datasets
 
-    cols = {c: datasets.Value("string") for c in STRING_COLUMNS}
+    cols = {c: datasets.Value("string") for c in STRING_COLUMNS + tuple(extra)}
     cols["operators"] = datasets.Sequence(datasets.Value("string"))
     cols.update({c: datasets.Value("int64") for c in INT_COLUMNS})
     return datasets.Features(cols)
 
 
-def save_dataset(rows_by_split: dict[str, list[dict]], out_dir: str) -> dict[str, int]:
+def save_dataset(rows_by_split: dict[str, list[dict]], out_dir: str, extra: tuple[str, ...] = ()) -> dict[str, int]:
     """Save a DatasetDict of the non-empty splits atomically: written aside, then renamed.
     (An empty split is left out: `datasets` cannot load an empty split back from disk.)"""
     import datasets
 
-    schema = features()
+    schema = features(extra)
     parts = {}
     for split in SPLITS:
         rows = sorted(rows_by_split.get(split, []), key=lambda r: r["id"])

@@ -155,11 +155,21 @@ def test_quality_variants_name_their_results_and_reach_the_model_config(tmp_path
     names.add(bench_quality.result_name("cpu", recipe, {"vocab_size": 2000}))
     names.add(bench_quality.result_name("cpu", recipe, {}, errors_weight=0.3))
     names.add(bench_quality.result_name("cpu", recipe, {"trace_state": "delta" if base["trace_state"] == "full" else "full"}))
-    assert len(names) == 7  # no variant overwrites another's results
+    names.add(bench_quality.result_name("cpu", recipe, {}, functions_weight=0.3 + bench_quality.recipe_functions_weight(recipe)))
+    assert len(names) == 8  # no variant overwrites another's results
     steps = {"singleline": 3, "tutorial": 2, "codenet": 1}
     third = Curriculum.from_dict(bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, errors_weight=0.3)).stages[2]
     assert third.sources[3].path.endswith("codenetmut/errors") and third.sources[3].weight == 0.3
     assert bench_quality.recipe_errors_weight(recipe) == 0.1
+    weight = bench_quality.recipe_functions_weight(recipe) + 0.25
+    with_functions = bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, functions_weight=weight)
+    sources = Curriculum.from_dict(with_functions).stages[2].sources
+    assert [(s.path[len(str(tmp_path)) + 1:], s.weight) for s in sources if "/functions/" in s.path] == [
+        ("functions/functions", weight), ("functions/functions_errors", round(weight / 3, 4))]
+    without = Curriculum.from_dict(bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, functions_weight=0))
+    assert not [s for s in without.stages[2].sources if "/functions/" in s.path]
+    assert bench_quality.recipe_functions_weight(bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10,
+                                                                          functions_weight=0)) == 0.0
     for positions in ("absolute", "rotary"):
         cur = Curriculum.from_dict(bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, model={"positions": positions}))
         assert cur.model.positions == positions

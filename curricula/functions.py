@@ -1,0 +1,336 @@
+"""Functions: real functions called on real inputs, traced and mutated.
+
+    codeexecutor build functions --from DIR [DIR ...] --out OUT
+
+For every module of each folder (in a fixed order; `--shard I/N` takes every N-th), each
+doctest example and each test assertion that calls a function becomes a self-contained
+program (curricula/function_calls.py: the definitions it needs, inlined across the
+package, then `print(repr(call))`). A program that imports `random` (or `secrets`,
+`uuid`) is skipped: the sandbox draws the same numbers every run, so its trace holds
+values no reader of the code can know. The program is traced in the sandbox twice: a
+run that does not end in the same way both times (the clock) is skipped; one
+that ends cleanly is an example, one that ends in an uncaught exception goes to the
+crash set, except a NameError or ImportError, which says the extraction missed a
+definition. Then mutants: the twelve operators on the definitions (the call kept), and
+new inputs by replacing the call's literal arguments (CRP on the call alone); each is
+executed and kept as the originals are.
+
+Splits are by the module that holds the call (a test file's call counts for the module
+defining the called function), from a stable hash, so no module is in two splits.
+Programs are deduplicated on their normalised source (a copy in a held-out split wins
+over one in train). Calls of functions that HumanEval asks for (its entry points), or
+whose definitions share most of their token 5-grams with a HumanEval solution, are
+dropped and counted: HumanEval is the reranking benchmark. Every example carries its
+provenance (corpus, path, line, commit) and the corpus licence.
+
+Journaled per module, like the CodeNet builder: `kill -9` and the same command resume.
+Output: `functions/` (clean runs) and `functions_errors/` (crashes), `stats.json`.
+"""
+
+from __future__ import annotations
+
+import ast
+import concurrent.futures as cf
+import glob
+import gzip
+import hashlib
+import io
+import json
+import logging
+import os
+import re
+import time
+import tokenize
+from collections import Counter
+
+from curricula.common import assign_splits, is_error_trace, make_example, save_dataset, write_json_atomic
+from curricula.function_calls import (Call, Corpus, Skip, assemble, called_function, doctest_calls, driver_statements,
+                                      is_test_file, module_name, assertion_calls, uses_locals)
+from curricula.journal import Journal, read_journal
+
+log = logging.getLogger("curricula.functions")
+TASK = "codenet"  # the model reads these programs as it reads any whole program
+ARTIFACTS = ("NameError", "ImportError", "ModuleNotFoundError", "UnboundLocalError")  # a definition the extraction missed
+HUMANEVAL = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "humaneval",
+                                          "HumanEval.jsonl.gz"))
+NGRAM = 5
+OVERLAP = 0.5  # share of a HumanEval solution's token 5-grams that marks a near-duplicate
+RANDOM = frozenset({"random", "secrets", "uuid"})  # draws a trace shows but no reader can know (the sandbox's seed is fixed)
+MAX_CALLS = 8  # calls per module: a module with 60 doctests does not fill the set
+
+
+def _ngrams(source: str) -> set[tuple[str, ...]]:
+    try:
+        toks = [t.string for t in tokenize.generate_tokens(io.StringIO(source).readline)
+                if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+                                  tokenize.ENDMARKER, tokenize.STRING)]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return set()
+    return {tuple(toks[i: i + NGRAM]) for i in range(len(toks) - NGRAM + 1)}
+
+
+class HumanEvalFilter:
+    """Which programs are HumanEval problems: an entry point's name, or a definition that
+    holds most of a canonical solution's token 5-grams (strings left out)."""
+
+    def __init__(self, path: str | None) -> None:
+        self.entry_points: set[str] = set()
+        self.solutions: list[set] = []
+        self.path = path if path and os.path.exists(path) else None
+        if self.path is None:
+            return
+        with gzip.open(self.path, "rt", encoding="utf-8") if self.path.endswith(".gz") else open(self.path) as f:
+            for line in f:
+                if line.strip():
+                    p = json.loads(line)
+                    self.entry_points.add(p["entry_point"])
+                    grams = _ngrams(p["prompt"] + p["canonical_solution"])
+                    if len(grams) >= 8:
+                        self.solutions.append(grams)
+
+    def reason(self, function: str | None, program: str) -> str | None:
+        if function in self.entry_points:
+            return "entry_point"
+        grams = _ngrams(program)
+        if any(len(s & grams) >= OVERLAP * len(s) for s in self.solutions):
+            return "ngram_overlap"
+        return None
+
+
+def _provenance(root: str) -> dict:
+    """Corpus name, commit and licence of a folder: from its MANIFEST.md and LICENSE files
+    when it has them (the shared corpora do), else from git."""
+    info = {"corpus": os.path.basename(os.path.normpath(root)), "commit": "", "license": ""}
+    manifest = os.path.join(root, "MANIFEST.md")
+    if os.path.exists(manifest):
+        text = open(manifest, encoding="utf-8", errors="replace").read()
+        m = re.search(r"\b[0-9a-f]{40}\b", text)
+        info["commit"] = m.group(0) if m else ""
+        m = re.search(r"\*\*License\.\*\*\s*([A-Za-z0-9.\- ]+?)[\s(.]", text)
+        info["license"] = m.group(1).strip() if m else ""
+    if not info["commit"] and os.path.isdir(os.path.join(root, ".git")):
+        head = open(os.path.join(root, ".git", "HEAD")).read().strip()
+        ref = os.path.join(root, ".git", head[5:]) if head.startswith("ref: ") else None
+        info["commit"] = open(ref).read().strip() if ref and os.path.exists(ref) else head
+    if not info["license"]:
+        for path in sorted(glob.glob(os.path.join(root, "LICEN[CS]E*"))):
+            first = open(path, encoding="utf-8", errors="replace").read(200)
+            info["license"] = "MIT" if "MIT" in first else first.split("\n", 1)[0].strip()[:40]
+            break
+    return info
+
+
+def _call_span(program: str) -> tuple[int, int]:
+    """UTF-8 byte range of the program's last line (the printed call)."""
+    data = program.encode("utf-8")
+    start = data.rstrip(b"\n").rfind(b"\n") + 1
+    return start, len(data)
+
+
+class FunctionsBuilder:
+    def __init__(self, roots: list[str], out: str, mutants: int = 8, input_mutants: int = 4, workers: int = 2,
+                 shard: tuple[int, int] = (0, 1), seed: int = 0, limit: int | None = None, timeout: float = 1.0,
+                 max_steps: int = 1024, humaneval: str | None = HUMANEVAL) -> None:
+        self.roots, self.out = list(roots), out
+        self.n_mutants, self.n_inputs, self.workers = mutants, input_mutants, workers
+        self.shard, self.seed, self.limit = shard, seed, limit
+        self.timeout, self.max_steps = timeout, max_steps
+        self.filter = HumanEvalFilter(humaneval)
+        self.corpora = [Corpus(r) for r in self.roots]
+        self.provenance = [_provenance(r) for r in self.roots]
+        self.counts: Counter = Counter()
+
+    # -- which modules, which split ---------------------------------------------------------
+    def units(self) -> list[tuple[int, str]]:
+        return [(i, p) for i, c in enumerate(self.corpora) for p in c.files]
+
+    def group(self, ci: int, call: Call, mod) -> str:
+        """The module a call belongs to: its own, or for a test the module defining the called function."""
+        corpus = self.corpora[ci]
+        if call.origin == "test":
+            name = called_function(call)
+            found = corpus.definition(mod, name) if name else None
+            if found is not None:
+                return f"{self.provenance[ci]['corpus']}/{found[0].path}"
+        return f"{self.provenance[ci]['corpus']}/{call.path}"
+
+    def splits(self) -> dict[str, str]:
+        return assign_splits((f"{self.provenance[ci]['corpus']}/{p}" for ci, p in self.units()
+                              if not is_test_file(p)), test_pct=8, valid_pct=5)
+
+    # -- one module ---------------------------------------------------------------------------
+    def process(self, pool, ci: int, relpath: str, splits: dict[str, str]) -> tuple[list[dict], Counter]:
+        from mutation import MutationError, mutate
+
+        corpus, counts, rows = self.corpora[ci], Counter(), []
+        mod = corpus.parse(relpath)
+        if mod is None:
+            counts["skip_module:not_python3_or_not_utf8"] += 1
+            return rows, counts
+        calls = assertion_calls(mod) if is_test_file(relpath) else doctest_calls(mod)
+        counts["calls_found"] += len(calls)
+        if len(calls) > MAX_CALLS:
+            counts["skip:over_calls_per_module"] += len(calls) - MAX_CALLS
+            calls = calls[:MAX_CALLS]
+        for call in calls:
+            try:
+                if call.origin == "test" and uses_locals(corpus, mod, call):
+                    raise Skip("test_call_uses_locals")
+                program = assemble(corpus, mod, driver_statements(call))
+                group = self.group(ci, call, mod)
+            except Skip as exc:
+                counts[f"skip:{exc.reason}"] += 1
+                continue
+            except RecursionError:
+                counts["skip:recursion_in_extraction"] += 1
+                continue
+            split = splits.get(group)
+            if split is None:
+                counts["skip:test_of_no_module"] += 1
+                continue
+            drawn = _imports(program) & RANDOM
+            if drawn:
+                counts[f"skip:random:{min(drawn)}"] += 1
+                continue
+            reason = self.filter.reason(called_function(call), program)
+            if reason is not None:
+                counts[f"humaneval:{reason}"] += 1
+                continue
+            first, second = pool.execute(program), pool.execute(program)
+            status = first.status.value
+            if (first.stdout, status) != (second.stdout, second.status.value):
+                counts["skip:nondeterministic"] += 1
+                continue
+            if first.error is not None and first.error.type in ARTIFACTS:
+                counts[f"skip:original:{first.error.type}"] += 1
+                continue
+            if status != "ok" and not is_error_trace(first):
+                counts[f"skip:original:{status}"] += 1
+                continue
+            counts["programs_used"] += 1
+            counts[f"original:{status}"] += 1
+            rid = f"{self.provenance[ci]['corpus']}:{relpath}:{call.line}"
+            rows.append(self._row(ci, call, rid, rid, group, split, program, first, "original", ()))
+            span = _call_span(program)
+            variants = []
+            try:
+                variants += [(m, "mutant") for m in mutate(program, n=self.n_mutants, seed=self.seed, protected=(span,))]
+                if self.n_inputs:
+                    head = (0, span[0]) if span[0] else ()
+                    variants += [(m, "input") for m in mutate(program, n=self.n_inputs, seed=self.seed, operators=["CRP"],
+                                                             protected=(head,) if head else ())]
+            except MutationError:
+                counts["skip:mutation_parse"] += 1
+            for k, (m, kind) in enumerate(variants):
+                result = pool.execute(m.code)
+                counts[f"{kind}:{result.status.value}"] += 1
+                if result.error is not None and result.error.type in ARTIFACTS:
+                    continue
+                if result.status.value == "ok" or is_error_trace(result):
+                    rows.append(self._row(ci, call, f"{rid}_m{k:02d}", rid, group, split, m.code, result, kind, m.operators))
+        return rows, counts
+
+    def _row(self, ci, call: Call, rid, source, group, split, code, result, kind, operators) -> dict:
+        row = make_example(rid, group, split, TASK, code, result, kind, tuple(operators), source)
+        prov = self.provenance[ci]
+        row["provenance"] = json.dumps({"corpus": prov["corpus"], "path": call.path, "line": call.line,
+                                        "commit": prov["commit"], "origin": call.origin})
+        row["license"] = prov["license"]
+        row["_set"] = "functions_errors" if result.status.value != "ok" else "functions"
+        return row
+
+    # -- the whole build -------------------------------------------------------------------------
+    def run(self, progress: bool = True) -> dict:
+        from codeexecutor.execution import ExecutorPool, Limits
+
+        os.makedirs(self.out, exist_ok=True)
+        handler = logging.FileHandler(os.path.join(self.out, "build.log"))
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logging.getLogger("curricula").addHandler(handler)
+        logging.getLogger("curricula").setLevel(logging.INFO)
+        units = self.units()
+        splits = self.splits()
+        index, count = self.shard
+        mine = [u for i, u in enumerate(units) if i % count == index]
+        if self.limit is not None:
+            mine = mine[: self.limit]
+        key = lambda u: f"{self.provenance[u[0]]['corpus']}/{u[1]}"  # noqa: E731
+        journal = Journal(os.path.join(self.out, "journal.jsonl"))
+        todo = [u for u in mine if key(u) not in journal.done]
+        log.info("functions: %d modules in %s, shard %d/%d has %d, %d already done, %d to do; HumanEval filter: %s",
+                 len(units), ", ".join(self.roots), index, count, len(mine), len(mine) - len(todo), len(todo),
+                 self.filter.path or "none (no HumanEval file)")
+        if len(mine) != len(todo):
+            print(f"resuming: {len(mine) - len(todo)} of {len(mine)} modules already done")
+        bar = None
+        if progress:
+            from codeexecutor.progress import bar as progress_bar
+
+            bar = progress_bar(total=len(mine), initial=len(mine) - len(todo), desc="functions", unit="module", logger=log)
+        start = time.perf_counter()
+        limits = Limits(timeout=self.timeout, max_steps=self.max_steps)
+        with ExecutorPool(self.workers, limits) as pool, cf.ThreadPoolExecutor(self.workers + 1) as threads:
+            for unit, (rows, counts) in zip(todo, threads.map(lambda u: self.process(pool, u[0], u[1], splits), todo)):
+                journal.write_unit(key(unit), rows, {"counts": dict(counts)})
+                self.counts.update(counts)
+                if bar is not None:
+                    bar.update(1)
+        journal.close()
+        if bar is not None:
+            bar.close()
+        return self.finalize(time.perf_counter() - start, len(mine))
+
+    def finalize(self, seconds: float, modules: int) -> dict:
+        return finalize(self.out, seconds, modules, {"sources": [{**p, "root": r} for p, r in zip(self.provenance, self.roots)],
+                                                     "humaneval_filter": self.filter.path})
+
+
+def finalize(out: str, seconds: float, modules: int, meta: dict) -> dict:
+    """The datasets and stats.json of a functions build folder, from its journal: programs
+    deduplicated (a copy in a held-out split wins), clean runs and crashes apart."""
+    counts: Counter = Counter()
+    rows: list[dict] = []
+    for kind, obj in read_journal(os.path.join(out, "journal.jsonl")):
+        if kind == "done":
+            counts.update(obj.get("counts", {}))
+        else:
+            rows.append(obj)
+    rank = {"test": 0, "valid": 1, "train": 2}
+    keep: dict[str, dict] = {}
+    for row in sorted(rows, key=lambda r: (rank[r["split"]], r["id"])):
+        digest = hashlib.sha256(_normalized(row["code"]).encode()).hexdigest()
+        if digest in keep:
+            counts[f"dedup:dropped_{row['split']}"] += 1
+        else:
+            keep[digest] = row
+    sets: dict[str, dict[str, list[dict]]] = {"functions": {}, "functions_errors": {}}
+    for row in keep.values():
+        sets[row.pop("_set")].setdefault(row["split"], []).append(row)
+    sizes = {name: save_dataset(parts, os.path.join(out, name), extra=("provenance", "license")) for name, parts in sets.items()}
+    groups = {split: len({r["problem_id"] for part in sets.values() for r in part.get(split, [])}) for split in rank}
+    stats = {"modules": modules, "counts": dict(sorted(counts.items())), "datasets": sizes, "modules_per_split": groups,
+             **meta, "seconds_this_run": round(seconds, 1)}
+    write_json_atomic(stats, os.path.join(out, "stats.json"))
+    log.info("functions done: %s", sizes)
+    return stats
+
+
+def _imports(program: str) -> set[str]:
+    """Top-level names of the modules a program imports."""
+    names = set()
+    for node in ast.walk(ast.parse(program)):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def _normalized(code: str) -> str:
+    try:
+        return ast.unparse(ast.parse(code))
+    except (SyntaxError, ValueError, RecursionError):
+        return code
+
+
+__all__ = ["FunctionsBuilder", "HumanEvalFilter", "finalize", "module_name"]

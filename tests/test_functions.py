@@ -1,0 +1,296 @@
+"""The functions builder: calls found, programs assembled across a package, skips counted,
+splits by module, provenance, HumanEval kept out, resume."""
+
+import gzip
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import datasets
+import pytest
+
+from curricula.function_calls import Corpus, Skip, assemble, doctest_calls, driver_statements, plain_source, assertion_calls
+from curricula.functions import FunctionsBuilder, HumanEvalFilter
+
+from .conftest import ROOT, SHARED_DATA
+
+PACKAGE = {
+    "LICENSE": "MIT License\n\nCopyright (c) the authors\n",
+    "pkg/__init__.py": "from .maths import *\n",
+    "pkg/util.py": "SCALE = 3\n\n\ndef helper(x: int) -> int:\n    return x * SCALE\n",
+    "pkg/maths.py": '''"""Small maths."""
+from __future__ import annotations
+import math
+from pkg.util import helper
+from .util import helper as twice_helper
+
+
+def triple_sum(xs: list[int]) -> int:
+    """Sum of the tripled values.
+
+    >>> triple_sum([1, 2])
+    9
+    >>> triple_sum([])
+    0
+    """
+    total = 0
+    for x in xs:
+        total += helper(x)
+    return total
+
+
+def root(n):
+    """
+    >>> root(16)
+    4
+    >>> root(-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: negative
+    """
+    if n < 0:
+        raise ValueError("negative")
+    return math.isqrt(n)
+
+
+def uses_alias(n):
+    """
+    >>> uses_alias(2)
+    6
+    """
+    return twice_helper(n)
+
+
+class Counter:
+    """
+    >>> c = Counter()
+    >>> c.add(5)
+    >>> c.total
+    5
+    """
+
+    def __init__(self):
+        self.total = 0
+
+    def add(self, k):
+        self.total += k
+
+
+def clock():
+    """
+    >>> clock()
+    0.5
+    """
+    import time
+    return time.time()
+
+
+def draw():
+    """
+    >>> draw()
+    0.5
+    """
+    import random
+    return random.random()
+''',
+    "pkg/heavy.py": '''import numpy_like_thirdparty
+
+
+def f(x):
+    """
+    >>> f(1)
+    1
+    """
+    return numpy_like_thirdparty.identity(x)
+
+
+def g(x):
+    """
+    >>> g(2)
+    2
+    """
+    return x  # the import above is not needed here: no skip
+''',
+    "pkg/broken.py": '''def g(x):
+    """
+    >>> g(1)
+    2
+    """
+    return x + missing_name
+''',
+    "tests/test_maths.py": '''import unittest
+from pkg.maths import triple_sum, root
+
+
+class T(unittest.TestCase):
+    def test_sum(self):
+        self.assertEqual(triple_sum([4]), 12)
+        data = [1]
+        self.assertEqual(triple_sum(data), 3)
+
+    def test_root(self):
+        assert root(9) == 3
+''',
+}
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory) -> pathlib.Path:
+    root = tmp_path_factory.mktemp("corpus") / "mypkg"
+    for rel, text in PACKAGE.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def _program(corpus: Corpus, rel: str, expr: str) -> str:
+    mod = corpus.parse(rel)
+    calls = assertion_calls(mod) if "test" in rel else doctest_calls(mod)
+    call = next(c for c in calls if c.expr == expr)
+    return assemble(corpus, mod, driver_statements(call))
+
+
+def test_program_inlines_what_the_call_needs(package):
+    corpus = Corpus(str(package))
+    program = _program(corpus, "pkg/maths.py", "triple_sum([1, 2])")
+    assert "SCALE = 3" in program and "def helper" in program  # from pkg.util, two modules away
+    assert "def root" not in program and "import math" not in program  # only what the call needs
+    assert '"""' not in program and ": int" not in program and "-> int" not in program  # no docstrings, no annotations
+    assert program.endswith("print(repr(triple_sum([1, 2])))\n")
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    assert out.stdout == "9\n"
+    alias = _program(corpus, "pkg/maths.py", "uses_alias(2)")
+    assert "twice_helper = helper" in alias
+    assert subprocess.run([sys.executable, "-c", alias], capture_output=True, text=True).stdout == "6\n"
+    setup = _program(corpus, "pkg/maths.py", "c.total")  # earlier examples are the setup
+    assert setup.endswith("c = Counter()\nc.add(5)\nprint(repr(c.total))\n")
+    test = _program(corpus, "tests/test_maths.py", "triple_sum([4])")  # a test's call, through the package
+    assert subprocess.run([sys.executable, "-c", test], capture_output=True, text=True).stdout == "12\n"
+
+
+def test_third_party_import_is_a_counted_skip(package):
+    corpus = Corpus(str(package))
+    with pytest.raises(Skip) as exc:
+        _program(corpus, "pkg/heavy.py", "f(1)")
+    assert exc.value.reason == "third_party:numpy_like_thirdparty"
+    assert _program(corpus, "pkg/heavy.py", "g(2)") == "def g(x):\n    return x\nprint(repr(g(2)))\n"
+
+
+def test_plain_source_keeps_dataclass_fields():
+    src = 'from dataclasses import dataclass\n@dataclass\nclass P:\n    """doc"""\n    x: int\n    y: int = 2\n' \
+          'def f(p: P) -> int:\n    """doc"""\n    z: int = p.x\n    return z\nprint(f(P(1)))\n'
+    plain = plain_source(src)
+    assert "x: int" in plain and "doc" not in plain and "-> int" not in plain and "z = p.x" in plain
+    assert subprocess.run([sys.executable, "-c", plain], capture_output=True, text=True).stdout == "1\n"
+
+
+def test_humaneval_filter(tmp_path):
+    sol = "def below_zero(operations):\n    balance = 0\n    for op in operations:\n        balance += op\n" \
+          "        if balance < 0:\n            return True\n    return False\n"
+    path = tmp_path / "he.jsonl.gz"
+    with gzip.open(path, "wt") as f:
+        f.write(json.dumps({"task_id": "X/0", "entry_point": "below_zero", "prompt": "", "canonical_solution": sol}) + "\n")
+    he = HumanEvalFilter(str(path))
+    assert he.reason("below_zero", "print(1)\n") == "entry_point"
+    renamed = sol.replace("below_zero", "goes_negative").replace("balance", "acc") + "print(goes_negative([1]))\n"
+    assert he.reason("goes_negative", sol.replace("below_zero", "goes_negative")) == "ngram_overlap"
+    assert he.reason("goes_negative", "def goes_negative(xs):\n    return min(xs) < 0\n") is None
+    assert he.reason("goes_negative", renamed) is None  # renamed names: not the same token 5-grams
+    assert HumanEvalFilter(None).reason("below_zero", sol) is None
+
+
+@pytest.fixture(scope="module")
+def built(package, tmp_path_factory) -> tuple[pathlib.Path, dict]:
+    out = tmp_path_factory.mktemp("functions")
+    stats = FunctionsBuilder([str(package)], str(out), mutants=4, input_mutants=2, workers=2, humaneval=None).run(progress=False)
+    return out, stats
+
+
+def test_build_keeps_runs_and_crashes_and_counts_skips(built):
+    out, stats = built
+    counts = stats["counts"]
+    assert "skip_module:not_python3_or_not_utf8" not in counts and "skip:imported_module_does_not_parse" not in counts
+    assert counts["skip:third_party:numpy_like_thirdparty"] == 1
+    assert counts["skip:original:NameError"] == 1  # a definition the extraction could not find: not a crash example
+    assert counts["skip:nondeterministic"] == 1  # time.time() differs between two runs
+    assert counts["skip:random:random"] == 1
+    assert counts["skip:test_call_uses_locals"] == 1  # triple_sum(data): `data` is the test's own
+    clean = datasets.load_from_disk(str(out / "functions"))
+    crashes = datasets.load_from_disk(str(out / "functions_errors"))
+    rows = [r for part in clean.values() for r in part]
+    originals = {r["code"].splitlines()[-1] for r in rows if r["kind"] == "original"}
+    assert {"print(repr(triple_sum([1, 2])))", "print(repr(root(16)))", "print(repr(c.total))",
+            "print(repr(triple_sum([4])))", "print(repr(root(9)))"} <= originals
+    crash = [r for part in crashes.values() for r in part if r["kind"] == "original"]
+    assert any(json.loads(r["error"])["type"] == "ValueError" for r in crash)  # `root(-1)` raises: a crash example
+    assert {r["kind"] for r in rows} >= {"original", "mutant", "input"}
+    inputs = [r for r in rows if r["kind"] == "input"]  # new inputs: the definitions are the original's
+    everything = rows + [r for part in crashes.values() for r in part]
+    assert inputs
+    for r in inputs:
+        original = next(o for o in everything if o["id"] == r["source_id"])
+        assert r["code"].splitlines()[:-1] == original["code"].splitlines()[:-1]
+    for r in rows:
+        prov = json.loads(r["provenance"])
+        assert prov["corpus"] == "mypkg" and prov["path"] and prov["line"] > 0 and r["license"] == "MIT"
+    split_of = {}
+    for part in list(clean.values()) + list(crashes.values()):
+        for r in part:
+            assert split_of.setdefault(r["problem_id"], r["split"]) == r["split"]  # one split per module
+    tests = [r for r in rows if json.loads(r["provenance"])["origin"] == "test"]
+    assert tests and all(r["problem_id"] == "mypkg/pkg/maths.py" for r in tests)  # a test counts for its module
+    codes = [r["code"] for part in list(clean.values()) + list(crashes.values()) for r in part]
+    assert len(codes) == len(set(codes))  # deduplicated
+
+
+def test_build_resumes_without_duplicates(package, built, tmp_path):
+    _, whole = built
+    out = tmp_path / "resumed"
+    FunctionsBuilder([str(package)], str(out), mutants=4, input_mutants=2, workers=1, humaneval=None, limit=3).run(progress=False)
+    with open(out / "journal.jsonl", "ab") as f:
+        f.write(b'{"id": "torn')  # a unit cut by kill -9
+    again = FunctionsBuilder([str(package)], str(out), mutants=4, input_mutants=2, workers=1, humaneval=None).run(progress=False)
+    assert again["datasets"] == whole["datasets"]
+
+
+def test_cli_refuses_a_missing_folder(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "codeexecutor", "build", "functions", "--from", str(tmp_path / "nowhere"),
+                          "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2 and "not a folder" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.data
+def test_shared_function_corpora_give_programs():
+    keon = SHARED_DATA / "keon-algorithms"
+    if not keon.is_dir():
+        pytest.skip("../shared/data/keon-algorithms is not available")
+    corpus = Corpus(str(keon))
+    made = 0
+    for rel in corpus.files[:60]:
+        mod = corpus.parse(rel)
+        for call in (doctest_calls(mod) if mod else []):
+            try:
+                program = assemble(corpus, mod, driver_statements(call))
+            except Skip:
+                continue
+            compile(program, rel, "exec")
+            assert os.path.basename(rel) and "import algorithms" not in program and "from algorithms" not in program
+            made += 1
+    assert made >= 20
+
+
+def test_shards_merge_into_the_whole_build(package, built, tmp_path):
+    from curricula.codenet import merge_shards
+
+    _, whole = built
+    parts = []
+    for i in range(2):
+        part = tmp_path / f"shard{i}"
+        FunctionsBuilder([str(package)], str(part), mutants=4, input_mutants=2, workers=1, humaneval=None,
+                         shard=(i, 2)).run(progress=False)
+        parts.append(str(part))
+    merged = merge_shards(str(tmp_path / "merged"), parts)
+    assert merged["datasets"] == whole["datasets"] and merged["sources"][0]["corpus"] == "mypkg"
