@@ -76,6 +76,15 @@ def _assert_lossless(folder) -> int:
     return checked
 
 
+def test_values_that_begin_or_end_with_spaces_survive_expansion():
+    # An object whose repr is ' - 3' (TheAlgorithms' Polynomial): the pair is `self :  - 3`.
+    steps = [Step(1, {"self": " - 3", "d": "2"}), Step(2, {"self": " - 3 ", "d": "2"}), Step(3, {"self": " - 3 ", "d": "4"})]
+    full = format_trace(steps)
+    compact = format_trace(steps, compact=True)
+    assert "<delta> self :  - 3  </state>" in compact
+    assert expand(compact).text == full
+
+
 def test_lossless_on_every_demo_example(demo_data):
     assert _assert_lossless(demo_data) > 50
 
@@ -90,6 +99,12 @@ def test_lossless_on_every_example_of_a_shared_corpus_build(tmp_path):
         pytest.skip("../shared/data is not available")
     CodeNetBuilder([str(corpus)], str(tmp_path / "codenetmut"), mutants=4, workers=2, limit=400).run(progress=False)
     build_tutorial(str(tmp_path / "tutorial"), sources=str(tutorial), mutants=2, workers=2, progress=False)
+    functions = SHARED_DATA / "thealgorithms-python" / "files" / "maths"
+    if functions.exists():  # custom reprs, recursion, classes
+        from curricula.functions import FunctionsBuilder
+
+        FunctionsBuilder([str(functions)], str(tmp_path / "functions"), mutants=2, input_mutants=1,
+                         humaneval=None).run(progress=False)
     assert _assert_lossless(tmp_path) > 1000
 
 

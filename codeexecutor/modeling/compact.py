@@ -110,16 +110,20 @@ _HEAD = re.compile(r"<line>\s*(<\d+>)?\s*")
 def _pairs(inner: str, problems: list[str], where: str) -> list[tuple[str, str]]:
     out = []
     for pair in inner.split("<dictsep>"):
-        pair = pair.strip()
-        if not pair:
+        # Only the one space on each side that the format writes goes: a value may itself
+        # begin or end with spaces (an object whose repr is ' - 3').
+        pair = pair[1:] if pair.startswith(" ") else pair
+        pair = pair[:-1] if pair.endswith(" ") else pair
+        if not pair.strip():
             continue
         name, sep, value = pair.partition(" : ")
         if not sep:
             name, sep, value = pair.partition(":")
+            value = value.strip()
         if not sep or not name.strip():
-            problems.append(f"{where}: unreadable pair {pair[:30]!r}")
+            problems.append(f"{where}: unreadable pair {pair.strip()[:30]!r}")
             continue
-        out.append((name.strip(), value.strip()))
+        out.append((name.strip(), value))
     return out
 
 
