@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import sys
 
-SETS = ("singleline", "tutorial", "codenetmut", "errors")
+SETS = ("singleline", "tutorial", "codenetmut", "errors", "functions", "functions_errors")
+WITH_OUTPUT = ("tutorial", "codenetmut", "functions")
 
 
 def pct(v) -> str:
@@ -27,13 +28,17 @@ def column(r: dict) -> dict[str, str]:
         cut = (e.get("unfinished") or {}).get("share")
         al = e["ours_aligned"]
         out[f"{name} trace"] = pct(e["trace_accuracy"]) + f" (aligned {pct(al['aligned_trace_accuracy'])})"
-        if name in ("tutorial", "codenetmut"):
+        if name in WITH_OUTPUT:
             out[f"{name} output"] = pct(e["output_accuracy"]) + f" (aligned {pct(al['aligned_output_accuracy'])})"
         out[f"{name} cut at the cap"] = pct(cut) + "%"
     re = r.get("runtime_errors") or {}
     out["crash detection"] = f"{pct(re.get('detection_accuracy'))} (TP {re.get('tp')}, FP {re.get('fp')})"
     out["crash localisation (of all crashes)"] = pct(re.get("localisation_accuracy"))
     out["crash kind accuracy"] = pct(re.get("kind_accuracy"))
+    fe = r.get("runtime_errors_functions")
+    if fe:
+        out["functions crash detection / localisation"] = (f"{pct(fe.get('detection_accuracy'))} (TP {fe.get('tp')}, "
+                                                           f"FP {fe.get('fp')}) / {pct(fe.get('localisation_accuracy'))}")
     for stage, s in r["stages"].items():
         seen = s.get("examples_seen")
         out[f"stage {stage}: tokens / examples"] = f"{s['real_tokens']:,} / " + (f"{seen:,}" if seen else "-")
@@ -45,7 +50,8 @@ def table(paths: list[str]) -> str:
     reports = [json.load(open(p)) for p in paths]
     cols = [column(r) for r in reports]
     keys = list(dict.fromkeys(k for c in cols for k in c))
-    head = "| | " + " | ".join(f"{r.get('state', 'full')} (`{p.rsplit('/', 1)[-1]}`)" for r, p in zip(reports, paths)) + " |"
+    head = "| | " + " | ".join(f"{r.get('state', 'full')}, functions {r.get('functions_weight', 0):g} (`{p.rsplit('/', 1)[-1]}`)"
+                               for r, p in zip(reports, paths)) + " |"
     lines = [head, "|---" * (len(paths) + 1) + "|"]
     lines += ["| " + k + " | " + " | ".join(c.get(k, "-") for c in cols) + " |" for k in keys]
     return "\n".join(lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 
 from codeexecutor.cli import register
 from codeexecutor.generation.api import decoding_arguments
@@ -80,6 +81,7 @@ def _rerank_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samples-per-problem", type=int, help="first K samples of each problem")
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--max-length", type=int, default=256)
+    p.add_argument("--batch-size", type=int, default=16, help="programs decoded together")
     p.add_argument("--out", default="rerank.json")
 
 
@@ -99,7 +101,8 @@ def _rerank_run(args: argparse.Namespace) -> int:
     if args.samples_per_problem:
         for p in problems:
             p.samples = p.samples[: args.samples_per_problem]
-    report = rerank(problems, args.model, args.beam, args.max_length)
+    report = rerank(problems, args.model, args.beam, args.max_length, batch_size=args.batch_size)
+    report["command"] = "codeexecutor rerank " + " ".join(sys.argv[2:])
     _write(report, args.out)
     for name, row in report["summary"].items():
         print(f"{name:9} " + "  ".join(f"{k} {v:.2f}" for k, v in row.items()))

@@ -1,7 +1,7 @@
 """`codeexecutor evaluate --model M --data DIR|FILE.json`: Table 3 (and more) for test sets.
 
 `--data DIR`: every dataset found under DIR (folders written by `codeexecutor build`:
-codenetmut, tutorial, singleline and the error-trace set) is serialized in the model's
+codenetmut, tutorial, singleline, functions and the error-trace sets) is serialized in the model's
 format profile from its structured steps, and the model generates a trace for each
 example of the chosen split. `--data FILE.json`: a test file in the release's format
 (JSON Lines with `code_tokens` and `trace_tokens`, optional `id`, `code`, `trace`), fed
@@ -12,7 +12,8 @@ numbers are the release's metric (eval/trace_metrics.py, its SingleLine variant 
 SingleLine); our aligned variant, ORCA's trace metrics and a per-category breakdown in
 the spirit of the paper's Table 4 (loops, conditionals, lists, strings, function calls)
 come beside them, each under its own name. Runtime-error metrics are computed over the
-error-trace test set together with the codenetmut test programs (the negatives); with
+error-trace test set together with the codenetmut test programs (the negatives), and
+apart for the functions' crashes against the clean functions (`runtime_errors_functions`); with
 `--resource-descriptions problems.jsonl` once more with each problem's input
 specification prepended as a docstring (Bieber et al.). The report is written as JSON
 (`--out`, default DIR/evaluation.json or FILE.evaluation.json), the predictions beside
@@ -34,6 +35,8 @@ PAPER_TABLE3 = {  # output acc, trace acc, line F1, identifier F1 (CodeExecutor)
     "tutorial": (76.42, 80.09, 84.70, 80.36),
     "codenetmut": (48.06, 33.38, 49.96, 54.31),
 }
+CRASH_FAMILIES = {"errors": "plain", "codenetmut": "plain",  # crashing programs against the clean ones they sit beside
+                  "functions_errors": "functions", "functions": "functions"}
 CATEGORIES = ("loops", "conditionals", "lists", "strings", "function_calls")
 METRIC_NAME = "release: CodeExecutor inference/metric.py (compute_metrics; compute_singleline_metrics for SingleLine)"
 
@@ -251,7 +254,7 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
 
     docs = _docstrings(resource_descriptions)
     pages: list = []
-    error_pairs: dict[str, list] = {"plain": [], "described": []}
+    error_pairs: dict[str, list] = {"plain": [], "described": [], "functions": []}
     for name, path in found.items():
         dd = datasets.load_from_disk(path)
         use = split if split in dd else ("valid" if "valid" in dd else None)
@@ -282,25 +285,20 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
                         for r, o, g in zip(rows, outs, golds)]
         if html is not None:
             pages += _pages(name, rows, outs, pairs, gen.parse)
-        if name in ("errors", "codenetmut"):
+        family = CRASH_FAMILIES.get(name)
+        if family is not None:
             refs = [TraceRecord.from_parsed(gen.parse(t)) for _, t in pairs]  # uncut: the exception step is the label
             for p, ref in zip(predictions[-len(rows):], refs):  # the gold above may be cut before its crash step
                 p["crashed"] = ref.exception is not None
-            error_pairs["plain"] += [(TraceRecord.from_parsed(gen.parse(o.text)), r, o.finished,
-                                      (o.exception_peak, o.exception_end)) for o, r in zip(outs, refs)]
-            if docs:
+            error_pairs[family] += [(TraceRecord.from_parsed(gen.parse(o.text)), r, o.finished,
+                                     (o.exception_peak, o.exception_end)) for o, r in zip(outs, refs)]
+            if docs and family == "plain":
                 error_pairs["described"] += list(zip(_described(gen, rows, docs, beam, max_length, batch_size, progress,
                                                                 decoding), refs))
+    for family, key in (("plain", "runtime_errors"), ("functions", "runtime_errors_functions")):
+        if error_pairs[family]:
+            report[key] = _crash_report(*zip(*error_pairs[family]))
     if error_pairs["plain"]:
-        p, r, ended, margins = zip(*error_pairs["plain"])
-        report["runtime_errors"] = error_metrics(p, r)
-        if None not in margins[0]:  # how well the <exception> margin ranks crashes (threshold-free): its peak, at the end
-            crashed = [x.exception is not None for x in r]
-            report["runtime_errors"]["crash_score_auroc"] = crash_score_auroc([m[0] for m in margins], crashed)
-            report["runtime_errors"]["crash_score_auroc_end"] = crash_score_auroc([m[1] for m in margins], crashed)
-        done, report["runtime_errors"]["unfinished_share"] = _finished(ended)
-        if done:  # the verdict where the model got to the end of its trace
-            report["runtime_errors"]["finished_only"] = error_metrics([p[i] for i in done], [r[i] for i in done])
         if error_pairs["described"]:
             p, r = zip(*error_pairs["described"])
             report["runtime_errors_with_resource_descriptions"] = error_metrics(p, r)
@@ -309,6 +307,19 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
 
         report["html_index"] = write_pages(html, pages, f"{os.path.basename(os.path.normpath(model))} on {split}")
     return {**report, "predictions": predictions}
+
+
+def _crash_report(p, r, ended, margins) -> dict:
+    """Runtime-error detection, localisation and kind over crashing and clean programs."""
+    out = error_metrics(p, r)
+    if None not in margins[0]:  # how well the <exception> margin ranks crashes (threshold-free): its peak, at the end
+        crashed = [x.exception is not None for x in r]
+        out["crash_score_auroc"] = crash_score_auroc([m[0] for m in margins], crashed)
+        out["crash_score_auroc_end"] = crash_score_auroc([m[1] for m in margins], crashed)
+    done, out["unfinished_share"] = _finished(ended)
+    if done:  # the verdict where the model got to the end of its trace
+        out["finished_only"] = error_metrics([p[i] for i in done], [r[i] for i in done])
+    return out
 
 
 def _pages(name: str, rows: list[dict], outs: list, pairs: list[tuple[str, str]], parse) -> list:
@@ -362,7 +373,7 @@ def table3(report: dict) -> str:
         if cut.get("predictions"):
             lines.append(f"  {cut['predictions']} predictions ({cut['share']:.1f}%) hit the length cap before </s>; "
                          f"trace acc of the finished ones {fmt(cut['trace_accuracy_of_finished'])}")
-    for key in ("runtime_errors", "runtime_errors_with_resource_descriptions"):
+    for key in ("runtime_errors", "runtime_errors_with_resource_descriptions", "runtime_errors_functions"):
         if key in report:
             r = report[key]
             f1 = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731

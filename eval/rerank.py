@@ -116,13 +116,14 @@ def similarity(a: str, b: str) -> float:
 
 
 def rerank(problems: list[Problem], model: str, beam: int = 4, max_length: int = 256, ks=(1, 10),
-           timeout: float = 3.0, progress: bool = True) -> dict:
+           timeout: float = 3.0, progress: bool = True, batch_size: int = 16) -> dict:
     from codeexecutor.execution import ExecutorPool, Limits, Program
     from codeexecutor.modeling.format import FormatError
     from codeexecutor.generation import TraceGenerator
+    from curricula.function_calls import plain_source
 
     gen = TraceGenerator(model)
-    per_problem = []
+    per_problem, decoded = [], 0
     limits = Limits(timeout=timeout, max_steps=100_000)
     it = problems
     if progress:
@@ -139,14 +140,21 @@ def rerank(problems: list[Problem], model: str, beam: int = 4, max_length: int =
             tests = [prob.prompt + s + "\n\n" + prob.test + f"\ncheck({prob.entry_point})\n" for s in prob.samples]
             passed = {k: r.ok for k, r in pool.execute_many(Program(t, "", i) for i, t in enumerate(tests))}
             real = {k: r.stdout for k, r in pool.execute_many(Program(p, "", i) for i, p in enumerate(programs))}
+            # The model reads each program as the functions set writes them: without docstrings,
+            # which hold the expected answers and push the calls past the code length.
+            plain = [plain_source(p) for p in programs]
+            distinct = list(dict.fromkeys(plain))  # samples repeat (8,113 distinct of 10,900): each is decoded once
             inputs, usable = [], []
-            for i, p in enumerate(programs):
+            for p in distinct:
                 try:
                     inputs.append(gen.code_input(p, "codenet"))
-                    usable.append(i)
+                    usable.append(p)
                 except FormatError:
                     pass
-            predicted = {i: gen.parse(g.text).output for i, g in zip(usable, gen.generate(inputs, beam=beam, max_length=max_length))}
+            outputs = {p: gen.parse(g.text).output
+                       for p, g in zip(usable, gen.generate(inputs, beam=beam, max_length=max_length, batch_size=batch_size))}
+            predicted = {i: outputs[p] for i, p in enumerate(plain) if p in outputs}
+            decoded += len(usable)
             n = len(prob.samples)
             c = sum(passed.values())
             order_model = sorted(range(n), key=lambda i: (-similarity(predicted.get(i, ""), expected), i))
@@ -160,5 +168,7 @@ def rerank(problems: list[Problem], model: str, beam: int = 4, max_length: int =
     summary = {}
     for name in ("baseline", "reranked", "oracle"):
         summary[name] = {f"pass@{k}": 100 * sum(p[name][k] for p in per_problem) / max(1, len(per_problem)) for k in ks}
-    return {"model": model, "problems": len(per_problem), "summary": summary, "per_problem": per_problem,
+    return {"model": model, "problems": len(per_problem), "beam": beam, "max_length": max_length,
+            "candidates": sum(p["samples"] for p in per_problem), "decoded": decoded,
+            "summary": summary, "per_problem": per_problem,
             "note": "CodeGen-16B samples (CodeT) stand in for the paper's Codex samples"}

@@ -12,12 +12,15 @@ from .conftest import ROOT
 @pytest.fixture(scope="session")
 def demo_data(tmp_path_factory) -> pathlib.Path:
     from curricula.codenet import CodeNetBuilder
+    from curricula.functions import FunctionsBuilder
     from curricula.singleline import build_singleline
     from curricula.tutorial import build_tutorial
 
     root = tmp_path_factory.mktemp("demo_data")
     demo = ROOT / "curricula" / "demo"
     CodeNetBuilder(str(demo), str(root / "codenetmut"), mutants=8, workers=2).run(progress=False)
+    FunctionsBuilder([str(demo / "functions")], str(root / "functions"), mutants=2, input_mutants=1, workers=2,
+                     humaneval=None).run(progress=False)
     build_tutorial(str(root / "tutorial"), sources=str(demo / "tutorial"), mutants=8, workers=2, progress=False)
     build_singleline(str(root / "singleline"), source=str(root / "codenetmut"), workers=2)
     return root

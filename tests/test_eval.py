@@ -162,7 +162,9 @@ def test_evaluate_and_rerank_end_to_end(overfit_model, demo_data, tmp_path):
 
     model, _ = overfit_model
     rep = evaluate_model(str(model), str(demo_data), limit=5, beam=1, max_length=32, progress=False)
-    assert {"codenetmut", "tutorial", "singleline"} <= set(rep["datasets"])
+    assert {"codenetmut", "tutorial", "singleline", "functions", "functions_errors"} <= set(rep["datasets"])
+    crashes = rep["runtime_errors_functions"]  # the functions' crashes against the clean functions
+    assert crashes["tp"] + crashes["fn"] == rep["datasets"]["functions_errors"]["examples"]
     assert "trace acc" in table3(rep) and "inference/metric.py" in table3(rep)
     assert all(1 <= e["examples"] <= 5 for e in rep["datasets"].values())
     assert len(rep["predictions"]) == sum(e["examples"] for e in rep["datasets"].values())
@@ -176,11 +178,12 @@ def test_evaluate_and_rerank_end_to_end(overfit_model, demo_data, tmp_path):
         assert cut["runtime_errors"]["unfinished_share"] == 100.0 and "finished_only" not in cut["runtime_errors"]
     prob = Problem("t/0", 'def add(a, b):\n    """>>> add(1, 2)\n    3\n    """\n', "add",
                    "def check(f):\n    assert f(1, 2) == 3\n", [("add(1, 2)", "3")],
-                   ["    return a + b\n", "    return a - b\n", "    return b + a\n"])
+                   ["    return a + b\n", "    return a - b\n", "    return b + a\n", "    return a + b\n"])
     out = rerank([prob], str(model), beam=1, max_length=16, progress=False)
-    assert out["per_problem"][0]["correct"] == 2
+    assert out["per_problem"][0]["correct"] == 3
+    assert out["candidates"] == 4 and out["decoded"] == 3  # a repeated sample is decoded once
     assert out["summary"]["oracle"]["pass@1"] == 100.0
-    assert out["summary"]["baseline"]["pass@1"] == pytest.approx(100 * 2 / 3)
+    assert out["summary"]["baseline"]["pass@1"] == pytest.approx(100 * 3 / 4)
 
 
 def test_find_datasets_follows_links_and_lists_each_folder_once(tmp_path):
