@@ -35,7 +35,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from curricula.common import assign_splits, is_error_trace, make_example, save_dataset, write_json_atomic
+from curricula.common import (assign_splits, is_error_trace, log_to_build_folder, make_example, save_dataset,
+                              write_json_atomic)
 from curricula.journal import Journal, read_journal
 
 log = logging.getLogger("curricula.codenet")
@@ -188,11 +189,7 @@ class CodeNetBuilder:
     def run(self, progress: bool = True) -> dict:
         from codeexecutor.execution import ExecutorPool, Limits
 
-        os.makedirs(self.out, exist_ok=True)
-        handler = logging.FileHandler(os.path.join(self.out, "build.log"))
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        logging.getLogger("curricula").addHandler(handler)
-        logging.getLogger("curricula").setLevel(logging.INFO)
+        log_to_build_folder(self.out)
         subs, inputs = read_layouts(self.codenet)
         splits = assign_splits(s.problem_id for s in subs)
         index, count = self.shard

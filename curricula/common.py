@@ -129,6 +129,17 @@ def built_datasets(folder: str, what: str = "dataset folder") -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
+def log_to_build_folder(out: str) -> None:
+    """Create a build's output folder and send the builders' log lines to its build.log."""
+    import logging
+
+    os.makedirs(out, exist_ok=True)
+    handler = logging.FileHandler(os.path.join(out, "build.log"))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logging.getLogger("curricula").addHandler(handler)
+    logging.getLogger("curricula").setLevel(logging.INFO)
+
+
 def write_json_atomic(obj, path: str) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -137,5 +148,5 @@ def write_json_atomic(obj, path: str) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["SPLITS", "assign_splits", "built_datasets", "make_example", "is_error_trace", "max_states", "save_dataset",
+__all__ = ["SPLITS", "assign_splits", "built_datasets", "log_to_build_folder", "make_example", "is_error_trace", "max_states", "save_dataset",
            "write_json_atomic"]

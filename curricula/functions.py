@@ -43,7 +43,8 @@ import time
 import tokenize
 from collections import Counter
 
-from curricula.common import assign_splits, is_error_trace, make_example, save_dataset, write_json_atomic
+from curricula.common import (assign_splits, is_error_trace, log_to_build_folder, make_example, save_dataset,
+                              write_json_atomic)
 from curricula.function_calls import (Call, Corpus, Skip, assemble, called_function, doctest_calls, driver_statements,
                                       is_test_file, module_name, assertion_calls, uses_locals)
 from curricula.journal import Journal, read_journal
@@ -243,11 +244,7 @@ class FunctionsBuilder:
     def run(self, progress: bool = True) -> dict:
         from codeexecutor.execution import ExecutorPool, Limits
 
-        os.makedirs(self.out, exist_ok=True)
-        handler = logging.FileHandler(os.path.join(self.out, "build.log"))
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        logging.getLogger("curricula").addHandler(handler)
-        logging.getLogger("curricula").setLevel(logging.INFO)
+        log_to_build_folder(self.out)
         units = self.units()
         splits = self.splits()
         index, count = self.shard
