@@ -50,8 +50,8 @@ def table(paths: list[str]) -> str:
     reports = [json.load(open(p)) for p in paths]
     cols = [column(r) for r in reports]
     keys = list(dict.fromkeys(k for c in cols for k in c))
-    head = "| | " + " | ".join(f"{r.get('state', 'full')}, functions {r.get('functions_weight', 0):g} (`{p.rsplit('/', 1)[-1]}`)"
-                               for r, p in zip(reports, paths)) + " |"
+    head = "| | " + " | ".join(f"{r.get('state', 'full')}, {r.get('step_order', 'start')} order, functions "
+                               f"{r.get('functions_weight', 0):g} (`{p.rsplit('/', 1)[-1]}`)" for r, p in zip(reports, paths)) + " |"
     lines = [head, "|---" * (len(paths) + 1) + "|"]
     lines += ["| " + k + " | " + " | ".join(c.get(k, "-") for c in cols) + " |" for k in keys]
     return "\n".join(lines)

@@ -27,7 +27,9 @@ import os
 from collections import defaultdict
 from collections.abc import Sequence
 
+from codeexecutor.errors import ConfigError
 from codeexecutor.generation.verdict import finite_margin
+from codeexecutor.modeling.profiles import lacks_depth
 from eval.trace_metrics import TraceRecord, aligned_metrics, crash_score_auroc, error_metrics, orca_metrics, table3_metrics
 
 PAPER_TABLE3 = {  # output acc, trace acc, line F1, identifier F1 (CodeExecutor)
@@ -264,6 +266,9 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
         rows = [table[i] for i in sample(len(table), limit)]
         if not rows:
             continue
+        if profile.order == "end" and lacks_depth(rows):
+            raise ConfigError(f"{path} was built before steps carried their call depth; rebuild it to score a model "
+                              "that writes steps in end order")
         pairs = [profile.full.example(r) for r in rows]  # references with whole states, whatever the model writes
         golds = [enc.gold(t) for _, t in pairs]
         outs = _generate(gen, [c for c, _ in pairs], beam, max_length, batch_size, progress, decoding)  # code alike in both

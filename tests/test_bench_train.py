@@ -156,7 +156,11 @@ def test_quality_variants_name_their_results_and_reach_the_model_config(tmp_path
     names.add(bench_quality.result_name("cpu", recipe, {}, errors_weight=0.3))
     names.add(bench_quality.result_name("cpu", recipe, {"trace_state": "delta" if base["trace_state"] == "full" else "full"}))
     names.add(bench_quality.result_name("cpu", recipe, {}, functions_weight=0.3 + bench_quality.recipe_functions_weight(recipe)))
-    assert len(names) == 8  # no variant overwrites another's results
+    other_order = "start" if base.get("step_order", "start") == "end" else "end"
+    names.add(bench_quality.result_name("cpu", recipe, {"step_order": other_order}))
+    names.add(bench_quality.result_name("cpu", recipe, {"exception_weight": 40.0}))
+    assert len(names) == 10  # no variant overwrites another's results
+    assert bench_quality.result_name("cpu", recipe, {"step_order": base.get("step_order", "start")}) == "quality-cpu"
     steps = {"singleline": 3, "tutorial": 2, "codenet": 1}
     third = Curriculum.from_dict(bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, errors_weight=0.3)).stages[2]
     assert third.sources[3].path.endswith("codenetmut/errors") and third.sources[3].weight == 0.3

@@ -8,7 +8,7 @@ import pytest
 
 from codeexecutor.execution.records import ExecError, Step
 from codeexecutor.modeling.compact import compact_plan, expand, line_scopes
-from codeexecutor.modeling.format import format_trace, parse_trace
+from codeexecutor.modeling.format import finish_order, format_trace, parse_trace
 from codeexecutor.modeling.profiles import Profile
 
 from .conftest import SHARED_DATA
@@ -59,19 +59,23 @@ def _assert_lossless(folder) -> int:
     """Every row's compact target expands to its full target, and the states parsed back
     are the tracer's (a step at line 0, code the tracer attributes to no line, has no
     line token the parser reads, in either format)."""
-    full, delta = Profile("exact"), Profile("exact", state="delta")
     checked = 0
-    for name in ("codenetmut/codenetmut", "codenetmut/errors", "tutorial/tutorial"):
+    for name in ("codenetmut/codenetmut", "codenetmut/errors", "tutorial/tutorial", "functions/functions",
+                 "functions/functions_errors"):
         path = folder / name
         if not path.exists():
             continue
         for split, table in datasets.load_from_disk(str(path)).items():
             for row in table:
-                want = full.example(row)[1]
-                got = delta.expand(delta.example(row)[1])
-                assert got.text == want and not got.problems, (name, split, row["id"])
-                steps = [(s["line"], s["state"]) for s in json.loads(row["steps"]) if s["line"] > 0]  # line 0: see below
-                assert [(s.line, s.state) for s in parse_trace(got.text).steps] == steps, (name, split, row["id"])
+                raw = [Step(s["line"], s["state"], s.get("output", ""), s.get("depth", 0)) for s in json.loads(row["steps"])]
+                crashed = bool(row["error"]) and row["status"] in ("error", "memory")  # as Profile.example reads it
+                for order, steps in (("start", raw), ("end", finish_order(raw, crashed))):
+                    full, delta = Profile("exact", order=order), Profile("exact", state="delta", order=order)
+                    want = full.example(row)[1]
+                    got = delta.expand(delta.example(row)[1])
+                    assert got.text == want and not got.problems, (name, split, row["id"], order)
+                    lines = [(s.line, dict(s.state)) for s in steps if s.line > 0]  # line 0: see below
+                    assert [(s.line, s.state) for s in parse_trace(got.text).steps] == lines, (name, split, row["id"], order)
                 checked += 1
     return checked
 

@@ -75,7 +75,7 @@ def test_codenetmut_build_splits_format_and_kill9_resume(tmp_path):
 
     for row in datasets.load_from_disk(str(clean / "codenetmut"))["train"].select(range(5)):
         steps = [s.to_json() for s in parse_trace(row["target"]).steps]
-        assert steps == json.loads(row["steps"])
+        assert steps == [{k: v for k, v in s.items() if k != "depth"} for s in json.loads(row["steps"])]  # text has no depth
     stats = json.loads((clean / "stats.json").read_text())
     assert stats["programs"] == 24 and stats["datasets"]["codenetmut"]["train"] > 0
 

@@ -57,3 +57,9 @@ def test_parser_never_raises_on_malformed_text(text):
 def test_cut_final_step_is_dropped():
     parsed = parse_trace("<line> <0> <state> a : 1 </state> <line> <1> <state> a : 2")
     assert [s.line for s in parsed.steps] == [1] and parsed.problems
+
+
+def test_parsed_values_keep_the_spaces_they_begin_or_end_with():
+    steps = [Step(1, {"p": " - 3", "q": "x "}), Step(2, {"p": "1"})]
+    assert [(s.line, s.state) for s in parse_trace(format_trace(steps)).steps] == [(1, {"p": " - 3", "q": "x "}), (2, {"p": "1"})]
+    assert parse_trace("<line> <0> <state>a : 1</state>").steps[0].state == {"a": "1"}  # no spaces around the tokens

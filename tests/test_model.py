@@ -59,6 +59,17 @@ def test_structural_tokens_weigh_less():
     assert m.token_weights(labels).tolist() == [[1.0, 10.0, 1.0, 10.0]]
 
 
+def test_the_exception_token_takes_its_own_weight_when_one_is_set():
+    labels = torch.tensor([[5, 7, 9, 9]])
+    assert tiny(exception_token_id=9).token_weights(labels).tolist() == [[1.0, 10.0, 10.0, 10.0]]  # unset: as any token
+    m = tiny(exception_token_id=9, exception_weight=40.0)
+    assert m.token_weights(labels).tolist() == [[1.0, 10.0, 40.0, 40.0]]
+    code, trace = torch.randint(10, 300, (1, 6)), torch.tensor([[4, 7, 9, 8]])
+    plain = tiny(exception_token_id=9)(code, torch.ones_like(code), trace, torch.ones_like(trace)).logits
+    heavy = m(code, torch.ones_like(code), trace, torch.ones_like(trace))
+    assert torch.allclose(plain, heavy.logits)  # a weight changes the loss, never the forward pass
+
+
 @pytest.mark.parametrize("positions", ["absolute", "rotary"])
 def test_save_and_load_round_trip(tmp_path, positions):
     m = tiny(positions=positions)

@@ -76,7 +76,7 @@ def test_classes(pool):
     r = run(pool, "classes.py")
     assert r.steps[0].state == {"Point": "<class>"}
     assert r.steps[-1] == Step(5, {"Point": "<class>", "p": "<__main__.Point object>", "v": "5"}, "")
-    assert Step(3, {"self": "<__main__.Point object>", "x": "5"}, "") in r.steps
+    assert Step(3, {"self": "<__main__.Point object>", "x": "5"}, "", 1) in r.steps  # depth 1: a method called from module level
 
 
 def test_global_and_nonlocal(pool):

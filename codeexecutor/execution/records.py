@@ -15,14 +15,19 @@ from codeexecutor.execution.status import ExecStatus
 @dataclass(frozen=True)
 class Step:
     """One executed line: its 1-based number, the frame's visible variables after it ran
-    (name -> rendered value, in definition order) and what it printed."""
+    (name -> rendered value, in definition order), what it printed and its call depth
+    (how many of the program's frames were below its own; 0 at module level)."""
 
     line: int
     state: Mapping[str, str] = field(default_factory=dict)
     output: str = ""
+    depth: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"line": self.line, "state": dict(self.state), "output": self.output}
+        obj = {"line": self.line, "state": dict(self.state), "output": self.output}
+        if self.depth:  # absent at module level, so traces without calls read as before
+            obj["depth"] = self.depth
+        return obj
 
 
 @dataclass(frozen=True)
@@ -75,14 +80,14 @@ class ExecResult:
 
 def _steps(raw: list) -> tuple[Step, ...]:
     if raw and isinstance(raw[0], list):  # the sandbox's compact form, one check for all
-        return tuple([Step(line, state or {}, output) for line, state, output in raw])
+        return tuple([Step(s[0], s[1] or {}, s[2], s[3] if len(s) > 3 else 0) for s in raw])
     return tuple(_step(s) for s in raw)
 
 
 def _step(s: Any) -> Step:
-    if isinstance(s, (list, tuple)):  # the sandbox's compact form: [line, state, output]
-        return Step(s[0], s[1] or {}, s[2])
-    return Step(s["line"], dict(s["state"]), s.get("output", ""))
+    if isinstance(s, (list, tuple)):  # the sandbox's compact form: [line, state, output, depth]
+        return Step(s[0], s[1] or {}, s[2], s[3] if len(s) > 3 else 0)
+    return Step(s["line"], dict(s["state"]), s.get("output", ""), s.get("depth", 0))
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The line tracer that runs inside the sandboxed child.
 
 One step per `line` event of the program's own frames (the module and its functions),
-in the order the events fire. A step's state is the frame's visible variables *after*
+in the order the events fire, with its call depth. A step's state is the frame's visible variables *after*
 the line ran, so it is filled in at the frame's next event (its next line, its return,
 or the end of the run). Output written while a line runs is attached to the innermost
 running step.
@@ -35,7 +35,9 @@ _IMMUTABLE = frozenset(
 
 
 class Tracer:
-    """A `sys.settrace` function. `steps` holds [line, state-or-None, output] lists."""
+    """A `sys.settrace` function. `steps` holds [line, state-or-None, output, depth] lists;
+    depth is the number of the program's frames below the line's own (0 at module level),
+    what lets a reader put a call's steps before the line that made it."""
 
     def __init__(
         self,
@@ -79,7 +81,7 @@ class Tracer:
                 steps[top[1]][1] = self.snapshot(frame)
             if len(steps) >= self.max_steps:
                 self.on_limit()
-            steps.append([frame.f_lineno, None, ""])
+            steps.append([frame.f_lineno, None, "", len(self.stack) - 1])
             top[1] = len(steps) - 1
         elif event == "return":
             _, index = self.stack.pop()

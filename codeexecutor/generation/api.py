@@ -110,9 +110,12 @@ def trace_programs(programs: list[dict], model: str = DEFAULT_MODEL, beam: int =
                               exception_bias=exception_bias, exception_at=exception_at)
     limit = generator.model.config.max_trace_length
     settings = {"exception_bias": exception_bias, "exception_at": exception_at, "constrained": {"names": names, "values": values},
-                "length_cap": min(max_length or limit, limit), "model_limit": limit, "format_profile": generator.profile.label}
+                "length_cap": min(max_length or limit, limit), "model_limit": limit, "format_profile": generator.profile.label,
+                "step_order": generator.profile.order}
     reports: list[dict] = [{"problem": skipped[i]} if i in skipped else {} for i in range(len(programs))]
     truths = _run_all([code for _, code, _, _ in prepared]) if compare else [None] * len(prepared)
+    if compare and generator.profile.order == "end":  # the real trace in the order the model writes steps
+        truths = [_finish_ordered(t) for t in truths]
     for (i, code, offset, notes), model_input, gen, truth in zip(prepared, inputs, gens, truths):
         report = _report(generator, gen, code, offset, notes, model_input, settings)
         if truth is not None:
@@ -123,6 +126,16 @@ def trace_programs(programs: list[dict], model: str = DEFAULT_MODEL, beam: int =
             report["_page"] = report_page(code, report, truth, offset, title=title)
         reports[i] = report
     return reports
+
+
+def _finish_ordered(result):
+    from dataclasses import replace
+
+    from codeexecutor.execution import ExecStatus
+    from codeexecutor.modeling.format import finish_order
+
+    crashed = result.error is not None and result.status in (ExecStatus.ERROR, ExecStatus.MEMORY)
+    return replace(result, steps=tuple(finish_order(result.steps, crashed)))
 
 
 def _run_all(codes: list[str]) -> list:

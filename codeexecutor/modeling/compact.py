@@ -107,7 +107,9 @@ _STEP = re.compile(r"<line>|<exception>|<output>")
 _HEAD = re.compile(r"<line>\s*(<\d+>)?\s*")
 
 
-def _pairs(inner: str, problems: list[str], where: str) -> list[tuple[str, str]]:
+def read_pairs(inner: str, problems: list[str], where: str) -> list[tuple[str, str]]:
+    """The (name, value) pairs between a state's opener and `</state>`; what cannot be read
+    is described in `problems`."""
     out = []
     for pair in inner.split("<dictsep>"):
         # Only the one space on each side that the format writes goes: a value may itself
@@ -151,7 +153,7 @@ def expand(text: str) -> Expansion:
         if opener is None or end < 0:  # output, exception, no state, or one left open (a cut generation)
             parts.append(segment)
             continue
-        pairs = _pairs(body[len(opener): end], result.problems, f"step {i}")
+        pairs = read_pairs(body[len(opener): end], result.problems, f"step {i}")
         if opener == "<state>":
             current = dict(pairs)
             result.wholes += 1

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from codeexecutor.execution.records import ExecResult, ExecStatus, Step
-from codeexecutor.modeling.compact import DELTA, compact_plan, expand
+from codeexecutor.modeling.compact import DELTA, compact_plan, expand, read_pairs
 from codeexecutor.modeling.lexical import code_lines as lexical_lines, indented_lines, lexical_value
 
 # Official order first (CodeExecutor release), then ours.
@@ -116,6 +116,26 @@ def format_output(text: str, lexical: bool = False) -> str:
     if lexical and text.endswith("\n"):
         text = text[:-1]
     return "<output> " + text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+STEP_ORDERS = ("start", "end")  # a model's `step_order`: steps as their lines start, or as they finish
+
+
+def finish_order(steps: Sequence[Step], crashed: bool = False) -> list[Step]:
+    """The steps in the order their lines finish: the steps of the calls a line makes come
+    before the line's own step (which holds the state after the whole line, the call's
+    result included), so a trace reaches a result after the steps that compute it. Needs
+    each step's call depth. In a run that `crashed`, the line that raised keeps its step
+    (as it does in start order) and the lines waiting on its call, which never finish,
+    have none: the crash step follows the raising line directly."""
+    out: list[Step] = []
+    pending: list[Step] = []
+    for step in steps:
+        while pending and pending[-1].depth >= step.depth:  # that line (and every call it made) is over
+            out.append(pending.pop())
+        pending.append(step)
+    out.extend(pending[-1:] if crashed else reversed(pending))
+    return out
 
 
 def format_trace(result: ExecResult | Sequence[Step], quotes: bool = True, error=None, exception_step: bool = True,
@@ -229,17 +249,8 @@ def parse_trace(text: str, output_newline: bool = False) -> ParsedTrace:
         if end < 0:
             result.problems.append(f"step {i}: no </state> (dropped)")
             continue
-        state = {}
-        inner = body[len("<state>") : end].strip()
-        if inner:
-            for pair in inner.split("<dictsep>"):
-                name, sep, value = pair.strip().partition(" : ")
-                if not sep:
-                    name, sep, value = pair.strip().partition(":")
-                if not sep or not name.strip():
-                    result.problems.append(f"step {i}: unreadable pair {pair.strip()[:30]!r}")
-                    continue
-                state[name.strip()] = value.strip()
+        # A value keeps the spaces it begins or ends with (a repr such as ' - 3').
+        state = dict(read_pairs(body[len("<state>") : end], result.problems, f"step {i}"))
         rest = body[end + len("</state>") :].strip()
         output = ""
         if rest.startswith("<output>"):

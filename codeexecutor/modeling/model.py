@@ -52,7 +52,8 @@ class CodeExecutorConfig(RobertaConfig):
     def __init__(self, max_code_length: int = 256, max_trace_length: int = 768, structural_weight: float = 1.0,
                  other_weight: float = 10.0, structural_token_ids: list[int] | None = None, mask0_token_id: int | None = None,
                  format_profile: str = "exact", exception_step: bool | None = None, positions: str = "absolute",
-                 rotary_base: float = 10000.0, trace_state: str = "full", **kwargs) -> None:
+                 rotary_base: float = 10000.0, trace_state: str = "full", step_order: str = "start",
+                 exception_weight: float | None = None, exception_token_id: int | None = None, **kwargs) -> None:
         kwargs.setdefault("is_decoder", True)  # self-attention with a key/value cache
         kwargs.setdefault("add_cross_attention", False)
         super().__init__(**kwargs)
@@ -61,10 +62,13 @@ class CodeExecutorConfig(RobertaConfig):
         self.structural_weight = structural_weight
         self.other_weight = other_weight
         self.structural_token_ids = list(structural_token_ids or [])
+        self.exception_weight = exception_weight  # of the <exception> label; None: other_weight like any token
+        self.exception_token_id = exception_token_id
         self.mask0_token_id = mask0_token_id
         self.format_profile = format_profile  # modeling/profiles.py
         self.exception_step = (format_profile == "exact") if exception_step is None else bool(exception_step)
         self.trace_state = trace_state  # full | delta: how a trace step writes its state (modeling/compact.py)
+        self.step_order = step_order  # start | end: a calling line's step before or after its call's (modeling/profiles.py)
         if positions not in POSITIONS:
             raise ValueError(f"unknown positions {positions!r}; one of {', '.join(POSITIONS)}")
         self.positions = positions  # absolute: the release's learned table; rotary: modeling/rotary.py
@@ -165,11 +169,15 @@ class CodeExecutorModel(PreTrainedModel):
 
     def token_weights(self, labels: torch.Tensor) -> torch.Tensor:
         """Per-token loss weights: structural tokens (<state> </state> <dictsep> :) get
-        structural_weight, every other token other_weight (the released weighting)."""
+        structural_weight, every other token other_weight (the released weighting);
+        `<exception>` gets exception_weight where one is set."""
         weights = torch.full(labels.shape, float(self.config.other_weight), device=labels.device)
         if self.config.structural_token_ids:
             ids = torch.tensor(self.config.structural_token_ids, device=labels.device)
             weights[torch.isin(labels, ids)] = float(self.config.structural_weight)
+        exc_weight, exc_id = getattr(self.config, "exception_weight", None), getattr(self.config, "exception_token_id", None)
+        if exc_weight is not None and exc_id is not None:
+            weights[labels == exc_id] = float(exc_weight)
         return weights
 
     def forward(self, code_ids: torch.Tensor | None = None, code_mask: torch.Tensor | None = None,

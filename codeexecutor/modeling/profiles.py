@@ -19,6 +19,10 @@ Orthogonal to the profile, `trace_state` says how a step writes its state: `full
 step the whole state, as the release) or `delta` (only what changed since the step
 before: modeling/compact.py). A delta model's generations are expanded to full states in
 `parse` and by the generator, so every consumer reads full states.
+
+`step_order` says where a line that calls a function writes its step: `start` (as the
+line starts, before the call's steps: the release's order) or `end` (as it finishes,
+after them: `format.finish_order`), so a call's result follows the steps that make it.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from typing import Mapping
 
 from codeexecutor.execution.records import ExecError, Step
 from codeexecutor.modeling.compact import STATE_KINDS, expand
-from codeexecutor.modeling.format import format_code, format_singleline_target, format_trace, parse_trace
+from codeexecutor.modeling.format import (STEP_ORDERS, finish_order, format_code, format_singleline_target, format_trace,
+                                          parse_trace)
 
 PROFILES = ("official", "exact")
 RELEASE_SOURCE_BODY = 251  # max_source_length 256 - 5 (inference/dataset.py)
@@ -41,12 +46,15 @@ class Profile:
     name: str = "exact"
     exception_step: bool = True
     state: str = "full"  # full | delta: how a trace step writes its state
+    order: str = "start"  # start | end: a calling line's step before or after the call's steps
 
     def __post_init__(self) -> None:
         if self.name not in PROFILES:
             raise ValueError(f"unknown format profile {self.name!r}; one of {', '.join(PROFILES)}")
         if self.state not in STATE_KINDS:
             raise ValueError(f"unknown trace state {self.state!r}; one of {', '.join(STATE_KINDS)}")
+        if self.order not in STEP_ORDERS:
+            raise ValueError(f"unknown step order {self.order!r}; one of {', '.join(STEP_ORDERS)}")
 
     @property
     def delta(self) -> bool:
@@ -55,7 +63,7 @@ class Profile:
     @property
     def full(self) -> "Profile":
         """The same profile writing whole states: what references are scored in."""
-        return Profile(self.name, self.exception_step)
+        return Profile(self.name, self.exception_step, order=self.order)
 
     @property
     def official(self) -> bool:
@@ -63,7 +71,8 @@ class Profile:
 
     @property
     def label(self) -> str:
-        return self.name + ("+exception" if self.official and self.exception_step else "") + ("+delta" if self.delta else "")
+        return (self.name + ("+exception" if self.official and self.exception_step else "") + ("+delta" if self.delta else "")
+                + ("+end" if self.order == "end" else ""))
 
     # -- code and targets ---------------------------------------------------------------
     def code(self, source: str, task: str = "codenet") -> str:
@@ -71,7 +80,8 @@ class Profile:
 
     def trace(self, steps, error: ExecError | None = None, code: str | None = None) -> str:
         """A trace's target text; `code` (the program) tells a compact trace where frames change."""
-        return format_trace(list(steps), quotes=not self.official, error=error, exception_step=self.exception_step,
+        steps = finish_order(list(steps), crashed=error is not None) if self.order == "end" else list(steps)
+        return format_trace(steps, quotes=not self.official, error=error, exception_step=self.exception_step,
                             lexical=self.official, compact=self.delta, code=code)
 
     def singleline(self, state: Mapping[str, str], line: int) -> str:
@@ -89,7 +99,7 @@ class Profile:
 
     def example(self, row: Mapping) -> tuple[str, str]:
         """(model input, model target) of one dataset row, from its structured columns."""
-        steps = [Step(s["line"], s["state"], s.get("output", "")) for s in json.loads(row["steps"] or "[]")]
+        steps = [Step(s["line"], s["state"], s.get("output", ""), s.get("depth", 0)) for s in json.loads(row["steps"] or "[]")]
         if row["task"] == "singleline":
             last = steps[-1]
             return self.code(row["code"], "singleline"), self.singleline(last.state, last.line)
@@ -100,11 +110,30 @@ class Profile:
         return self.code(row["code"], row["task"]), self.trace(steps, error, row["code"])
 
     def to_config(self) -> dict:
-        return {"format_profile": self.name, "exception_step": self.exception_step, "trace_state": self.state}
+        return {"format_profile": self.name, "exception_step": self.exception_step, "trace_state": self.state,
+                "step_order": self.order}
+
+
+def lacks_depth(rows) -> bool:
+    """True when dataset rows were traced before steps carried their call depth: no step
+    of theirs has one, yet one of their programs ran a line inside a function. Such a
+    build cannot be written in `end` order (every step would look like module level)."""
+    from codeexecutor.modeling.compact import line_scopes
+
+    called = False
+    for row in rows:
+        steps = json.loads(row["steps"] or "[]")
+        if any(s.get("depth") for s in steps):
+            return False
+        if not called and row.get("task") != "singleline":
+            scopes = line_scopes(row["code"])
+            called = any(s["line"] in scopes for s in steps)
+    return called
 
 
 def profile_of(config) -> Profile:
     """The profile a model config names; the released checkpoint's config names none."""
     name = getattr(config, "format_profile", None) or "official"
     step = getattr(config, "exception_step", None)
-    return Profile(name, (name == "exact") if step is None else bool(step), getattr(config, "trace_state", None) or "full")
+    return Profile(name, (name == "exact") if step is None else bool(step), getattr(config, "trace_state", None) or "full",
+                   getattr(config, "step_order", None) or "start")

@@ -23,12 +23,14 @@ class ModelArgs:
     format_profile: str | None = None  # official | exact; default: init's (the release: official), else exact
     exception_step: bool = True  # crashing traces end with <exception> (added to the released vocabulary if needed)
     trace_state: str = "full"  # full | delta: a step writes the whole state, or only what changed (modeling/compact.py)
+    step_order: str = "start"  # start | end: a line that calls writes its step before the call's steps, or after them
     vocab_size: int = 8000  # for a trained tokenizer
     split_digits: bool = False  # a trained tokenizer: one token per digit (learnable arithmetic)
     max_code_length: int = 256
     max_trace_length: int = 768
     structural_weight: float = 1.0
     other_weight: float = 10.0
+    exception_weight: float | None = None  # loss weight of the `<exception>` token, a crash's first; None: other_weight
     dropout: float = 0.1  # hidden and attention dropout of a new model (an init keeps its own); 0 learns faster on short budgets
     positions: str = "absolute"  # of a new model (an init keeps its own): absolute (the release's) or rotary (modeling/rotary.py)
 
@@ -155,6 +157,12 @@ class Curriculum:
             p.append(f"model.format_profile must be official or exact, got {self.model.format_profile!r}")
         if self.model.trace_state not in ("full", "delta"):
             p.append(f"model.trace_state must be full or delta, got {self.model.trace_state!r}")
+        if self.model.exception_weight is not None and not 0 <= self.model.exception_weight <= 1000:
+            p.append(f"model.exception_weight must be between 0 and 1000, got {self.model.exception_weight!r}")
+        if self.model.step_order not in ("start", "end"):
+            p.append(f"model.step_order must be start or end, got {self.model.step_order!r}")
+        if self.model.step_order == "end" and self.model.format_profile == "official":
+            p.append("model.step_order end needs the exact profile: the official format is the release's, in start order")
         if not 8 <= self.model.max_code_length <= 1024 or not 8 <= self.model.max_trace_length <= 1024:
             p.append("model.max_code_length and max_trace_length must be in [8, 1024]")
         if self.model.max_code_length + self.model.max_trace_length > 1024:

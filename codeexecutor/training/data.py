@@ -45,6 +45,12 @@ class StageData:
                 ds = ds.select(subsets[j])
             if len(ds) == 0:
                 raise ConfigError(f"stage {stage.name}: source {src.path} has no training examples")
+            if encoder.profile.order == "end":
+                from codeexecutor.modeling.profiles import lacks_depth
+
+                if lacks_depth(ds.select(range(min(len(ds), 2000)))):
+                    raise ConfigError(f"stage {stage.name}: {src.path} was built before steps carried their call depth; "
+                                      "rebuild it to train with step_order: end")
             table, fits = tokenize(ds, encoder)
             if len(table) == 0:
                 raise ConfigError(f"stage {stage.name}: no example of {src.path} fits max_trace_length ({fits})")

@@ -18,7 +18,7 @@ def resolve_profile(cur: Curriculum):
 
         path = resolve(cur.model.init)
         name = folder_profile(path, read_config(path))
-    return Profile(name or "exact", cur.model.exception_step, cur.model.trace_state)
+    return Profile(name or "exact", cur.model.exception_step, cur.model.trace_state, cur.model.step_order)
 
 
 def build_tokenizer(cur: Curriculum, base_dir: str, out: str, rank: int, profile):
@@ -60,6 +60,8 @@ def build_model(cur: Curriculum, tok, profile):
     settings = dict(max_code_length=cur.model.max_code_length, max_trace_length=cur.model.max_trace_length,
                     structural_weight=cur.model.structural_weight, other_weight=cur.model.other_weight,
                     structural_token_ids=structural_ids(tok), mask0_token_id=tok.convert_tokens_to_ids("<mask0>"),
+                    exception_weight=cur.model.exception_weight,
+                    exception_token_id=tok.convert_tokens_to_ids("<exception>") if profile.exception_step else None,
                     **profile.to_config())
     if cur.model.init:  # any supported layout; embeddings resized to the tokenizer (<exception>, format tokens)
         from codeexecutor.modeling.loading import load_model
