@@ -288,6 +288,16 @@ def result_name(device: str, recipe: dict, model: dict, errors_weight: float | N
     return "-".join(parts + ([f"functions{functions_weight:g}"] if functions_weight is not None else []))
 
 
+def stale_build(data: str) -> bool:
+    """True when the CodeNetMut build under `data` has no call depths (traced before they existed)."""
+    import datasets
+
+    from codeexecutor.modeling.profiles import lacks_depth
+
+    train = datasets.load_from_disk(os.path.join(data, "codenetmut", "codenetmut"))["train"]
+    return lacks_depth(train.select(range(min(len(train), 2000))))
+
+
 def recipe_functions_weight(recipe: dict) -> float:
     return next((src.get("weight", 1.0) for src in recipe["stages"][-1]["sources"] if src["path"].endswith("functions/functions")), 0.0)
 
@@ -395,6 +405,10 @@ def main() -> None:
     sizes = build(args.data, log, args.mutants, args.singleline_limit, args.corpora, args.tutorial_sources,
                   args.codenet_limit, args.workers, args.augment, args.function_corpora)
     build_s = time.perf_counter() - t0
+    order = model_opts.get("step_order", recipe["model"].get("step_order", "start"))
+    if order == "end" and stale_build(args.data):
+        refuse(f"{args.data} was built before steps carried their call depth, which step order `end` needs: move it "
+               "away and run again to rebuild it (or give --data a new folder)")
     if args.build_only:
         print(json.dumps(sizes, indent=2))
         return

@@ -298,3 +298,19 @@ def test_busy_share_sees_another_process_burning_a_core():
     finally:
         spinner.kill()
     assert share is not None and 0.5 / os.cpu_count() <= share <= 1.0  # one core of cpu_count, at least half the time
+
+
+def test_a_build_without_call_depths_is_found_before_an_end_order_run(tmp_path):
+    import json
+
+    import datasets
+
+    import bench_quality
+
+    code = "def f(a):\n    return a\nx = f(1)\n"
+    for name, depth in (("old", None), ("new", 1)):
+        inner = {"line": 2, "state": {"a": "1"}, **({"depth": depth} if depth else {})}
+        steps = [{"line": 1, "state": {}}, {"line": 3, "state": {}}, inner]
+        table = datasets.Dataset.from_dict({"task": ["codenet"], "code": [code], "steps": [json.dumps(steps)]})
+        datasets.DatasetDict({"train": table}).save_to_disk(str(tmp_path / name / "codenetmut" / "codenetmut"))
+    assert bench_quality.stale_build(str(tmp_path / "old")) and not bench_quality.stale_build(str(tmp_path / "new"))
