@@ -83,3 +83,13 @@ def test_a_curriculum_names_a_known_order():
         Curriculum.from_dict({"model": {"step_order": "sideways"}, "stages": stages})
     with pytest.raises(ConfigError, match="needs the exact profile"):
         Curriculum.from_dict({"model": {"step_order": "end", "format_profile": "official"}, "stages": stages})
+
+
+def test_trace_compare_shows_the_real_run_in_end_order(pool):
+    from codeexecutor.generation.api import _finish_ordered
+
+    src = "def g(a):\n    return 1 // a\nx = g(1)\ny = g(0)\n"
+    real = pool.execute(src)
+    assert [s.line for s in real.steps] == [1, 3, 2, 4, 2]
+    shown = _finish_ordered(real)
+    assert [s.line for s in shown.steps] == [1, 2, 3, 2] and shown.error == real.error  # line 4 waits on the crash
