@@ -294,8 +294,7 @@ def stale_build(data: str) -> bool:
 
     from codeexecutor.modeling.profiles import lacks_depth
 
-    train = datasets.load_from_disk(os.path.join(data, "codenetmut", "codenetmut"))["train"]
-    return lacks_depth(train.select(range(min(len(train), 2000))))
+    return lacks_depth(datasets.load_from_disk(os.path.join(data, "codenetmut", "codenetmut"))["train"])
 
 
 def recipe_functions_weight(recipe: dict) -> float:

@@ -175,9 +175,8 @@ class CodeExecutorModel(PreTrainedModel):
         if self.config.structural_token_ids:
             ids = torch.tensor(self.config.structural_token_ids, device=labels.device)
             weights[torch.isin(labels, ids)] = float(self.config.structural_weight)
-        exc_weight, exc_id = getattr(self.config, "exception_weight", None), getattr(self.config, "exception_token_id", None)
-        if exc_weight is not None and exc_id is not None:
-            weights[labels == exc_id] = float(exc_weight)
+        if self.config.exception_weight is not None and self.config.exception_token_id is not None:
+            weights[labels == self.config.exception_token_id] = float(self.config.exception_weight)
         return weights
 
     def forward(self, code_ids: torch.Tensor | None = None, code_mask: torch.Tensor | None = None,

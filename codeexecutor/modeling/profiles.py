@@ -114,14 +114,17 @@ class Profile:
                 "step_order": self.order}
 
 
-def lacks_depth(rows) -> bool:
-    """True when dataset rows were traced before steps carried their call depth: no step
-    of theirs has one, yet one of their programs ran a line inside a function. Such a
-    build cannot be written in `end` order (every step would look like module level)."""
+def lacks_depth(rows, limit: int = 2000) -> bool:
+    """True when dataset rows (the first `limit` of them) were traced before steps carried
+    their call depth: no step of theirs has one, yet one of their programs ran a line
+    inside a function. Such a build cannot be written in `end` order (every step would
+    look like module level)."""
+    from itertools import islice
+
     from codeexecutor.modeling.compact import line_scopes
 
     called = False
-    for row in rows:
+    for row in islice(rows, limit):
         steps = json.loads(row["steps"] or "[]")
         if any(s.get("depth") for s in steps):
             return False

@@ -48,7 +48,7 @@ class StageData:
             if encoder.profile.order == "end":
                 from codeexecutor.modeling.profiles import lacks_depth
 
-                if lacks_depth(ds.select(range(min(len(ds), 2000)))):
+                if lacks_depth(ds):
                     raise ConfigError(f"stage {stage.name}: {src.path} was built before steps carried their call depth; "
                                       "rebuild it to train with step_order: end")
             table, fits = tokenize(ds, encoder)
