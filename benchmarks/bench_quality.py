@@ -282,6 +282,8 @@ def result_name(device: str, recipe: dict, model: dict, errors_weight: float | N
     parts = [f"quality-{device}"] + [str(model[k]) for k in ("preset", "positions", "trace_state") if changed(k)]
     order = model.get("step_order", base.get("step_order", "start"))
     parts += [f"order-{order}"] if order != base.get("step_order", "start") else []
+    window = model.get("code_window", base.get("code_window", "head"))
+    parts += [f"window-{window}"] if window != base.get("code_window", "head") else []
     parts += [f"vocab{model['vocab_size']}"] if changed("vocab_size") else []
     parts += [f"excw{model['exception_weight']:g}"] if changed("exception_weight") else []
     parts += [f"errors{errors_weight:g}"] if errors_weight is not None else []
@@ -310,7 +312,8 @@ def options(args, recipe: dict, device: str) -> tuple[dict, dict]:
     line, the tokens per step on a GPU, and bf16 autocast where the CPU has it."""
     model = {k: v for k, v in (("preset", args.preset), ("dropout", args.dropout), ("positions", args.positions),
                                ("vocab_size", args.vocab_size), ("trace_state", args.state),
-                               ("step_order", args.order), ("exception_weight", args.exception_weight)) if v is not None}
+                               ("step_order", args.order), ("code_window", args.code_window),
+                               ("exception_weight", args.exception_weight)) if v is not None}
     if args.split_digits:
         model["split_digits"] = True
     train = {"eval_examples": args.valid_examples, "eval_decode_examples": args.valid_examples // 4}
@@ -362,6 +365,9 @@ def main() -> None:
     ap.add_argument("--order", choices=["start", "end"],
                     help="a line that calls a function writes its step before the call's steps (start, the release's) "
                          "or after them (end: docs/trace-format.md; default: the recipe's)")
+    ap.add_argument("--code-window", choices=["head", "ends"],
+                    help="a program longer than the code length is read from its start (head, the release's) or from "
+                         "its start and its last lines (ends: docs/trace-format.md; default: the recipe's)")
     ap.add_argument("--exception-weight", type=float, help="loss weight of the `<exception>` token, a crash's first "
                     "(default: the recipe's, else every content token's 10)")
     ap.add_argument("--errors-weight", type=float, help="stage 3's weight of the crashing programs (default: the recipe's)")
@@ -451,7 +457,8 @@ def main() -> None:
     last_mix = {src["path"].rsplit("/", 1)[-1]: src.get("weight", 1.0) for src in cur["stages"][-1]["sources"]}
     result = {
         "device": device, "machine": machine(), "state": cur["model"]["trace_state"],
-        "step_order": cur["model"].get("step_order", "start"), "exception_weight": cur["model"].get("exception_weight"),
+        "step_order": cur["model"].get("step_order", "start"), "code_window": cur["model"].get("code_window", "head"),
+        "exception_weight": cur["model"].get("exception_weight"),
         "recipe": os.path.relpath(args.recipe, ROOT),
         "preset": cur["model"]["preset"], "parameters": params, "budget_minutes": args.budget_minutes,
         "training_seconds": round(train_s, 1), "build_seconds": round(build_s, 1), "eval_seconds": round(eval_s, 1),

@@ -19,22 +19,28 @@ PAPER_TABLE2 = {  # the paper's Table 2 (docs/curriculum.md): avg code lines, av
 }
 
 
+CODE_WINDOW = 252  # code tokens a model of 256 code ids reads (modeling/tokenizer.Encoder)
+
+
 def trace_lengths(table, tok=None, cap: int = 766) -> dict:
     """Per example trace length in both formats (modeling/compact.py): BPE tokens of `tok`
     (a model's tokenizer) or, without one, whitespace-separated pieces; the mean, median,
-    the share over `cap` tokens (the release's gold cut) and the full/compact ratio; and
-    `not_lossless`: examples whose compact target does not expand to the full one."""
+    the share over `cap` tokens (the release's gold cut) and the full/compact ratio;
+    `not_lossless`: examples whose compact target does not expand to the full one; and
+    with `tok`, the code's tokens and the share longer than a model reads."""
     import statistics
 
     from codeexecutor.modeling.profiles import Profile
 
     full, delta = Profile("exact"), Profile("exact", state="delta")
     texts: dict[str, list[str]] = {"full": [], "delta": []}
+    codes: list[str] = []
     broken = 0
     for row in table:
         if row["task"] == "singleline":  # one state: no step before it to differ from
             return {}
-        want, got = full.example(row)[1], delta.example(row)[1]
+        (code, want), got = full.example(row), delta.example(row)[1]
+        codes.append(code)
         broken += delta.expand(got).text != want
         texts["full"].append(want)
         texts["delta"].append(got)
@@ -49,6 +55,10 @@ def trace_lengths(table, tok=None, cap: int = 766) -> dict:
         out[kind] = {"mean": round(sum(n) / len(n), 1), "median": statistics.median(n),
                      "over_cap_share": round(sum(x > cap for x in n) / len(n), 4), "total": sum(n)}
     out["ratio"] = round(out["full"]["total"] / max(1, out["delta"]["total"]), 2)
+    if tok is not None:  # code tokens against the 252 a model reads (docs/trace-format.md, code side)
+        n = [len(ids) for ids in tok(codes, add_special_tokens=False)["input_ids"]]
+        out["code"] = {"mean": round(sum(n) / len(n), 1), "median": statistics.median(n),
+                       "over_window_share": round(sum(x > CODE_WINDOW for x in n) / len(n), 4)}
     return out
 
 

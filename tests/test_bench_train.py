@@ -159,7 +159,10 @@ def test_quality_variants_name_their_results_and_reach_the_model_config(tmp_path
     other_order = "start" if base.get("step_order", "start") == "end" else "end"
     names.add(bench_quality.result_name("cpu", recipe, {"step_order": other_order}))
     names.add(bench_quality.result_name("cpu", recipe, {"exception_weight": 40.0}))
-    assert len(names) == 10  # no variant overwrites another's results
+    other_window = "head" if base.get("code_window", "head") == "ends" else "ends"
+    names.add(bench_quality.result_name("cpu", recipe, {"code_window": other_window}))
+    assert len(names) == 11  # no variant overwrites another's results
+    assert bench_quality.result_name("cpu", recipe, {"code_window": base.get("code_window", "head")}) == "quality-cpu"
     assert bench_quality.result_name("cpu", recipe, {"step_order": base.get("step_order", "start")}) == "quality-cpu"
     steps = {"singleline": 3, "tutorial": 2, "codenet": 1}
     third = Curriculum.from_dict(bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, errors_weight=0.3)).stages[2]

@@ -105,6 +105,12 @@ def trace_programs(programs: list[dict], model: str = DEFAULT_MODEL, beam: int =
                 raise
             skipped[i] = str(exc)
             continue
+        n, unseen = generator.encoder.unseen_lines(inputs[-1])
+        unseen = [k + 1 - offset for k in unseen if k >= offset]  # the user's 1-based lines
+        if unseen:
+            notes = notes + [f"the program is {n} code tokens and the model reads {generator.encoder.code_body} "
+                             f"(code_window {generator.profile.window}): lines {_spans(unseen)} are predicted without "
+                             "being read"]
         prepared.append((i, code, offset, notes))
     gens = generator.generate(inputs, beam=beam, max_length=max_length, batch_size=batch_size, names=names, values=values,
                               exception_bias=exception_bias, exception_at=exception_at)
@@ -126,6 +132,17 @@ def trace_programs(programs: list[dict], model: str = DEFAULT_MODEL, beam: int =
             report["_page"] = report_page(code, report, truth, offset, title=title)
         reports[i] = report
     return reports
+
+
+def _spans(lines: list[int]) -> str:
+    """1-based line numbers as runs: [3, 4, 5, 9] -> '3-5, 9'."""
+    runs: list[list[int]] = []
+    for k in lines:
+        if runs and k == runs[-1][1] + 1:
+            runs[-1][1] = k
+        else:
+            runs.append([k, k])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _finish_ordered(result):

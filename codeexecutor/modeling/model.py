@@ -52,7 +52,7 @@ class CodeExecutorConfig(RobertaConfig):
     def __init__(self, max_code_length: int = 256, max_trace_length: int = 768, structural_weight: float = 1.0,
                  other_weight: float = 10.0, structural_token_ids: list[int] | None = None, mask0_token_id: int | None = None,
                  format_profile: str = "exact", exception_step: bool | None = None, positions: str = "absolute",
-                 rotary_base: float = 10000.0, trace_state: str = "full", step_order: str = "start",
+                 rotary_base: float = 10000.0, trace_state: str = "full", step_order: str = "start", code_window: str = "head",
                  exception_weight: float | None = None, exception_token_id: int | None = None, **kwargs) -> None:
         kwargs.setdefault("is_decoder", True)  # self-attention with a key/value cache
         kwargs.setdefault("add_cross_attention", False)
@@ -69,6 +69,7 @@ class CodeExecutorConfig(RobertaConfig):
         self.exception_step = (format_profile == "exact") if exception_step is None else bool(exception_step)
         self.trace_state = trace_state  # full | delta: how a trace step writes its state (modeling/compact.py)
         self.step_order = step_order  # start | end: a calling line's step before or after its call's (modeling/profiles.py)
+        self.code_window = code_window  # head | ends: which tokens of a too-long program the model reads (modeling/tokenizer.py)
         if positions not in POSITIONS:
             raise ValueError(f"unknown positions {positions!r}; one of {', '.join(POSITIONS)}")
         self.positions = positions  # absolute: the release's learned table; rotary: modeling/rotary.py

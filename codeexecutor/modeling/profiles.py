@@ -23,6 +23,11 @@ before: modeling/compact.py). A delta model's generations are expanded to full s
 `step_order` says where a line that calls a function writes its step: `start` (as the
 line starts, before the call's steps: the release's order) or `end` (as it finishes,
 after them: `format.finish_order`), so a call's result follows the steps that make it.
+
+`code_window` says which tokens of a program longer than the code length the model reads:
+`head` (its first tokens, as the release) or `ends` (its first tokens and its last whole
+lines: `modeling/tokenizer.Encoder.code`), so a long module's final call, whose arguments
+are the input, stays in view.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from codeexecutor.modeling.format import (STEP_ORDERS, finish_order, format_code
 
 PROFILES = ("official", "exact")
 RELEASE_SOURCE_BODY = 251  # max_source_length 256 - 5 (inference/dataset.py)
+CODE_WINDOWS = ("head", "ends")  # a model's `code_window`: which tokens of a too-long program it reads
 RELEASE_MAX_GENERATED = 768  # max_target_length: the release's decoding loop runs at most this many steps
 
 
@@ -47,6 +53,7 @@ class Profile:
     exception_step: bool = True
     state: str = "full"  # full | delta: how a trace step writes its state
     order: str = "start"  # start | end: a calling line's step before or after the call's steps
+    window: str = "head"  # head | ends: a long program's first tokens, or its first tokens and its last lines
 
     def __post_init__(self) -> None:
         if self.name not in PROFILES:
@@ -55,6 +62,8 @@ class Profile:
             raise ValueError(f"unknown trace state {self.state!r}; one of {', '.join(STATE_KINDS)}")
         if self.order not in STEP_ORDERS:
             raise ValueError(f"unknown step order {self.order!r}; one of {', '.join(STEP_ORDERS)}")
+        if self.window not in CODE_WINDOWS:
+            raise ValueError(f"unknown code window {self.window!r}; one of {', '.join(CODE_WINDOWS)}")
 
     @property
     def delta(self) -> bool:
@@ -63,7 +72,7 @@ class Profile:
     @property
     def full(self) -> "Profile":
         """The same profile writing whole states: what references are scored in."""
-        return Profile(self.name, self.exception_step, order=self.order)
+        return Profile(self.name, self.exception_step, order=self.order, window=self.window)
 
     @property
     def official(self) -> bool:
@@ -72,7 +81,7 @@ class Profile:
     @property
     def label(self) -> str:
         return (self.name + ("+exception" if self.official and self.exception_step else "") + ("+delta" if self.delta else "")
-                + ("+end" if self.order == "end" else ""))
+                + ("+end" if self.order == "end" else "") + ("+ends" if self.window == "ends" else ""))
 
     # -- code and targets ---------------------------------------------------------------
     def code(self, source: str, task: str = "codenet") -> str:
@@ -111,7 +120,7 @@ class Profile:
 
     def to_config(self) -> dict:
         return {"format_profile": self.name, "exception_step": self.exception_step, "trace_state": self.state,
-                "step_order": self.order}
+                "step_order": self.order, "code_window": self.window}
 
 
 def lacks_depth(rows, limit: int = 2000) -> bool:
@@ -139,4 +148,4 @@ def profile_of(config) -> Profile:
     name = getattr(config, "format_profile", None) or "official"
     step = getattr(config, "exception_step", None)
     return Profile(name, (name == "exact") if step is None else bool(step), getattr(config, "trace_state", None) or "full",
-                   getattr(config, "step_order", None) or "start")
+                   getattr(config, "step_order", None) or "start", getattr(config, "code_window", None) or "head")

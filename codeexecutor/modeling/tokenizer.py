@@ -110,14 +110,53 @@ class Encoder:
         self.added = {vocab[t]: t for t in SPECIAL_TOKENS if t in vocab}  # joined with spaces when decoding
         self.line_id = vocab.get("<line>")
         self.exception_id = vocab.get("<exception>")
+        self.line_ids = frozenset(vocab[t] for t in LINE_TOKENS if t in vocab)  # the code's per-line `<k>`
 
     def ids(self, text: str) -> list[int]:
         return self.tok.encode(text, add_special_tokens=False)
 
     def code(self, text: str) -> list[int]:
-        body = self.ids(text)[: self.code_body]
+        body = self.window(self.ids(text))
         tail = [self.mask0, self.eos] if self.profile.official else [self.eos]  # inference/dataset.py: <mask0> </s>
         return [self.bos, self.mode, self.eos] + body + tail
+
+    def window(self, ids: list[int]) -> list[int]:
+        """The code tokens the model reads: all that fit; past the code length, the first
+        ones (`head`, the release's cut) or the first ones and the program's last whole
+        lines within a quarter of the length (`ends`: a module's final call and its
+        arguments stay in view). The tail starts at a line's `<k>`, so its line numbers
+        are still read; a last line longer than half the length keeps its end only."""
+        head, tail = self._cut(ids)
+        return ids[:head] + ids[tail:]
+
+    def _cut(self, ids: list[int]) -> tuple[int, int]:
+        """(h, t): the window is ids[:h] + ids[t:]."""
+        n, budget = len(ids), self.code_body
+        if n <= budget:
+            return n, n
+        if self.profile.window == "head":
+            return budget, n
+        starts = [i for i, t in enumerate(ids) if t in self.line_ids]
+        fits = [i for i in starts if n - i <= budget // 4]
+        if fits:
+            tail = fits[0]
+        elif starts and n - starts[-1] <= budget // 2:
+            tail = starts[-1]
+        else:
+            tail = n - budget // 4
+        return budget - (n - tail), tail
+
+    def unseen_lines(self, text: str) -> tuple[int, list[int]]:
+        """(code tokens of a model input, its 0-based lines that the window leaves out
+        wholly or in part): what the model predicts without reading."""
+        ids = self.ids(text)
+        head, tail = self._cut(ids)
+        starts = [i for i, t in enumerate(ids) if t in self.line_ids]
+        unseen = []
+        for i, j in zip(starts, starts[1:] + [len(ids)]):  # line k's tokens are ids[i:j]
+            if not (j <= head or i >= tail):
+                unseen.append(int(self.tok.convert_ids_to_tokens(ids[i])[1:-1]))
+        return len(ids), unseen
 
     def trace(self, text: str) -> list[int]:
         body = self.ids(text)[: self.max_trace - 2]

@@ -24,6 +24,7 @@ class ModelArgs:
     exception_step: bool = True  # crashing traces end with <exception> (added to the released vocabulary if needed)
     trace_state: str = "full"  # full | delta: a step writes the whole state, or only what changed (modeling/compact.py)
     step_order: str = "start"  # start | end: a line that calls writes its step before the call's steps, or after them
+    code_window: str = "head"  # head | ends: a program past max_code_length is read from its start, or its start and last lines
     vocab_size: int = 8000  # for a trained tokenizer
     split_digits: bool = False  # a trained tokenizer: one token per digit (learnable arithmetic)
     max_code_length: int = 256
@@ -163,6 +164,10 @@ class Curriculum:
             p.append(f"model.step_order must be start or end, got {self.model.step_order!r}")
         if self.model.step_order == "end" and self.model.format_profile == "official":
             p.append("model.step_order end needs the exact profile: the official format is the release's, in start order")
+        if self.model.code_window not in ("head", "ends"):
+            p.append(f"model.code_window must be head or ends, got {self.model.code_window!r}")
+        if self.model.code_window == "ends" and self.model.format_profile == "official":
+            p.append("model.code_window ends needs the exact profile: the official format reads code as the release, from its start")
         if not 8 <= self.model.max_code_length <= 1024 or not 8 <= self.model.max_trace_length <= 1024:
             p.append("model.max_code_length and max_trace_length must be in [8, 1024]")
         if self.model.max_code_length + self.model.max_trace_length > 1024:

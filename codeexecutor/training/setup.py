@@ -18,7 +18,14 @@ def resolve_profile(cur: Curriculum):
 
         path = resolve(cur.model.init)
         name = folder_profile(path, read_config(path))
-    return Profile(name or "exact", cur.model.exception_step, cur.model.trace_state, cur.model.step_order)
+    if name == "official" and (cur.model.step_order, cur.model.code_window) != ("start", "head"):
+        from codeexecutor.errors import ConfigError
+
+        raise ConfigError(f"model.init {cur.model.init} is in the release's official format, which writes steps in start "
+                          "order and reads code from its start: drop model.step_order and model.code_window, or set "
+                          "model.format_profile: exact")
+    return Profile(name or "exact", cur.model.exception_step, cur.model.trace_state, cur.model.step_order,
+                   cur.model.code_window)
 
 
 def build_tokenizer(cur: Curriculum, base_dir: str, out: str, rank: int, profile):
