@@ -230,12 +230,39 @@ def calibrate(recipe: dict, data: str, work: str, hardest: int, log, model: dict
                      {**train_opts, "eval_examples": 0, "log_every": 1}, functions_weight=functions_weight)
     shutil.rmtree(f"{work}/calibration", ignore_errors=True)
     train(cur, f"{work}/calibration", log)
-    rows = [json.loads(line) for line in open(f"{work}/calibration/train_log.jsonl") if '"loss"' in line]
+    return calibration_rates(f"{work}/calibration/train_log.jsonl")
+
+
+def calibration_rates(log_path: str) -> dict[str, float]:
+    """Seconds per step of each stage in a calibration's train log, its first step left out."""
+    rows = [json.loads(line) for line in open(log_path) if '"loss"' in line]
     out = {}
-    for name, n in steps.items():
+    for name in STAGE_SHARES:
         stage = [r for r in rows if r["stage"] == name]
         out[name] = (stage[-1]["stage_seconds"] - stage[0]["stage_seconds"]) / (len(stage) - 1)
     return out
+
+
+def finished_run(run: str, work: str) -> tuple[dict[str, float], float, dict[str, int]]:
+    """(calibration seconds per step, training seconds, steps per stage) of a run trained
+    before, read from its logs: what `--score-only` reports beside a new evaluation. The
+    training seconds are the stages' own (start-ups and stage-end evaluations left out)."""
+    log_path, calibration = os.path.join(run, "train_log.jsonl"), os.path.join(work, "calibration", "train_log.jsonl")
+    if not os.path.exists(os.path.join(run, "final", "config.json")) or not os.path.exists(log_path):
+        refuse(f"--score-only needs a finished run: {run}/final and {run}/train_log.jsonl (train it first, without the flag)")
+    if not os.path.exists(calibration):
+        refuse(f"--score-only needs the run's calibration log {calibration} (it sits beside the run folder)")
+    last: dict[str, dict] = {}
+    for line in open(log_path):
+        row = json.loads(line)
+        if "loss" in row:
+            last[row["stage"]] = row
+    steps, before = {}, 0
+    for name in STAGE_SHARES:
+        if name not in last:
+            refuse(f"{log_path} has no {name} stage: the run did not finish (train it again, without --score-only)")
+        steps[name], before = last[name]["step"] - before, last[name]["step"]
+    return calibration_rates(calibration), sum(r["stage_seconds"] for r in last.values()), steps
 
 
 def singleline_breakdown(predictions: list[dict], data: str) -> dict:
@@ -365,6 +392,9 @@ def main() -> None:
     ap.add_argument("--order", choices=["start", "end"],
                     help="a line that calls a function writes its step before the call's steps (start, the release's) "
                          "or after them (end: docs/trace-format.md; default: the recipe's)")
+    ap.add_argument("--score-only", action="store_true",
+                    help="score the finished run in --run again (its final model), without calibrating or training: "
+                         "for a run whose evaluation was interrupted")
     ap.add_argument("--code-window", choices=["head", "ends"],
                     help="a program longer than the code length is read from its start (head, the release's) or from "
                          "its start and its last lines (ends: docs/trace-format.md; default: the recipe's)")
@@ -425,20 +455,27 @@ def main() -> None:
         print(f"bench_quality: warning: {100 * busy:.0f}% of this machine's CPU time goes to other processes; the "
               "calibration will measure slower steps and plan fewer of them, so this result will not compare with a "
               "run on a quiet machine (stop the other work first)", file=sys.stderr, flush=True)
-    per_step = calibrate(recipe, args.data, work, hardest, log, model_opts, train_opts, args.functions_weight)
+    if args.score_only:
+        per_step, train_s, steps = finished_run(args.run, work)
+    else:
+        per_step = calibrate(recipe, args.data, work, hardest, log, model_opts, train_opts, args.functions_weight)
     budget = args.budget_minutes * 60
     mining_s = scored / max(1, max_tokens // 64) * per_step["singleline"] / 3  # forward only
     planned = fixed_steps or plan(budget * 0.93, per_step, STAGE_SHARES, mining_s)  # 7%: start-ups and stage-end evaluations
     rates = ", ".join(f"{k} {v:.3f}" for k, v in per_step.items())
     print(f"calibration (s/step): {rates}; stages {planned} ({sum(planned.values())} steps) in {args.budget_minutes:g} min", flush=True)
-    shutil.rmtree(args.run, ignore_errors=True)
+    if not args.score_only:
+        shutil.rmtree(args.run, ignore_errors=True)
     run_model = {**model_opts, "tokenizer": os.path.join(work, "calibration", "tokenizer")}  # trained once, in the calibration
 
     def make_cur(steps: dict[str, int]) -> dict:
         return curriculum(recipe, args.data, args.run, steps, hardest, scored, run_model, train_opts, args.errors_weight,
                           args.functions_weight)
 
-    if fixed_steps:  # a reproduction: the committed steps, whatever the time
+    if args.score_only:  # trained before: its model scored again
+        replans = []
+        print(f"scoring {args.run}/final as trained ({steps}, {train_s / 60:.1f} min in its stages)", flush=True)
+    elif fixed_steps:  # a reproduction: the committed steps, whatever the time
         train_s, steps, replans = train(make_cur(planned), args.run, log), planned, []
     else:
         train_s, steps, replans = train_in_budget(make_cur, args.run, log, budget, per_step, planned, mining_s)
@@ -483,6 +520,8 @@ def main() -> None:
         "runtime_errors_functions": report.get("runtime_errors_functions"),
         "model": model,
     }
+    if args.score_only:
+        result["note"] = "scored again after training (--score-only): training_seconds are the stages' own, from the train log"
     if train_s > budget * 1.05 and not fixed_steps:  # a reproduction trains its steps, whatever they take here
         result["note"] = f"training took {train_s / 60:.1f} minutes against a budget of {args.budget_minutes:g}"
     RESULTS.mkdir(exist_ok=True)

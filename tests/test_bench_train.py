@@ -317,3 +317,31 @@ def test_a_build_without_call_depths_is_found_before_an_end_order_run(tmp_path):
         table = datasets.Dataset.from_dict({"task": ["codenet"], "code": [code], "steps": [json.dumps(steps)]})
         datasets.DatasetDict({"train": table}).save_to_disk(str(tmp_path / name / "codenetmut" / "codenetmut"))
     assert bench_quality.stale_build(str(tmp_path / "old")) and not bench_quality.stale_build(str(tmp_path / "new"))
+
+
+def test_score_only_reads_a_finished_run_and_refuses_an_unfinished_one(tmp_path, capsys):
+    import bench_quality
+    import pytest
+
+    run, calibration = tmp_path / "run", tmp_path / "calibration"
+    (run / "final").mkdir(parents=True)
+    calibration.mkdir()
+    rows = [{"step": 1, "stage": "singleline", "loss": 1.0, "stage_seconds": 0.5},
+            {"step": 4, "stage": "singleline", "loss": 1.0, "stage_seconds": 2.0},
+            {"step": 4, "stage": "singleline", "eval": {}},
+            {"step": 6, "stage": "tutorial", "loss": 1.0, "stage_seconds": 3.0},
+            {"step": 7, "stage": "codenet", "loss": 1.0, "stage_seconds": 1.0}]
+    (run / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (calibration / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [
+        {"stage": name, "loss": 1.0, "stage_seconds": s} for name in ("singleline", "tutorial", "codenet") for s in (1.0, 1.5, 2.0)]))
+    with pytest.raises(SystemExit) as exit_:  # no model yet
+        bench_quality.finished_run(str(run), str(tmp_path))
+    assert exit_.value.code == 2 and "needs a finished run" in capsys.readouterr().err
+    (run / "final" / "config.json").write_text("{}")
+    rates, seconds, steps = bench_quality.finished_run(str(run), str(tmp_path))
+    assert steps == {"singleline": 4, "tutorial": 2, "codenet": 1} and seconds == 6.0
+    assert rates == {"singleline": 0.5, "tutorial": 0.5, "codenet": 0.5}
+    (run / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:3]))
+    with pytest.raises(SystemExit):  # stopped in stage 1
+        bench_quality.finished_run(str(run), str(tmp_path))
+    assert "did not finish" in capsys.readouterr().err
