@@ -118,8 +118,10 @@ def _search_args(p: argparse.ArgumentParser) -> None:
 
 
 def _search_run(args: argparse.Namespace) -> int:
+    from codeexecutor.generation.api import _generator
     from eval.code_search import build_set, code_search
 
+    _generator(args.model)  # a model folder that cannot load fails now, before the corpus is read and run
     report = code_search(args.model, build_set(args.codenet, args.problems, args.per_problem))
     _write(report, args.out)
     print(f"MAP: embeddings {report['map_embeddings']:.2f}, + predicted outputs {report['map_embeddings_plus_outputs']:.2f} "

@@ -85,9 +85,9 @@ def mean_average_precision(scores: torch.Tensor, groups: list[str]) -> float:
 
 
 def code_search(model: str, programs: list[dict], beam: int = 2, max_length: int = 256, weight: float = 0.2) -> dict:
-    from codeexecutor.generation import TraceGenerator
+    from codeexecutor.generation.api import _generator
 
-    gen = TraceGenerator(model)
+    gen = _generator(model)  # loaded once per process: `search` loads it before reading the corpus
     emb = embed(gen, [p["code"] for p in programs])
     cos = emb @ emb.T
     outs = [gen.parse(g.text).output for g in gen.generate([gen.code_input(p["code"]) for p in programs], beam=beam, max_length=max_length)]
