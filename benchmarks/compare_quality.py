@@ -15,6 +15,13 @@ SETS = ("singleline", "tutorial", "codenetmut", "errors", "functions", "function
 WITH_OUTPUT = ("tutorial", "codenetmut", "functions")
 
 
+def extras(r: dict) -> str:
+    """The options a column's run set apart from the defaults: code window, exception weight."""
+    parts = [f"{r['code_window']} window"] if r.get("code_window", "head") != "head" else []
+    parts += [f"exception weight {r['exception_weight']:g}"] if r.get("exception_weight") is not None else []
+    return "".join(", " + p for p in parts)
+
+
 def pct(v) -> str:
     return "-" if v is None else f"{v:.2f}"
 
@@ -51,7 +58,8 @@ def table(paths: list[str]) -> str:
     cols = [column(r) for r in reports]
     keys = list(dict.fromkeys(k for c in cols for k in c))
     head = "| | " + " | ".join(f"{r.get('state', 'full')}, {r.get('step_order', 'start')} order, functions "
-                               f"{r.get('functions_weight', 0):g} (`{p.rsplit('/', 1)[-1]}`)" for r, p in zip(reports, paths)) + " |"
+                               f"{r.get('functions_weight', 0):g}" + extras(r) + f" (`{p.rsplit('/', 1)[-1]}`)"
+                               for r, p in zip(reports, paths)) + " |"
     lines = [head, "|---" * (len(paths) + 1) + "|"]
     lines += ["| " + k + " | " + " | ".join(c.get(k, "-") for c in cols) + " |" for k in keys]
     return "\n".join(lines)

@@ -345,3 +345,10 @@ def test_score_only_reads_a_finished_run_and_refuses_an_unfinished_one(tmp_path,
     with pytest.raises(SystemExit):  # stopped in stage 1
         bench_quality.finished_run(str(run), str(tmp_path))
     assert "did not finish" in capsys.readouterr().err
+
+
+def test_comparison_columns_name_the_options_their_runs_set():
+    import compare_quality
+
+    assert compare_quality.extras({"code_window": "head", "exception_weight": None}) == ""
+    assert compare_quality.extras({"code_window": "ends", "exception_weight": 40.0}) == ", ends window, exception weight 40"
