@@ -198,7 +198,7 @@ def accelerator(data_dir: pathlib.Path, device: str, preset: str, steps: int, ma
         run = {"real_tokens_per_s": real / seconds, "padding_share": 1 - real / sum(batch_tokens(b)[1] for b in timed),
                "model_tflops": flops / 1e12, "mfu": flops / peak if peak else None,
                "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if device != "cpu" else None,
-               "final_loss": float(loss)}
+               "final_loss": float(loss.detach())}
         report["runs"][f"{batching}_{impl}"] = run
         mfu = f", MFU {run['mfu']:.1%}" if run["mfu"] is not None else ""
         print(f"{preset} {report['dtype']} on {report['device']}, {batching} batches, {impl}: "
