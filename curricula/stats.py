@@ -19,9 +19,6 @@ PAPER_TABLE2 = {  # the paper's Table 2 (docs/curriculum.md): avg code lines, av
 }
 
 
-CODE_WINDOW = 252  # code tokens a model of 256 code ids reads (modeling/tokenizer.Encoder)
-
-
 def trace_lengths(table, tok=None, cap: int = 766) -> dict:
     """Per example trace length in both formats (modeling/compact.py): BPE tokens of `tok`
     (a model's tokenizer) or, without one, whitespace-separated pieces; the mean, median,
@@ -55,10 +52,13 @@ def trace_lengths(table, tok=None, cap: int = 766) -> dict:
         out[kind] = {"mean": round(sum(n) / len(n), 1), "median": statistics.median(n),
                      "over_cap_share": round(sum(x > cap for x in n) / len(n), 4), "total": sum(n)}
     out["ratio"] = round(out["full"]["total"] / max(1, out["delta"]["total"]), 2)
-    if tok is not None:  # code tokens against the 252 a model reads (docs/trace-format.md, code side)
+    if tok is not None:  # code tokens against what a model of the default code length reads
+        from codeexecutor.modeling.tokenizer import Encoder
+
+        window = Encoder(tok).code_body
         n = [len(ids) for ids in tok(codes, add_special_tokens=False)["input_ids"]]
         out["code"] = {"mean": round(sum(n) / len(n), 1), "median": statistics.median(n),
-                       "over_window_share": round(sum(x > CODE_WINDOW for x in n) / len(n), 4)}
+                       "over_window_share": round(sum(x > window for x in n) / len(n), 4)}
     return out
 
 

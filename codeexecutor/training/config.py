@@ -164,8 +164,10 @@ class Curriculum:
             p.append(f"model.step_order must be start or end, got {self.model.step_order!r}")
         if self.model.step_order == "end" and self.model.format_profile == "official":
             p.append("model.step_order end needs the exact profile: the official format is the release's, in start order")
-        if self.model.code_window not in ("head", "ends"):
-            p.append(f"model.code_window must be head or ends, got {self.model.code_window!r}")
+        from codeexecutor.modeling.profiles import CODE_WINDOWS
+
+        if self.model.code_window not in CODE_WINDOWS:
+            p.append(f"model.code_window must be {' or '.join(CODE_WINDOWS)}, got {self.model.code_window!r}")
         if self.model.code_window == "ends" and self.model.format_profile == "official":
             p.append("model.code_window ends needs the exact profile: the official format reads code as the release, from its start")
         if not 8 <= self.model.max_code_length <= 1024 or not 8 <= self.model.max_trace_length <= 1024:
