@@ -109,12 +109,13 @@ def build(data: str, log, mutants: int, singleline_limit: int, corpora: list[str
 
 def curriculum(recipe: dict, data: str, out: str, steps: dict[str, int], hardest: int, mine_from: int | None = None,
                model: dict | None = None, train: dict | None = None, errors_weight: float | None = None,
-               functions_weight: float | None = None) -> dict:
+               functions_weight: float | None = None, functions_stage: float | None = None) -> dict:
     """The recipe with this run's steps (warmup a tenth of a stage, at most 200), its data
     folder, run folder and mining sizes, and the options given (`model`, `train`: fields
     to override; `errors_weight`: stage 3's weight of the crashing programs;
     `functions_weight`: stage 3's weight of the functions set, its crashes a third of
-    that, 0 leaving both out)."""
+    that, 0 leaving both out; `functions_stage`: the share of stage 3's steps that
+    become a fourth stage, `split_functions_stage`)."""
     import copy
 
     cur = copy.deepcopy(recipe)
@@ -141,7 +142,42 @@ def curriculum(recipe: dict, data: str, out: str, steps: dict[str, int], hardest
                 {"path": f"{data}/functions/functions", "task": "codenet", "weight": functions_weight},
                 {"path": f"{data}/functions/functions_errors", "task": "codenet",
                  "weight": round(functions_weight * FUNCTION_ERRORS_SHARE, 4)}]
+    if functions_stage is not None:
+        split_functions_stage(cur, functions_stage)
     return cur
+
+
+def split_functions_stage(cur: dict, share: float) -> None:
+    """Stage 3 (in place) becomes two: its first 1 - `share` of steps without the
+    functions set, then a `functions` stage of the rest where the functions set takes the
+    examples it had in the whole of stage 3, and the other sources the rest in stage 3's
+    proportions. Every source is drawn as often as before (in expectation); only when
+    the functions come changes. A share below the functions set's part of stage 3 cannot
+    hold its examples and is refused."""
+    import copy
+
+    last = cur["stages"][-1]
+    is_functions = lambda src: "/functions/" in src["path"]  # noqa: E731
+    total = sum(src.get("weight", 1.0) for src in last["sources"])
+    part = sum(src.get("weight", 1.0) for src in last["sources"] if is_functions(src)) / total
+    if not part:
+        refuse("--functions-stage needs the functions set in stage 3 (a --functions-weight above 0)")
+    if not part < share < 1:
+        refuse(f"--functions-stage takes a share of stage 3's steps between the functions set's part of it "
+               f"({part:.3f}) and 1 (got {share:g})")
+    steps = last["steps"]
+    tail = copy.deepcopy(last)
+    tail_steps = max(1, round(steps * share))
+    tail.update(name="functions", steps=tail_steps, warmup=max(1, min(200, tail_steps // 10)))
+    head_steps = max(1, steps - tail_steps)
+    last.update(steps=head_steps, warmup=max(1, min(200, head_steps // 10)))
+    last["sources"] = [src for src in last["sources"] if not is_functions(src)]
+    functions_share = part / share  # the tail's share of functions examples: all of stage 3's, in fewer steps
+    rest = 1 - part
+    for src in tail["sources"]:
+        w = src.get("weight", 1.0) / total
+        src["weight"] = round(w / part * functions_share if is_functions(src) else w / rest * (1 - functions_share), 4)
+    cur["stages"].append(tail)
 
 
 def train(cur: dict, run: str, log, max_steps: int | None = None) -> float:
@@ -300,7 +336,7 @@ def stage_summary(run: str) -> dict:
 
 
 def result_name(device: str, recipe: dict, model: dict, errors_weight: float | None = None,
-                functions_weight: float | None = None) -> str:
+                functions_weight: float | None = None, functions_stage: float | None = None) -> str:
     """quality-<device>, with the preset, positions, trace state, vocabulary and stage 3's
     crash weight appended where they differ from the recipe's, so that a variant's run
     never overwrites the recipe's results."""
@@ -314,7 +350,8 @@ def result_name(device: str, recipe: dict, model: dict, errors_weight: float | N
     parts += [f"vocab{model['vocab_size']}"] if changed("vocab_size") else []
     parts += [f"excw{model['exception_weight']:g}"] if changed("exception_weight") else []
     parts += [f"errors{errors_weight:g}"] if errors_weight is not None else []
-    return "-".join(parts + ([f"functions{functions_weight:g}"] if functions_weight is not None else []))
+    parts += [f"functions{functions_weight:g}"] if functions_weight is not None else []
+    return "-".join(parts + ([f"functions-stage{functions_stage:g}"] if functions_stage else []))
 
 
 def stale_build(data: str) -> bool:
@@ -406,6 +443,10 @@ def main() -> None:
     ap.add_argument("--function-corpora", nargs="*", default=[str(c) for c in FUNCTION_CORPORA], metavar="DIR",
                     help="folders of modules with doctests to build the functions set from (default: the shared "
                          "thealgorithms-python and keon-algorithms; none: no functions set)")
+    ap.add_argument("--functions-stage", type=float, metavar="SHARE",
+                    help="the last SHARE of stage 3's steps become a stage of the functions set, which takes there "
+                         "all the examples it had in stage 3 (every source drawn as often; default: none, a share "
+                         "of stage 3)")
     args = ap.parse_args()
     recipe = load_recipe(args.recipe)
     for flag, value in (("--errors-weight", args.errors_weight), ("--functions-weight", args.functions_weight)):
@@ -417,6 +458,9 @@ def main() -> None:
         scale = args.lr / recipe["stages"][0]["lr"]
         for stage in recipe["stages"]:
             stage["lr"] *= scale
+    if args.functions_stage is not None:  # refused now, not after the calibration
+        curriculum(recipe, "data", "run", dict.fromkeys(STAGE_SHARES, 100), 1, functions_weight=args.functions_weight,
+                   functions_stage=args.functions_stage)
     args.autocast = None if args.autocast == "none" else args.autocast
     args.data = args.data or str(ROOT / "runs" / "quality" / ("data" if args.augment == 0 else f"data-aug{args.augment}"))
     fixed_steps = None
@@ -470,7 +514,7 @@ def main() -> None:
 
     def make_cur(steps: dict[str, int]) -> dict:
         return curriculum(recipe, args.data, args.run, steps, hardest, scored, run_model, train_opts, args.errors_weight,
-                          args.functions_weight)
+                          args.functions_weight, args.functions_stage)
 
     if args.score_only:  # trained before: its model scored again
         replans = []
@@ -507,6 +551,9 @@ def main() -> None:
         "split_digits": cur["model"]["split_digits"], "dropout": cur["model"]["dropout"],
         "autocast": cur["train"].get("autocast"), "positions": cur["model"]["positions"], "vocab_size": cur["model"]["vocab_size"],
         "singleline_augment": args.augment, "functions_weight": recipe_functions_weight(cur),
+        "functions_stage": args.functions_stage, "stage_steps": {st["name"]: st["steps"] for st in cur["stages"]},
+        "stage_mixes": {st["name"]: {src["path"].rsplit("/", 1)[-1]: src.get("weight", 1.0) for src in st["sources"]}
+                        for st in cur["stages"]},
         "command": " ".join(["benchmarks/bench_quality.py"] + sys.argv[1:]),
         "singleline_mining": {"scored": scored, "kept": hardest},
         "dataset_sizes": sizes,
@@ -526,7 +573,8 @@ def main() -> None:
         result["note"] = f"training took {train_s / 60:.1f} minutes against a budget of {args.budget_minutes:g}"
     RESULTS.mkdir(exist_ok=True)
     name = result_name(device, recipe, model_opts, args.errors_weight if args.errors_weight != recipe_errors_weight(recipe) else None,
-                       args.functions_weight if args.functions_weight not in (None, recipe_functions_weight(recipe)) else None)
+                       args.functions_weight if args.functions_weight not in (None, recipe_functions_weight(recipe)) else None,
+                       args.functions_stage)
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
     if os.path.exists(os.path.join(args.run, "loss.png")):

@@ -5,6 +5,7 @@ import os
 import sys
 import types
 
+import pytest
 import torch
 
 from .conftest import ROOT
@@ -352,3 +353,39 @@ def test_comparison_columns_name_the_options_their_runs_set():
 
     assert compare_quality.extras({"code_window": "head", "exception_weight": None}) == ""
     assert compare_quality.extras({"code_window": "ends", "exception_weight": 40.0}) == ", ends window, exception weight 40"
+
+
+def test_a_functions_stage_draws_every_source_as_often_as_stage_three_did(tmp_path):
+    import bench_quality
+
+    from codeexecutor.training.config import Curriculum
+
+    recipe = bench_quality.load_recipe()
+    steps = {"singleline": 30, "tutorial": 20, "codenet": 1000}
+    share = bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, functions_weight=0.3)
+    split = Curriculum.from_dict(bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, functions_weight=0.3,
+                                                          functions_stage=0.5))
+    assert [(s.name, s.steps) for s in split.stages] == [("singleline", 30), ("tutorial", 20), ("codenet", 500), ("functions", 500)]
+    assert not [src for src in split.stages[2].sources if "/functions/" in src.path]
+
+    def drawn(stages) -> dict[str, float]:  # expected steps' worth of each source
+        out: dict[str, float] = {}
+        for st in stages:
+            total = sum(src.weight for src in st.sources)
+            for src in st.sources:
+                out[src.path] = out.get(src.path, 0.0) + st.steps * src.weight / total
+        return out
+
+    before = drawn(Curriculum.from_dict(share).stages[2:])
+    after = drawn(split.stages[2:])
+    assert before.keys() == after.keys() and all(abs(before[k] - after[k]) < 1.0 for k in before)
+    tail = split.stages[3]
+    assert sum(s.weight for s in tail.sources if "/functions/" in s.path) / sum(s.weight for s in tail.sources) > 0.5
+    for bad in (0.1, 1.0):  # below the functions' part of stage 3 (0.29), or the whole stage
+        with pytest.raises(SystemExit) as exc:
+            bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, functions_weight=0.3, functions_stage=bad)
+        assert exc.value.code == 2
+    with pytest.raises(SystemExit):
+        bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, functions_weight=0, functions_stage=0.5)
+    names = {bench_quality.result_name("cpu", recipe, {}), bench_quality.result_name("cpu", recipe, {}, functions_stage=0.5)}
+    assert len(names) == 2
