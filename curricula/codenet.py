@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from curricula.common import (assign_splits, is_error_trace, log_to_build_folder, make_example, save_dataset,
                               write_json_atomic)
-from curricula.journal import Journal, read_journal
+from curricula.journal import Journal, read_journal, record_units
 
 log = logging.getLogger("curricula.codenet")
 TASK = "codenet"
@@ -202,28 +202,16 @@ class CodeNetBuilder:
                  len(subs), ", ".join(self.codenet), index, count, len(mine), len(mine) - len(todo), journal.records_kept, len(todo))
         if len(mine) != len(todo):
             print(f"resuming: {len(mine) - len(todo)} of {len(mine)} programs already done")
-        bar = None
-        if progress:
-            from codeexecutor.progress import bar as progress_bar
-
-            bar = progress_bar(total=len(mine), initial=len(mine) - len(todo), desc="codenetmut", unit="prog",
-                               logger=log)  # a line in build.log every few seconds
         start = time.perf_counter()
         limits = Limits(timeout=self.timeout, max_steps=self.max_steps)
         with ExecutorPool(self.workers, limits, prestart=("numpy",)) as pool, cf.ThreadPoolExecutor(self.workers + 1) as threads:
             def task(sub):
                 files = inputs.get(sub.problem_id) or [None]
-                return sub, self.process(pool, sub, splits[sub.problem_id], files[0])
+                rows, counts, op_status = self.process(pool, sub, splits[sub.problem_id], files[0])
+                return sub.submission_id, rows, {"counts": dict(counts), "ops": dict(op_status)}
 
-            for sub, (rows, counts, op_status) in threads.map(task, todo):
-                # Results arrive here, on this one thread, in order: no lock needed.
-                journal.write_unit(sub.submission_id, rows, {"counts": dict(counts), "ops": dict(op_status)})
-                self.counts.update(counts)
-                if bar is not None:
-                    bar.update(1)
-        journal.close()
-        if bar is not None:
-            bar.close()
+            self.counts.update(record_units(journal, threads.map(task, todo), len(mine), len(mine) - len(todo),
+                                            "codenetmut", "prog", progress, log))
         return self.finalize(time.perf_counter() - start, len(mine))
 
     def finalize(self, seconds: float, programs: int) -> dict:

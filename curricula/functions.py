@@ -47,7 +47,7 @@ from curricula.common import (assign_splits, is_error_trace, log_to_build_folder
                               write_json_atomic)
 from curricula.function_calls import (Call, Corpus, Skip, assemble, called_function, doctest_calls, driver_statements,
                                       is_test_file, module_name, assertion_calls, uses_locals)
-from curricula.journal import Journal, read_journal
+from curricula.journal import Journal, read_journal, record_units
 
 log = logging.getLogger("curricula.functions")
 TASK = "codenet"  # the model reads these programs as it reads any whole program
@@ -259,22 +259,15 @@ class FunctionsBuilder:
                  self.filter.path or "none (no HumanEval file)")
         if len(mine) != len(todo):
             print(f"resuming: {len(mine) - len(todo)} of {len(mine)} modules already done")
-        bar = None
-        if progress:
-            from codeexecutor.progress import bar as progress_bar
-
-            bar = progress_bar(total=len(mine), initial=len(mine) - len(todo), desc="functions", unit="module", logger=log)
         start = time.perf_counter()
         limits = Limits(timeout=self.timeout, max_steps=self.max_steps)
         with ExecutorPool(self.workers, limits) as pool, cf.ThreadPoolExecutor(self.workers + 1) as threads:
-            for unit, (rows, counts) in zip(todo, threads.map(lambda u: self.process(pool, u[0], u[1], splits), todo)):
-                journal.write_unit(key(unit), rows, {"counts": dict(counts)})
-                self.counts.update(counts)
-                if bar is not None:
-                    bar.update(1)
-        journal.close()
-        if bar is not None:
-            bar.close()
+            def task(unit):
+                rows, counts = self.process(pool, unit[0], unit[1], splits)
+                return key(unit), rows, {"counts": dict(counts)}
+
+            self.counts.update(record_units(journal, threads.map(task, todo), len(mine), len(mine) - len(todo),
+                                            "functions", "module", progress, log))
         return self.finalize(time.perf_counter() - start, len(mine))
 
     def finalize(self, seconds: float, modules: int) -> dict:

@@ -9,8 +9,10 @@ complete units are kept and skipped. Nothing is lost and nothing is duplicated.
 from __future__ import annotations
 
 import json
+import logging
 import os
-from typing import Iterator
+from collections import Counter
+from typing import Iterable, Iterator
 
 DONE = "_done"
 
@@ -70,3 +72,28 @@ def read_journal(path: str) -> Iterator[tuple[str, dict]]:
                 return
             obj = json.loads(raw)
             yield ("done" if DONE in obj else "record"), obj
+
+
+def record_units(journal: Journal, results: Iterable[tuple[str, list[dict], dict]], total: int, done: int, desc: str,
+                 unit: str, progress: bool = True, logger: logging.Logger | None = None) -> Counter:
+    """Write each finished unit (`(key, records, meta)`, in the order they come) to the
+    journal as it arrives, with a progress bar over `total` units of which `done` were
+    finished before; returns the sum of the units' `meta["counts"]`. The journal is
+    closed at the end, also when a unit's work raises."""
+    bar = None
+    if progress:
+        from codeexecutor.progress import bar as progress_bar
+
+        bar = progress_bar(total=total, initial=done, desc=desc, unit=unit, logger=logger)  # a line in build.log every few seconds
+    counts: Counter = Counter()
+    try:
+        for key, records, meta in results:
+            journal.write_unit(key, records, meta)
+            counts.update(meta.get("counts", {}))
+            if bar is not None:
+                bar.update(1)
+    finally:
+        journal.close()
+        if bar is not None:
+            bar.close()
+    return counts

@@ -23,7 +23,7 @@ import time
 from collections import Counter
 
 from curricula.common import assign_splits, make_example, save_dataset, write_json_atomic
-from curricula.journal import Journal, read_journal
+from curricula.journal import Journal, read_journal, record_units
 
 log = logging.getLogger("curricula.tutorial")
 DEBIAN_SOURCES = "/usr/share/doc/python3.11/html/_sources/tutorial"
@@ -119,12 +119,6 @@ def build_tutorial(out: str, sources: str | None = None, mutants: int = 100, wor
     splits = assign_splits((sid for sid, _ in snippets), test_pct=TEST_PCT, valid_pct=VALID_PCT)
     journal = Journal(os.path.join(out, "journal.jsonl"))
     todo = [(sid, code) for sid, code in snippets if sid not in journal.done]
-    bar = None
-    if progress:
-        from codeexecutor.progress import bar as progress_bar
-
-        bar = progress_bar(total=len(snippets), initial=len(snippets) - len(todo), desc="tutorial", unit="snippet",
-                           logger=log)
     start = time.perf_counter()
     with ExecutorPool(workers) as pool, cf.ThreadPoolExecutor(workers + 1) as threads:
         def task(item):
@@ -133,7 +127,7 @@ def build_tutorial(out: str, sources: str | None = None, mutants: int = 100, wor
             original = pool.execute(code)
             if original.status.value != "ok" or not original.steps:
                 counts[f"skip:{original.status.value}"] += 1
-                return sid, rows, counts
+                return sid, rows, {"counts": dict(counts)}
             counts["snippets_used"] += 1
             split = splits[sid]
             rows.append(make_example(sid, sid, split, TASK, code, original, "snippet"))
@@ -147,15 +141,10 @@ def build_tutorial(out: str, sources: str | None = None, mutants: int = 100, wor
                 if r.status.value == "ok":
                     rows.append(make_example(f"{sid}_m{k:03d}", sid, split, TASK, m.code, r, "mutant", m.operators, sid))
             counts["examples"] += len(rows)
-            return sid, rows, counts
+            return sid, rows, {"counts": dict(counts)}
 
-        for sid, rows, counts in threads.map(task, todo):
-            journal.write_unit(sid, rows, {"counts": dict(counts)})
-            if bar is not None:
-                bar.update(1)
-    journal.close()
-    if bar is not None:
-        bar.close()
+        record_units(journal, threads.map(task, todo), len(snippets), len(snippets) - len(todo), "tutorial", "snippet",
+                     progress, log)
     by_split: dict[str, list[dict]] = {}
     counts = Counter()
     for kind, obj in read_journal(os.path.join(out, "journal.jsonl")):

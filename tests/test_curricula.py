@@ -9,7 +9,7 @@ import pytest
 
 from codeexecutor.modeling.format import parse_trace
 from curricula.common import assign_splits
-from curricula.journal import Journal, read_journal
+from curricula.journal import Journal, read_journal, record_units
 
 from .conftest import ATCODER, ROOT
 
@@ -26,6 +26,24 @@ def test_journal_drops_partial_units_and_torn_lines(tmp_path):
         j.write_unit("c", [{"id": 4}])
     records = [o["id"] for kind, o in read_journal(path) if kind == "record"]
     assert records == [1, 2, 3, 4]
+
+
+def test_record_units_keeps_every_unit_finished_before_a_failure(tmp_path):
+    path = str(tmp_path / "j.jsonl")
+
+    def work():
+        yield "a", [{"id": 1}], {"counts": {"ok": 2}}
+        yield "b", [], {"counts": {"ok": 1, "skip": 1}}
+        raise RuntimeError("a worker died")
+
+    journal = Journal(path)
+    with pytest.raises(RuntimeError):
+        record_units(journal, work(), total=3, done=0, desc="test", unit="unit", progress=False)
+    assert journal._file.closed  # closed on the way out: what was written is on disk
+    assert Journal(path).done == {"a", "b"}
+    counts = record_units(Journal(path), iter([("c", [{"id": 2}], {"counts": {"ok": 5}})]), 3, 2, "test", "unit", False)
+    assert counts == {"ok": 5}  # this run's units only; the journal holds the earlier ones
+    assert [o["id"] for kind, o in read_journal(path) if kind == "record"] == [1, 2]
 
 
 def test_splits_are_by_group_stable_and_never_empty():
