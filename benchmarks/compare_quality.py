@@ -16,9 +16,11 @@ WITH_OUTPUT = ("tutorial", "codenetmut", "functions")
 
 
 def extras(r: dict) -> str:
-    """The options a column's run set apart from the defaults: code window, exception weight."""
+    """The options a column's run set apart from the defaults: code window, exception
+    weight, functions in a stage of their own."""
     parts = [f"{r['code_window']} window"] if r.get("code_window", "head") != "head" else []
     parts += [f"exception weight {r['exception_weight']:g}"] if r.get("exception_weight") is not None else []
+    parts += [f"a functions stage of {r['functions_stage']:g} of stage 3"] if r.get("functions_stage") else []
     return "".join(", " + p for p in parts)
 
 

@@ -353,6 +353,7 @@ def test_comparison_columns_name_the_options_their_runs_set():
 
     assert compare_quality.extras({"code_window": "head", "exception_weight": None}) == ""
     assert compare_quality.extras({"code_window": "ends", "exception_weight": 40.0}) == ", ends window, exception weight 40"
+    assert compare_quality.extras({"functions_stage": 0.5}) == ", a functions stage of 0.5 of stage 3"
 
 
 def test_a_functions_stage_draws_every_source_as_often_as_stage_three_did(tmp_path):
