@@ -46,7 +46,7 @@ def _eval_run(args: argparse.Namespace) -> int:
         raise UsageError("--limit must be >= 0 and --beam, --batch-size, --max-length >= 1")
     report = evaluate_model(args.model, args.data, args.split, args.limit or None, args.beam, args.max_length,
                             args.batch_size, resource_descriptions=args.resource_descriptions, task=args.task,
-                            names=args.constrain_names, values=args.constrain_values,
+                            names=bool(args.constrain_names), values=bool(args.constrain_values),  # free unless asked
                             exception_bias=args.exception_bias, exception_at=args.exception_at, html=args.html)
     if args.out:
         out = args.out
@@ -82,6 +82,10 @@ def _rerank_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--max-length", type=int, default=256)
     p.add_argument("--batch-size", type=int, default=16, help="programs decoded together")
+    p.add_argument("--constrain-names", action="store_true", help="states may only name the program's identifiers "
+                   "(not in the release's decoding; generation/constraints.py)")
+    p.add_argument("--constrain-values", action="store_true", help="a value ends at the tracer's length limit "
+                   "(not in the release's decoding)")
     p.add_argument("--out", default="rerank.json")
 
 
@@ -101,7 +105,8 @@ def _rerank_run(args: argparse.Namespace) -> int:
     if args.samples_per_problem:
         for p in problems:
             p.samples = p.samples[: args.samples_per_problem]
-    report = rerank(problems, args.model, args.beam, args.max_length, batch_size=args.batch_size)
+    report = rerank(problems, args.model, args.beam, args.max_length, batch_size=args.batch_size,
+                    names=args.constrain_names, values=args.constrain_values)
     report["command"] = "codeexecutor rerank " + " ".join(sys.argv[2:])
     _write(report, args.out)
     for name, row in report["summary"].items():

@@ -116,7 +116,8 @@ def similarity(a: str, b: str) -> float:
 
 
 def rerank(problems: list[Problem], model: str, beam: int = 4, max_length: int = 256, ks=(1, 10),
-           timeout: float = 3.0, progress: bool = True, batch_size: int = 16) -> dict:
+           timeout: float = 3.0, progress: bool = True, batch_size: int = 16, names: bool = False,
+           values: bool = False) -> dict:
     from codeexecutor.execution import ExecutorPool, Limits, Program
     from codeexecutor.modeling.format import FormatError
     from codeexecutor.generation import TraceGenerator
@@ -151,8 +152,8 @@ def rerank(problems: list[Problem], model: str, beam: int = 4, max_length: int =
                     usable.append(p)
                 except FormatError:
                     pass
-            outputs = {p: gen.parse(g.text).output
-                       for p, g in zip(usable, gen.generate(inputs, beam=beam, max_length=max_length, batch_size=batch_size))}
+            traces = gen.generate(inputs, beam=beam, max_length=max_length, batch_size=batch_size, names=names, values=values)
+            outputs = {p: gen.parse(g.text).output for p, g in zip(usable, traces)}
             predicted = {i: outputs[p] for i, p in enumerate(plain) if p in outputs}
             decoded += len(usable)
             n = len(prob.samples)
@@ -169,6 +170,7 @@ def rerank(problems: list[Problem], model: str, beam: int = 4, max_length: int =
     for name in ("baseline", "reranked", "oracle"):
         summary[name] = {f"pass@{k}": 100 * sum(p[name][k] for p in per_problem) / max(1, len(per_problem)) for k in ks}
     return {"model": model, "problems": len(per_problem), "beam": beam, "max_length": max_length,
+            "constrained_names": names, "constrained_values": values,
             "candidates": sum(p["samples"] for p in per_problem), "decoded": decoded,
             "summary": summary, "per_problem": per_problem,
             "note": "CodeGen-16B samples (CodeT) stand in for the paper's Codex samples"}

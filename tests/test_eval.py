@@ -184,6 +184,9 @@ def test_evaluate_and_rerank_end_to_end(overfit_model, demo_data, tmp_path):
     assert out["candidates"] == 4 and out["decoded"] == 3  # a repeated sample is decoded once
     assert out["summary"]["oracle"]["pass@1"] == 100.0
     assert out["summary"]["baseline"]["pass@1"] == pytest.approx(100 * 3 / 4)
+    ruled = rerank([prob], str(model), beam=1, max_length=16, progress=False, names=True, values=True)
+    assert ruled["constrained_names"] and ruled["constrained_values"] and not out["constrained_values"]
+    assert ruled["summary"]["oracle"] == out["summary"]["oracle"]  # the rules change predictions, not the tests
 
 
 def test_find_datasets_follows_links_and_lists_each_folder_once(tmp_path):

@@ -132,6 +132,7 @@ def test_trace_command_runs_the_released_layout(released, tmp_path):
     assert report["format_profile"] == "official"
     assert report["model_input"] == "<codenet> <0> a , b = 3 , 4 <1> c = ( a ** 2 + b ** 2 ) ** 0.5 <2> print ( c )"
     assert report["crash_margin"] is None  # the release's format has no <exception> step
+    assert report["constrained"] == {"names": False, "values": False}  # the release's decoding, rules and all
     biased = subprocess.run([sys.executable, "-m", "codeexecutor", "trace", str(prog), "--model", str(released["eos"]),
                              "--beam", "1", "--max-length", "8", "--exception-bias", "2"], capture_output=True, text=True,
                             cwd=ROOT, timeout=300)

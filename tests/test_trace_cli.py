@@ -66,6 +66,9 @@ def test_a_trace_cut_at_the_cap_says_so(overfit_model):
     assert "runtime error: unknown" in cut["text"] and "hit the length cap (3 tokens)" in cut["text"]
     assert "--max-length raises" in cut["text"]  # 3 is below the model's limit
     assert ("length cap" in whole["text"]) == (not whole["finished"])
+    assert whole["constrained"] == {"names": True, "values": True}  # our own format: the state rules on by default
+    free = trace_program(PROGRAM, "10 3 5\n", str(model), beam=1, max_length=3, names=False, values=False)
+    assert free["constrained"] == {"names": False, "values": False}
 
 
 def test_missing_model_says_how_to_get_one(program, tmp_path):

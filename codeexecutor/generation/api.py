@@ -4,6 +4,7 @@ error with a model, one program (`trace_program`) or many decoded in batches
 
 from __future__ import annotations
 
+import argparse
 import os
 
 from codeexecutor.errors import UsageError
@@ -16,10 +17,11 @@ def decoding_arguments(p) -> None:
     """The decoding options `trace` and `evaluate` share (argparse)."""
     p.add_argument("--beam", type=int, default=10, help="beam size (the release: 10; 1 is greedy)")
     p.add_argument("--max-length", type=int, help="trace tokens to generate at most (default and cap: the model's, 768)")
-    p.add_argument("--constrain-names", action="store_true", help="states may only name the program's identifiers "
-                   "(stops a small model's name loops; not in the release's decoding; generation/constraints.py)")
-    p.add_argument("--constrain-values", action="store_true", help="a value ends at the tracer's length limit (100 "
-                   "characters, then '...'; stops growing-value loops; not in the release's decoding)")
+    p.add_argument("--constrain-names", action=argparse.BooleanOptionalAction, help="states may only name the "
+                   "program's identifiers (stops a small model's name loops; generation/constraints.py; default: on in "
+                   "`trace` for our own trace formats, off for the release's and in `evaluate`)")
+    p.add_argument("--constrain-values", action=argparse.BooleanOptionalAction, help="a value ends at the tracer's "
+                   "length limit (100 characters, then '...'; stops growing-value loops; default as --constrain-names)")
     p.add_argument("--exception-bias", type=float, default=0.0, metavar="B",
                    help="favour <exception> by B nats where a step may end, so that a model that ranks a crash second "
                         "reports it (not in the release's decoding; generation/verdict.py)")
@@ -62,10 +64,12 @@ def prepare(source: str, stdin: str, docstring: str | None = None) -> tuple[str,
 
 
 def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam: int = 10, max_length: int | None = None,
-                  compare: bool = False, html_out: str | None = None, docstring: str | None = None, names: bool = False,
-                  exception_bias: float = 0.0, values: bool = False, exception_at: str = "step", **kw) -> dict:
+                  compare: bool = False, html_out: str | None = None, docstring: str | None = None,
+                  names: bool | None = None, exception_bias: float = 0.0, values: bool | None = None,
+                  exception_at: str = "step", **kw) -> dict:
     """Predict one program's trace; returns the JSON report (plus 'text', the readable
-    form). `html_out`: write the viewer page there (generation/html.py)."""
+    form). `html_out`: write the viewer page there (generation/html.py); `names`,
+    `values`: as `trace_programs`."""
     from codeexecutor.modeling.format import FormatError
 
     html_out = html_out or kw.get("html")
@@ -83,18 +87,23 @@ def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam
 
 
 def trace_programs(programs: list[dict], model: str = DEFAULT_MODEL, beam: int = 10, max_length: int | None = None,
-                   compare: bool = False, docstring: str | None = None, names: bool = False, exception_bias: float = 0.0,
-                   values: bool = False, exception_at: str = "step", batch_size: int = 16, strict: bool = False,
-                   pages: bool = False) -> list[dict]:
+                   compare: bool = False, docstring: str | None = None, names: bool | None = None,
+                   exception_bias: float = 0.0, values: bool | None = None, exception_at: str = "step",
+                   batch_size: int = 16, strict: bool = False, pages: bool = False) -> list[dict]:
     """Predict the traces of many programs ({"code", "stdin"?, "id"?}), decoded in batches
     of `batch_size` as `evaluate` does. Each report is `trace_program`'s; with `pages`,
     plus `_page`, the viewer's data (generation/html.py page_data). A program the model
     format cannot take (over 200 lines) gets {"problem": why} instead (with `strict`,
-    FormatError)."""
+    FormatError). `names`, `values`: the state rules (generation/constraints.py); None
+    turns them on for our own trace formats, where they cut fewer traces at the length
+    cap at no measured cost (RESULTS.md), and leaves them off for the release's, whose
+    checkpoint then generates what the release's inference does."""
     from codeexecutor.generation.html import report_page
     from codeexecutor.modeling.format import FormatError
 
     generator = _generator(model)
+    names = not generator.profile.official if names is None else names
+    values = not generator.profile.official if values is None else values
     prepared, inputs, skipped = [], [], {}
     for i, item in enumerate(programs):
         code, offset, notes = prepare(item["code"], item.get("stdin", ""), docstring)

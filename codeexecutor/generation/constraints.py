@@ -21,10 +21,12 @@ longer than 103). With `value_chars`, once a value has that many characters it m
 counted from the byte-level tokens' bytes (one per byte that starts a UTF-8 character),
 so a token's share adds up exactly to the decoded text's length.
 
-The release decodes without these rules, so they are off by default
-(`TraceGenerator.generate`, `names=False, values=False`) and a released checkpoint
-still generates exactly what the release's inference generates; `--constrain-names`
-and `--constrain-values` turn them on (eval and `codeexecutor trace`).
+The release decodes without these rules, so `TraceGenerator.generate` leaves them off
+(`names=False, values=False`), and a released checkpoint still generates exactly what
+the release's inference generates. `codeexecutor trace` turns both on for a model of
+our own trace formats (`--no-constrain-names`, `--no-constrain-values` turn them off);
+`evaluate` and `rerank` decode freely unless asked, so their scores compare with the
+release's protocol.
 
 A name after a special token is tokenized on its own: the format's special tokens
 strip the spaces around them, and byte-level BPE splits `name :` into `name` and ` :`,
