@@ -113,6 +113,11 @@ def test_the_trace_report_says_which_lines_were_not_read(tok, tmp_path):
     assert "code_window head" in notes["head"] and notes["head"].endswith("-43, 45 are predicted without being read")  # 44 is blank
     assert "code_window ends" in notes["ends"] and "45" not in notes["ends"].split("lines ")[1]  # the call is read
     assert _spans([3, 4, 5, 9, 11, 12]) == "3-5, 9, 11-12"
+    assert report["constrained"] == {"names": False, "values": False}  # this tokenizer splits ' :': no rules by default
+    from codeexecutor.errors import UsageError
+
+    with pytest.raises(UsageError, match="splits ' :'"):  # asked for, they are refused in one line
+        trace_programs([{"code": MODULE}], model, beam=1, max_length=4, names=True)
     assert _spans([7]) == "7"
 
 

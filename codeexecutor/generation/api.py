@@ -95,15 +95,16 @@ def trace_programs(programs: list[dict], model: str = DEFAULT_MODEL, beam: int =
     plus `_page`, the viewer's data (generation/html.py page_data). A program the model
     format cannot take (over 200 lines) gets {"problem": why} instead (with `strict`,
     FormatError). `names`, `values`: the state rules (generation/constraints.py); None
-    turns them on for our own trace formats, where they cut fewer traces at the length
-    cap at no measured cost (RESULTS.md), and leaves them off for the release's, whose
-    checkpoint then generates what the release's inference does."""
+    turns them on where they apply (`TraceGenerator.rules_apply`: our own trace formats),
+    where they cut fewer traces at the length cap at no measured cost (RESULTS.md), and
+    leaves them off for the release's, whose checkpoint then generates what the
+    release's inference does."""
     from codeexecutor.generation.html import report_page
     from codeexecutor.modeling.format import FormatError
 
     generator = _generator(model)
-    names = not generator.profile.official if names is None else names
-    values = not generator.profile.official if values is None else values
+    names = generator.rules_apply() if names is None else names
+    values = generator.rules_apply() if values is None else values
     prepared, inputs, skipped = [], [], {}
     for i, item in enumerate(programs):
         code, offset, notes = prepare(item["code"], item.get("stdin", ""), docstring)
