@@ -550,8 +550,8 @@ def main() -> None:
         "lr": [st["lr"] for st in cur["stages"]], "max_tokens": cur["train"]["max_tokens"],
         "split_digits": cur["model"]["split_digits"], "dropout": cur["model"]["dropout"],
         "autocast": cur["train"].get("autocast"), "positions": cur["model"]["positions"], "vocab_size": cur["model"]["vocab_size"],
-        "singleline_augment": args.augment, "functions_weight": recipe_functions_weight(  # stage 3's, before a functions stage
-            curriculum(recipe, args.data, args.run, steps, hardest, functions_weight=args.functions_weight)),
+        "singleline_augment": args.augment, "functions_weight": (  # stage 3's, before a functions stage
+            recipe_functions_weight(recipe) if args.functions_weight is None else args.functions_weight),
         "functions_stage": args.functions_stage, "stage_steps": {st["name"]: st["steps"] for st in cur["stages"]},
         "stage_mixes": {st["name"]: {src["path"].rsplit("/", 1)[-1]: src.get("weight", 1.0) for src in st["sources"]}
                         for st in cur["stages"]},

@@ -166,7 +166,10 @@ class TraceGenerator:
         """Whether the state rules can decode this model: a format of our own (the
         release's writes lexical values) whose tokenizer keeps ' :' one token (the name
         rule's end of a name)."""
-        return not self.profile.official and len(self.tok.encode(" :", add_special_tokens=False)) == 1
+        return not self.profile.official and self._one_colon()
+
+    def _one_colon(self) -> bool:
+        return len(self.tok.encode(" :", add_special_tokens=False)) == 1
 
     def _rules(self, names: bool, values: bool) -> functools.partial | None:
         """code -> its StateRule; None without rules."""
@@ -183,7 +186,7 @@ class TraceGenerator:
             if getattr(self, "_chars", None) is None:
                 self._chars = token_chars(self.tok)
             chars = self._chars
-        if len(self.tok.encode(" :", add_special_tokens=False)) != 1:
+        if not self._one_colon():
             raise UsageError("this model's tokenizer splits ' :' in two, so the state rules cannot find a name's end; "
                              "leave --constrain-names and --constrain-values out for it")
         limit = DEFAULT_LIMIT + len(ELLIPSIS) if values else None
