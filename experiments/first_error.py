@@ -1,0 +1,170 @@
+"""Where a compact model's trace first goes wrong: the first step of its prediction that
+differs from the gold trace, by what differs.
+
+A step is compared in the compact form the model wrote (`compact` of a run's
+test_predictions.jsonl) against the gold's compact form, serialized from the dataset row
+by the model's own profile. The first differing step is put in one class:
+
+* `line`: the line (or the kind of step: `<line>`, `<output>`, `<exception>`) differs, a
+  control-flow error;
+* `form`: the line is right but one writes the whole state and the other a delta;
+* `names`: the step names other variables than the gold's (one missing or one added);
+* `arguments`: the names are right, but a value differs in the first step of a call,
+  whose state holds the arguments the call passed;
+* `value`: the names are right, but a value the gold step writes as new or changed (a
+  delta step; in a whole state, one that differs from the last state of the same scope)
+  differs: a computation gone wrong;
+* `recall`: only a name the gold step restates unchanged, in a whole state (a return to
+  a caller, say), differs: the model misremembered a value written earlier. "Unchanged"
+  is against the last state the gold wrote in the same scope (function), which reads a
+  recursive call's frames as one;
+* `output` / `exception`: the step kind matches but the printed text or the error does not;
+* `end`: one trace ends (or is cut) where the other goes on.
+
+    .venv/bin/python experiments/first_error.py --run runs/qd/run --data runs/quality/data-depth \
+        [--predictions free=runs/qd/run/test_predictions.jsonl --predictions rules=EVAL.predictions.jsonl ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections import Counter, defaultdict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+SETS = {"codenetmut": "codenetmut/codenetmut", "errors": "codenetmut/errors",
+        "functions": "functions/functions", "functions_errors": "functions/functions_errors"}
+STEP = re.compile(r"(?=<line> <\d+>|<output>|<exception>)")
+
+
+def steps(text: str) -> list[str]:
+    return [s.strip() for s in STEP.split(text) if s.strip()]
+
+
+def head(step: str) -> str:
+    """`<line> <k>`, `<output>` or `<exception>`: what a step is, before its content."""
+    m = re.match(r"<line> <\d+>|<output>|<exception>", step)
+    return m.group(0) if m else step.split(" ", 1)[0]
+
+
+def pairs(step: str) -> tuple[str, dict[str, str]] | None:
+    """(form, name -> value) of a line step; None where it does not read."""
+    m = re.match(r"<line> <\d+> (<state>|<delta>)(.*?)</state>$", step, re.S)
+    if not m:
+        return None
+    out = {}
+    for part in m.group(2).split("<dictsep>"):
+        if " : " in part:
+            k, v = part.strip().split(" : ", 1)
+            out[k.strip()] = v.strip()
+        elif part.strip():
+            return None
+    return ("full" if m.group(1) == "<state>" else "delta"), out
+
+
+def classify(pred: list[str], gold: list[str], code: str = "") -> tuple[str, int] | None:
+    """(class, index) of the first differing step; None when the two agree. `code`: the
+    program, whose scopes tell which earlier state a whole state restates."""
+    from codeexecutor.modeling.compact import frames
+
+    scope = {line - 1: first for line, (first, _) in frames(code).items()}  # 0-based line -> its function
+    known: dict[int, dict[str, str]] = {}  # scope -> its names as the gold last wrote them
+    current = -1  # the scope of the gold's previous line step
+    for i, (p, g) in enumerate(zip(pred, gold)):
+        gp = pairs(g)
+        m = re.match(r"<line> <(\d+)>", g)
+        here = scope.get(int(m.group(1)), 0) if m else current
+        if p != g:
+            if head(p) != head(g):
+                return "line", i
+            if head(g) == "<output>":
+                return "output", i
+            if head(g) == "<exception>":
+                return "exception", i
+            pp = pairs(p)
+            if gp is None or pp is None:
+                return "value", i
+            if pp[0] != gp[0]:
+                return "form", i
+            if list(pp[1]) != list(gp[1]) and gp[0] == "full" or gp[0] == "delta" and set(pp[1]) - set(gp[1]):
+                return "names", i
+            if gp[0] == "delta":
+                return "value", i
+            if here and here != current:
+                return "arguments", i
+            before = known.get(here, {})
+            wrong = {k for k in gp[1] if pp[1].get(k) != gp[1][k]}
+            return ("value" if any(before.get(k) != gp[1][k] for k in wrong) else "recall"), i
+        if gp:
+            known[here] = dict(gp[1]) if gp[0] == "full" else {**known.get(here, {}), **gp[1]}
+            current = here
+    if len(pred) != len(gold):
+        return "end", min(len(pred), len(gold))
+    return None
+
+
+def first_errors(rows: list[dict], data: str, profile) -> dict:
+    """Per test set of `rows` (predictions JSONL records): the first error's class counts,
+    shares and median relative position."""
+    import datasets
+
+    out = {}
+    for name, path in SETS.items():
+        mine = [r for r in rows if r["dataset"] == name]
+        if not mine:
+            continue
+        test = datasets.load_from_disk(os.path.join(data, path))["test"]
+        index = {i: j for j, i in enumerate(test["id"])}
+        classes, where = Counter(), defaultdict(list)
+        for r in mine:
+            row = test[index[r["id"]]]
+            gold = steps(profile.example(row)[1])
+            found = classify(steps(r.get("compact") or r["prediction"]), gold, row["code"])
+            key = found[0] if found else "right"
+            classes[key] += 1
+            if found:
+                where[key].append(found[1] / max(1, len(gold)))
+        out[name] = {
+            "examples": len(mine), "first_error": dict(classes.most_common()),
+            "share": {k: round(100 * v / len(mine), 1) for k, v in classes.most_common()},
+            "median_position": {k: round(sorted(v)[len(v) // 2], 3) for k, v in where.items()},
+        }
+    return out
+
+
+def main() -> None:
+    from codeexecutor.modeling.loading import load_model
+    from codeexecutor.modeling.profiles import profile_of
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run", required=True, help="a bench_quality run folder (test_predictions.jsonl, final/)")
+    ap.add_argument("--data", required=True, help="the data folder the run trained on")
+    ap.add_argument("--predictions", action="append", metavar="LABEL=JSONL",
+                    help="predictions of the run's model other than its test_predictions.jsonl (repeatable)")
+    ap.add_argument("--out", help="JSON report (default: first_error.json in the run folder)")
+    args = ap.parse_args()
+    profile = profile_of(load_model(os.path.join(args.run, "final")).config)
+    if not profile.delta:
+        sys.exit("first_error: the model writes whole states; the classes need its compact form")
+    sources = dict(p.split("=", 1) for p in args.predictions or []) or {
+        "free": os.path.join(args.run, "test_predictions.jsonl")}
+    report = {"run": args.run, "data": args.data, "command": " ".join(sys.argv), "decodings": {}}
+    for label, path in sources.items():
+        rows = [json.loads(line) for line in open(path)]
+        report["decodings"][label] = first_errors(rows, args.data, profile)
+        for name, figures in report["decodings"][label].items():
+            print(label, name, figures["share"])
+    out = args.out or os.path.join(args.run, "first_error.json")
+    with open(out + ".tmp", "w") as f:
+        json.dump(report, f, indent=1)
+    os.replace(out + ".tmp", out)
+    print("written", out)
+
+
+if __name__ == "__main__":
+    main()
