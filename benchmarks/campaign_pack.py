@@ -7,7 +7,8 @@ The GPU machines we measure on have Python 3.12 with PyTorch and many packages
 (`DEVICE_HAS` below) but no package registry. So `.campaign/whl` holds
 Python 3.12 wheels of the rest, at the versions our requirements pin (transformers,
 tokenizers and huggingface_hub too, so that the device runs what the tests here ran),
-and `.campaign/corpora.tar.xz` the shared corpora (84 MB of source, xz-compressed),
+and `.campaign/corpora.tar.xz` the shared corpora (93 MB of source with the two function
+corpora, xz-compressed),
 since `../shared` is not on that machine. The copy we can send is at most 64 MiB; the pack checks
 its size and that every carried wheel's requirements are carried or on the device.
 """
@@ -25,7 +26,7 @@ import zipfile
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACK = ROOT / ".campaign"
 SHARED = ROOT.parent / "shared" / "data"
-CORPORA = ("atcoder-python", "atcoder-python-2", "python-tutorial")
+CORPORA = ("atcoder-python", "atcoder-python-2", "python-tutorial", "thealgorithms-python", "keon-algorithms")
 LIMIT = 64 * 2**20
 CARRY = ["datasets", "dill", "multiprocess", "hjson", "pydantic", "pydantic_core", "annotated-types", "typing-inspection",
          "tree-sitter", "tree-sitter-python", "orjson", "transformers", "tokenizers", "huggingface_hub", "httpx2",

@@ -6,8 +6,10 @@
 #   copy the checkout with .campaign/ to the GPU machine, then there:
 #     bash benchmarks/gpu_campaign.sh check                 # inputs and plan, nothing trained (also runs in CI)
 #     bash benchmarks/gpu_campaign.sh benches               # about 10 minutes
-#     bash benchmarks/gpu_campaign.sh quality 20 small [delta]   # bench_quality with a 20-minute budget
-#   and copy $OUT's files into benchmarks/results/.
+#     bash benchmarks/gpu_campaign.sh quality 4 small [delta]    # bench_quality with a 4-minute training budget
+#   and copy $OUT's files into benchmarks/results/. A lent GPU gives a session 15 minutes in
+#   calls of at most 10, so a quality run's build, training and scoring must fit one call:
+#   the compact/full pair is two calls of `quality 4 small delta|full`.
 #
 # benches: bench_train's accelerator section (base in bf16: token-budget vs fixed batches,
 #   SDPA vs eager, real tokens/s, peak memory, MFU), a short fp16 run through
@@ -40,10 +42,11 @@ if [ "$SMOKE" != 1 ] && compgen -G ".campaign/whl/*.whl" >/dev/null; then
   export PYTHONPATH="/tmp/site:$PYTHONPATH"
 fi
 if [ "$SMOKE" = 1 ]; then
-  device=cpu preset=tiny accel_steps=2 corpora=(curricula/demo) tutorial=curricula/demo/tutorial limit=""
+  device=cpu preset=tiny accel_steps=2 corpora=(curricula/demo) tutorial=curricula/demo/tutorial limit="" functions=()
 else
   device=cuda preset=base accel_steps=30 tutorial="$WORK/corpora/python-tutorial/tutorial_rst" limit="--codenet-limit 1500"
   corpora=("$WORK/corpora/atcoder-python" "$WORK/corpora/atcoder-python-2")
+  functions=("$WORK/corpora/thealgorithms-python" "$WORK/corpora/keon-algorithms")  # the recipe's functions set
   if [ ! -d "$WORK/corpora" ]; then
     [ -f .campaign/corpora.tar.xz ] || { echo "gpu_campaign: no .campaign/corpora.tar.xz; run benchmarks/campaign_pack.py here and carry .campaign" >&2; exit 2; }
     mkdir -p "$WORK/corpora" && tar -xJf .campaign/corpora.tar.xz -C "$WORK/corpora"
@@ -55,7 +58,7 @@ $PY -c "import torch, transformers, deepspeed, datasets, tree_sitter; print('tor
 if [ "$part" = check ]; then
   $PY -c "import sys; sys.path.insert(0, 'benchmarks'); import bench_quality; r = bench_quality.load_recipe(); print('recipe', bench_quality.RECIPE.name, [s['name'] for s in r['stages']])" \
     || { echo "gpu_campaign: the recipe does not load" >&2; exit 2; }
-  for c in "${corpora[@]}" "$tutorial"; do [ -d "$c" ] || { echo "gpu_campaign: missing input $c" >&2; exit 2; }; done
+  for c in "${corpora[@]}" "$tutorial" "${functions[@]}"; do [ -d "$c" ] || { echo "gpu_campaign: missing input $c" >&2; exit 2; }; done
   log "plan on $device ($preset): build from ${corpora[*]}; benches: bench_train --accelerator-preset $preset, fp16 ZeRO-2 run, bench_generate; quality MINUTES PRESET [STATE]: bench_quality.py"
   log "check passed; nothing trained"
   exit 0
@@ -64,7 +67,8 @@ fi
 data="$WORK/data"
 log "datasets"
 $PY benchmarks/bench_quality.py --budget-minutes 1 --build-only --data "$data" --corpora "${corpora[@]}" \
-  --tutorial-sources "$tutorial" $limit --mutants 4 > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+  --tutorial-sources "$tutorial" $limit --mutants 4 --function-corpora "${functions[@]}" > "$OUT/build.log" 2>&1 \
+  || { tail -20 "$OUT/build.log"; exit 1; }
 
 status=0
 if [ "$part" = benches ]; then
@@ -97,7 +101,8 @@ elif [ "$part" = quality ]; then
   minutes=${2:-5}
   log "bench_quality: ${3:-small}, $minutes minutes"
   $PY benchmarks/bench_quality.py --budget-minutes "$minutes" --preset "${3:-small}" --state "${4:-full}" --data "$data" --run "$WORK/quality/run" \
-    --eval-limit "$([ "$SMOKE" = 1 ] && echo 4 || echo 300)" --valid-examples "$([ "$SMOKE" = 1 ] && echo 0 || echo 48)" --corpora "${corpora[@]}" --tutorial-sources "$tutorial" || status=1
+    --eval-limit "$([ "$SMOKE" = 1 ] && echo 4 || echo 300)" --valid-examples "$([ "$SMOKE" = 1 ] && echo 0 || echo 48)" --corpora "${corpora[@]}" --tutorial-sources "$tutorial" \
+    --function-corpora "${functions[@]}" || status=1
   cp "$WORK/quality/bench_quality.log" "$OUT/" 2>/dev/null
 else
   echo "gpu_campaign: unknown part '$part' (check, benches, or quality MINUTES [PRESET] [STATE])" >&2
