@@ -57,6 +57,7 @@ TRICKY = [
     "count = 0\ndef bump():\n    global count, extra\n    count += 1\n    extra = count\nbump()\nbump()\nprint(count, extra)\n",
     "xs = [1, 2, 3]\nif (n := len(xs)) > 2:\n    del xs[0]\ny = n\ndel n\nprint(y)\n",
     "def g(a):\n    return 10 // a\ndef f(a):\n    b = g(a)\n    return b\nx = f(0)\n",
+    "def rotate(x, axis, angle):\n    names = locals()\n    del names['axis']\n    return x + angle\nprint(rotate(1, 'y', 2))\n",
 ]
 
 
@@ -80,6 +81,7 @@ def test_each_line_is_given_its_frames_scope():
     assert at["self.size += by"] == Function(("self", "by"), ("self", "by"))
     deleting = Scopes("def f(a, *rest, k=1, **kw):\n    del a\n    return k\n").at(1)
     assert deleting.params == ("a", "k", "rest", "kw") and deleting.first == ()  # `del`: no order promised
+    assert Scopes("def f(a, b):\n    d = locals()\n    return d\n").at(1).first == ()  # the frame's dict, handed out
     assert at["def one(x): return x + 1"] is None  # the line runs in two frames
     module = scopes.at(lines.index("for i in range(2):"))
     assert isinstance(module, Module)

@@ -107,10 +107,11 @@ class StateRule:
     characters written); the names the current state has already named; and the scope
     context (NO_SCOPE's fields). `code`: the program in the model's format (or its
     source); `chars`: token_chars(tok), which a caller decoding many programs computes
-    once; `scopes`: the name rule also follows the program's scopes."""
+    once; `scopes`: the name rule also follows the program's scopes, and with `params`
+    a function's whole states start with its parameters."""
 
     def __init__(self, tok, code: str, names: bool = True, value_chars: int | None = None,
-                 chars: list[int] | None = None, scopes: bool = True) -> None:
+                 chars: list[int] | None = None, scopes: bool = True, params: bool = True) -> None:
         from codeexecutor.generation.scopes import Scopes, source_of
 
         vocab = tok.get_vocab()
@@ -135,6 +136,7 @@ class StateRule:
         self._index(self.root)
         formatted = bool(re.match(r"<(codenet|tutorial|singleline)> ", code))
         self.scopes = Scopes(source_of(code) if formatted else code) if names and scopes else None
+        self.params = params
 
     def _index(self, node: dict) -> frozenset[str]:
         names = frozenset([node[None]] if None in node else [])
@@ -210,7 +212,7 @@ class StateRule:
         if frame is None:
             return (line, reached, None, None, ())
         if isinstance(frame, Function):
-            return (line, reached, frame.slots, frozenset(frame.slots), frame.first if whole else ())
+            return (line, reached, frame.slots, frozenset(frame.slots), frame.first if whole and self.params else ())
         reached = max(reached, line)
         return (line, reached, None, frame.names(reached), ())
 

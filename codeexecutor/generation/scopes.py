@@ -31,6 +31,7 @@ import types
 from dataclasses import dataclass
 
 _DYNAMIC = re.compile(r"\bglobals\s*\(|\bvars\s*\(|\bexec\s*\(|\bsetattr\s*\(|\b__dict__\b|\bimport\s*\*")
+_LOCALS = re.compile(r"\blocals\s*\(|\bvars\s*\(\s*\)")
 _MARK = re.compile(r"(?:^|(?<= ))<(\d+)> ((?:<indent> |<dedent> )*)")
 _TASK = re.compile(r"^<(codenet|tutorial|singleline)> ")
 
@@ -39,7 +40,8 @@ _TASK = re.compile(r"^<(codenet|tutorial|singleline)> ")
 class Function:
     """A function's frame: its slots in f_locals order, and its parameters, which a
     whole state of the frame lists first, in this order (they are bound when the frame
-    starts; `deletes`: a `del` may unbind one, so the order is not guaranteed)."""
+    starts; `deletes`: a `del`, or a change through `locals()`, may unbind one, so the
+    order is not guaranteed)."""
 
     slots: tuple[str, ...]
     params: tuple[str, ...] = ()
@@ -93,6 +95,7 @@ class Scopes:
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return
         dynamic = bool(_DYNAMIC.search(source))
+        loose = bool(_LOCALS.search(source))  # locals() hands out the frame's own dict: a `del` on it reorders names
         functions = {}  # (qualified name without '<locals>.', first body line) -> slots
         for obj in _code_objects(code):
             if obj.co_name.startswith("<"):
@@ -102,7 +105,7 @@ class Scopes:
             lines = {line for _, _, line in obj.co_lines() if line is not None}
             n = obj.co_argcount + obj.co_kwonlyargcount + bool(obj.co_flags & 4) + bool(obj.co_flags & 8)  # *args, **kw
             functions[(qual, frozenset(lines))] = Function(tuple(obj.co_varnames) + tuple(cells) + tuple(obj.co_freevars),
-                                                           tuple(obj.co_varnames[:n]), "DELETE_FAST" in _opnames(obj))
+                                                           tuple(obj.co_varnames[:n]), loose or "DELETE_FAST" in _opnames(obj))
         if not dynamic:
             self.module = _module(tree)
         for node, qual, first, last in _scoped(tree):
