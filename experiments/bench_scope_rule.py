@@ -38,6 +38,7 @@ def outputs_right(rows: list[dict], data: str, name: str) -> int:
 
 
 def main() -> None:
+    from curricula.common import write_json_atomic
     from codeexecutor.generation import constraints, search
     from codeexecutor.modeling.loading import load_model
     from codeexecutor.modeling.profiles import profile_of
@@ -78,9 +79,7 @@ def main() -> None:
                       "cut", entry["unfinished"]["share"], "outputs right", entry.get("outputs_right"), flush=True)
         finally:
             search.StateRule = original
-        with open(args.out + ".tmp", "w") as f:
-            json.dump(report, f, indent=1)
-        os.replace(args.out + ".tmp", args.out)
+        write_json_atomic(report, args.out)
     print("written", args.out)
 
 

@@ -138,6 +138,7 @@ def first_errors(rows: list[dict], data: str, profile) -> dict:
 
 
 def main() -> None:
+    from curricula.common import write_json_atomic
     from codeexecutor.modeling.loading import load_model
     from codeexecutor.modeling.profiles import profile_of
 
@@ -160,9 +161,7 @@ def main() -> None:
         for name, figures in report["decodings"][label].items():
             print(label, name, figures["share"])
     out = args.out or os.path.join(args.run, "first_error.json")
-    with open(out + ".tmp", "w") as f:
-        json.dump(report, f, indent=1)
-    os.replace(out + ".tmp", out)
+    write_json_atomic(report, out)
     print("written", out)
 
 

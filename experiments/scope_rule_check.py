@@ -9,7 +9,6 @@ the rule refuses is a gold trace the rule would forbid, and is listed.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import sys
@@ -23,6 +22,7 @@ SETS = ("singleline/singleline", "tutorial/tutorial", "codenetmut/codenetmut", "
 
 
 def main() -> None:
+    from curricula.common import write_json_atomic
     import datasets
 
     from codeexecutor.generation.constraints import StateRule, first_refused, token_chars
@@ -68,9 +68,7 @@ def main() -> None:
                                                   "refused": tok.decode(ids[at:at + 3])})
         report["sets"][name] = {"checked": checked, "refused": refused, "refused_without_scopes": by_identifiers}
         print(name, report["sets"][name], f"{time.time() - start:.0f}s", flush=True)
-    with open(args.out + ".tmp", "w") as f:
-        json.dump(report, f, indent=1)
-    os.replace(args.out + ".tmp", args.out)
+    write_json_atomic(report, args.out)
     print("written", args.out)
 
 
