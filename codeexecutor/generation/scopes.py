@@ -28,6 +28,7 @@ import ast
 import dis
 import re
 import types
+import warnings
 from dataclasses import dataclass
 
 _DYNAMIC = re.compile(r"\bglobals\s*\(|\bvars\s*\(|\bexec\s*\(|\bsetattr\s*\(|\b__dict__\b|\bimport\s*\*")
@@ -90,13 +91,15 @@ class Scopes:
         self.by_line: dict[int, Function | None] = {}  # lines of function and class bodies
         self.module: Module | None = None
         try:
-            tree = ast.parse(source)
-            code = compile(tree, "<program>", "exec", dont_inherit=True)
+            with warnings.catch_warnings():  # the user's `'\s'` is theirs to hear about, not a decoding rule's
+                warnings.simplefilter("ignore")
+                tree = ast.parse(source)
+                code = compile(tree, "<program>", "exec", dont_inherit=True)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return
         dynamic = bool(_DYNAMIC.search(source))
         loose = bool(_LOCALS.search(source))  # locals() hands out the frame's own dict: a `del` on it reorders names
-        functions = {}  # (qualified name without '<locals>.', first body line) -> slots
+        functions = {}  # (qualified name without '<locals>.', the lines of its code) -> its Function
         for obj in _code_objects(code):
             if obj.co_name.startswith("<"):
                 continue  # comprehensions, lambdas: untraced, part of their line
