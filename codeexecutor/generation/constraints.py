@@ -52,8 +52,8 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CLASS = re.compile(r"\bclass\s+([A-Za-z_][A-Za-z0-9_]*)")
 BLOCKED = -1e9  # a disallowed token's log-probability (finite: beam sums stay ordered)
 OUT, NAME, VALUE, LINE = 0, 1, 2, 3
-# (line of the step, furthest module line reached, the scope's slots, names left, names the state must write next)
-NO_SCOPE = (-1, -1, None, None, ())
+# (line of the step, furthest module line reached, names left (None: any identifier), names the state must write next)
+NO_SCOPE = (-1, -1, None, ())
 
 
 def _byte_decoder() -> dict[str, int]:
@@ -134,8 +134,7 @@ class StateRule:
                 node[None] = name
         self.below: dict[int, frozenset[str]] = {}  # id(node) -> the names its paths reach
         self._index(self.root)
-        formatted = bool(re.match(r"<(codenet|tutorial|singleline)> ", code))
-        self.scopes = Scopes(source_of(code) if formatted else code) if names and scopes else None
+        self.scopes = Scopes(source_of(code)) if names and scopes else None
         self.params = params
 
     def _index(self, node: dict) -> frozenset[str]:
@@ -153,7 +152,7 @@ class StateRule:
     def allowed(self, state) -> list[int] | None:
         """Token ids allowed next; None: any token. A state may end empty only before its
         first name; a value that has reached `value_chars` (and the space before it) ends."""
-        mode, node, used, n, (_, _, _, left, must) = state
+        mode, node, used, n, (_, _, left, must) = state
         if must and mode == NAME:
             left = frozenset(must[:1])
         if mode == VALUE:
@@ -175,7 +174,7 @@ class StateRule:
     def refused(self, state) -> int | None:
         """The one token refused where `allowed` leaves the choice free: `</state>` while
         parameters the state must list are still due."""
-        return self.state_close if state[0] == VALUE and state[4][4] else None
+        return self.state_close if state[0] == VALUE and state[4][3] else None
 
     def step(self, state, token: int):
         """The decoding state after `token`."""
@@ -210,19 +209,19 @@ class StateRule:
         line, reached = scope[0], scope[1]
         frame = self.scopes.at(line) if self.scopes is not None and line >= 0 else None
         if frame is None:
-            return (line, reached, None, None, ())
+            return (line, reached, None, ())
         if isinstance(frame, Function):
-            return (line, reached, frame.slots, frozenset(frame.slots), frame.first if whole and self.params else ())
+            return (line, reached, frozenset(frame.slots), frame.first if whole and self.params else ())
         reached = max(reached, line)
-        return (line, reached, None, frame.names(reached), ())
+        return (line, reached, frame.names(reached), ())
 
     @staticmethod
     def _named(scope: tuple, name: str) -> tuple:
         """The scope context once `name` is named: the names left less this one."""
-        line, reached, slots, left, must = scope
+        line, reached, left, must = scope
         if left is None:
             return scope
-        return (line, reached, slots, left - {name}, must[1:] if must and must[0] == name else must)
+        return (line, reached, left - {name}, must[1:] if must and must[0] == name else must)
 
 
 def first_refused(rule: StateRule, ids: list[int]) -> int | None:

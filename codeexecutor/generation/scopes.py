@@ -69,7 +69,10 @@ class Module:
 
 def source_of(formatted: str) -> str:
     """A program's source back from its model format (task token, `<k>` markers,
-    indentation tokens), each line at its number and indented four spaces a level."""
+    indentation tokens), each line at its number and indented four spaces a level; text
+    without a task token is taken for a source already and returned as it is."""
+    if not _TASK.match(formatted.strip()):
+        return formatted
     text = _TASK.sub("", formatted.strip())
     marks = list(_MARK.finditer(text))
     lines: list[str] = []
