@@ -110,7 +110,7 @@ def _rerank_run(args: argparse.Namespace) -> int:
     report["command"] = "codeexecutor rerank " + " ".join(sys.argv[2:])
     _write(report, args.out)
     for name, row in report["summary"].items():
-        print(f"{name:9} " + "  ".join(f"{k} {v:.2f}" for k, v in row.items()))
+        print(f"{name:17} " + "  ".join(f"{k} {v:.2f}" for k, v in row.items()))
     return 0
 
 

@@ -11,6 +11,10 @@ All candidates are then run against the problem's real tests in the sandbox, giv
 * reranked: pass@k of the model's top-k,
 * oracle: pass@k of a ranking by *real* execution of the example calls.
 
+Candidates whose scores tie keep their sample order in `reranked` and `oracle` (one draw of
+the tie order); `reranked_expected` and `oracle_expected` give pass@k averaged over every
+order of the ties, the same kind of expectation as the baseline's estimator.
+
 The samples here are CodeGen-16B's (CodeT's release): they stand in for the paper's
 Codex samples, which are not available.
 """
@@ -111,6 +115,29 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
 
 
+def ranked_pass_at_k(scores: list[float], passed: list[bool], k: int) -> float:
+    """Chance that the k best-scored candidates hold a passing one, ties in random order.
+
+    Groups of equal score are taken best first; the group that the k-th place cuts
+    through contributes m of its g members drawn at random, which all fail with
+    probability C(g - c, m) / C(g, m) when c of them pass."""
+    groups: dict[float, list[bool]] = {}
+    for s, ok in zip(scores, passed):
+        groups.setdefault(s, []).append(ok)
+    left = k
+    for s in sorted(groups, reverse=True):
+        g, c = len(groups[s]), sum(groups[s])
+        m = min(left, g)
+        if c and m == g:
+            return 1.0
+        if m < g:
+            return 1.0 - math.comb(g - c, m) / math.comb(g, m)
+        left -= m
+        if left == 0:
+            break
+    return 0.0
+
+
 def similarity(a: str, b: str) -> float:
     return difflib.SequenceMatcher(a=a, b=b, autojunk=False).ratio()
 
@@ -158,16 +185,22 @@ def rerank(problems: list[Problem], model: str, beam: int = 4, max_length: int =
             decoded += len(usable)
             n = len(prob.samples)
             c = sum(passed.values())
-            order_model = sorted(range(n), key=lambda i: (-similarity(predicted.get(i, ""), expected), i))
-            order_oracle = sorted(range(n), key=lambda i: (-similarity(real.get(i, ""), expected), i))
+            model_scores = [round(similarity(predicted.get(i, ""), expected), 6) for i in range(n)]
+            oracle_scores = [round(similarity(real.get(i, ""), expected), 6) for i in range(n)]
+            ok = [bool(passed[i]) for i in range(n)]
+            order_model = sorted(range(n), key=lambda i: (-model_scores[i], i))
+            order_oracle = sorted(range(n), key=lambda i: (-oracle_scores[i], i))
             per_problem.append({
                 "task_id": prob.task_id, "samples": n, "correct": c, "examples": len(prob.examples),
                 "baseline": {k: pass_at_k(n, c, k) for k in ks},
                 "reranked": {k: float(any(passed[i] for i in order_model[:k])) for k in ks},
                 "oracle": {k: float(any(passed[i] for i in order_oracle[:k])) for k in ks},
+                "reranked_expected": {k: ranked_pass_at_k(model_scores, ok, k) for k in ks},
+                "oracle_expected": {k: ranked_pass_at_k(oracle_scores, ok, k) for k in ks},
+                "model_scores": model_scores, "passed": ok,
             })
     summary = {}
-    for name in ("baseline", "reranked", "oracle"):
+    for name in ("baseline", "reranked", "oracle", "reranked_expected", "oracle_expected"):
         summary[name] = {f"pass@{k}": 100 * sum(p[name][k] for p in per_problem) / max(1, len(per_problem)) for k in ks}
     return {"model": model, "problems": len(per_problem), "beam": beam, "max_length": max_length,
             "constrained_names": names, "constrained_values": values,

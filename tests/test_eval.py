@@ -7,7 +7,7 @@ import torch
 
 from codeexecutor.execution import Step
 from codeexecutor.modeling.format import format_trace
-from eval.rerank import docstring_examples, pass_at_k
+from eval.rerank import docstring_examples, pass_at_k, ranked_pass_at_k
 from eval.code_search import mean_average_precision
 from eval.trace_metrics import (
     TraceRecord, aligned_metrics, error_metrics, orca_metrics, release_metrics, release_singleline_metrics, weighted_f1,
@@ -129,6 +129,18 @@ def test_pass_at_k():
     assert pass_at_k(10, 3, 2) == pytest.approx(1 - math.comb(7, 2) / math.comb(10, 2))
 
 
+def test_ranked_pass_at_k_averages_over_tie_orders():
+    passed = [False] * 7 + [True] * 3
+    for k in (1, 2, 5, 10, 20):  # one big tie is the unranked estimator
+        assert ranked_pass_at_k([0.5] * 10, passed, k) == pytest.approx(pass_at_k(10, 3, k))
+    assert ranked_pass_at_k([0.1, 0.9, 0.2], [False, True, False], 1) == 1.0
+    assert ranked_pass_at_k([0.1, 0.9, 0.2], [True, False, False], 2) == 0.0
+    scores, ok = [0.9, 0.9, 0.5, 0.5, 0.5], [False, False, True, False, False]
+    assert ranked_pass_at_k(scores, ok, 2) == 0.0  # the failing pair fills both places
+    assert ranked_pass_at_k(scores, ok, 3) == pytest.approx(1 / 3)  # one draw from the next group
+    assert ranked_pass_at_k(scores, ok, 4) == pytest.approx(2 / 3)
+
+
 def test_docstring_examples():
     prompt = 'def f(x):\n    """Doubles.\n    >>> f(2)\n    4\n    >>> f("a")\n    \'aa\'\n    f(3) == 6\n    """\n'
     assert docstring_examples(prompt, "f") == [("f(2)", "4"), ('f("a")', "'aa'"), ("f(3)", "6")]
@@ -184,6 +196,9 @@ def test_evaluate_and_rerank_end_to_end(overfit_model, demo_data, tmp_path):
     assert out["candidates"] == 4 and out["decoded"] == 3  # a repeated sample is decoded once
     assert out["summary"]["oracle"]["pass@1"] == 100.0
     assert out["summary"]["baseline"]["pass@1"] == pytest.approx(100 * 3 / 4)
+    assert out["summary"]["oracle_expected"]["pass@1"] == 100.0  # the three right sums print 3
+    assert out["per_problem"][0]["passed"] == [True, False, True, True]
+    assert len(out["per_problem"][0]["model_scores"]) == 4
     ruled = rerank([prob], str(model), beam=1, max_length=16, progress=False, names=True, values=True)
     assert ruled["constrained_names"] and ruled["constrained_values"] and not out["constrained_values"]
     assert ruled["summary"]["oracle"] == out["summary"]["oracle"]  # the rules change predictions, not the tests
