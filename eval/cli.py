@@ -44,10 +44,13 @@ def _eval_run(args: argparse.Namespace) -> int:
 
     if args.limit < 0 or args.beam < 1 or args.batch_size < 1 or (args.max_length is not None and args.max_length < 1):
         raise UsageError("--limit must be >= 0 and --beam, --batch-size, --max-length >= 1")
+    if args.length_penalty < 0:
+        raise UsageError("--length-penalty must be >= 0 (0 is the release's ranking; 1 divides by the length)")
     report = evaluate_model(args.model, args.data, args.split, args.limit or None, args.beam, args.max_length,
                             args.batch_size, resource_descriptions=args.resource_descriptions, task=args.task,
                             names=bool(args.constrain_names), values=bool(args.constrain_values),  # free unless asked
-                            exception_bias=args.exception_bias, exception_at=args.exception_at, html=args.html)
+                            exception_bias=args.exception_bias, exception_at=args.exception_at, html=args.html,
+                            length_penalty=args.length_penalty)
     if args.out:
         out = args.out
     elif os.path.isfile(args.data):

@@ -212,11 +212,13 @@ def _score(name: str, split: str, codes: list[str], preds: list[str], golds: lis
 def evaluate_model(model: str, data: str, split: str = "test", limit: int | None = None, beam: int = 10,
                    max_length: int | None = None, batch_size: int = 8, resource_descriptions: str | None = None,
                    progress: bool = True, task: str | None = None, names: bool = False, values: bool = False,
-                   exception_bias: float = 0.0, exception_at: str = "step", html: str | None = None) -> dict:
+                   exception_bias: float = 0.0, exception_at: str = "step", html: str | None = None,
+                   length_penalty: float = 0.0) -> dict:
     """Scores a model on built datasets (or a release-format test file). `names`, `values`:
     decode with the state rules (generation/constraints.py); `exception_bias`: favour
     `<exception>` at step ends (generation/verdict.py). The release uses neither. Each
     prediction records its `exception_peak` (the crash margin) where the model has that step.
+    `length_penalty`: the beam's ranking of finished traces (generation/beam.py).
     `html`: a folder for the trace viewer's pages, one per example (prediction beside
     reference) and an index sortable by score (generation/html.py)."""
     from codeexecutor.errors import UsageError
@@ -234,8 +236,9 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
     report: dict = {"model": model, "data": data, "split": split, "beam": beam, "metric": METRIC_NAME,
                     "format_profile": profile.label, "trace_state": profile.state, "constrained_names": names,
                     "constrained_values": values, "exception_bias": exception_bias,
-                    "exception_at": exception_at, "datasets": {}}
-    decoding = {"names": names, "values": values, "exception_bias": exception_bias, "exception_at": exception_at}
+                    "exception_at": exception_at, "length_penalty": length_penalty, "datasets": {}}
+    decoding = {"names": names, "values": values, "exception_bias": exception_bias, "exception_at": exception_at,
+                "length_penalty": length_penalty}
     predictions: list[dict] = []
 
     if rows_of_file is not None:

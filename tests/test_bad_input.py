@@ -148,3 +148,9 @@ def test_rerank_bad_inputs(tmp_path):
     _check(_run(tmp_path, ["rerank", "--problems", "{missing}"]), "not found")
     bad = _make(tmp_path, "problems.jsonl.gz", b"\x00\x01 not gzip")
     _check(_run(tmp_path, ["rerank", "--problems", bad, "--samples", bad, "--codet-prompts", bad]))
+
+
+@pytest.mark.parametrize("command", (["trace", "{ok_program}", "--model", "{missing}"],
+                                     ["evaluate", "--model", "{missing}", "--data", "{release_file}"]))
+def test_a_negative_length_penalty_is_refused(tmp_path, command):
+    _check(_run(tmp_path, [*command, "--length-penalty", "-1"]), "length-penalty must be >= 0")

@@ -45,6 +45,27 @@ def test_beam_says_whether_its_answer_ended():
     assert beam.ended()
 
 
+def test_length_penalty_lets_a_longer_finished_trace_win():
+    import math
+
+    import torch
+
+    from codeexecutor.generation.beam import Beam
+
+    eos, half = 0, math.log(0.5)
+    first = torch.tensor([[half, half]] * 2)  # end now or write token 1, equally likely
+    then = torch.tensor([[math.log(0.95), math.log(0.05)]] * 2)  # after token 1, end almost surely
+    answers = {}
+    for alpha in (0.0, 1.0):
+        beam = Beam(2, eos, length_penalty=alpha)
+        beam.advance(first)
+        beam.advance(then)
+        assert beam.ended() and len(beam.finished) == 2
+        answers[alpha] = beam.best()[1]
+    assert answers[0.0] == []  # the release's ranking: the summed log-probability favours stopping at once
+    assert answers[1.0] == [1]  # per length, the longer trace is the likelier
+
+
 def test_generation_is_marked_unfinished_at_the_length_cap(overfit_model):
     from codeexecutor.generation import TraceGenerator
 

@@ -27,6 +27,9 @@ def decoding_arguments(p) -> None:
                         "reports it (not in the release's decoding; generation/verdict.py)")
     p.add_argument("--exception-at", choices=("step", "end"), default="step",
                    help="where the bias acts: every step end, or only where the trace would end (</s>)")
+    p.add_argument("--length-penalty", type=float, default=0.0, metavar="A",
+                   help="rank the beam's finished traces by log-probability over ((5 + length) / 6) ** A, so that a "
+                        "trace is not preferred for stopping early (not in the release's decoding; default 0)")
 
 _GENERATORS: dict = {}
 
@@ -66,7 +69,7 @@ def prepare(source: str, stdin: str, docstring: str | None = None) -> tuple[str,
 def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam: int = 10, max_length: int | None = None,
                   compare: bool = False, html_out: str | None = None, docstring: str | None = None,
                   names: bool | None = None, exception_bias: float = 0.0, values: bool | None = None,
-                  exception_at: str = "step", **kw) -> dict:
+                  exception_at: str = "step", length_penalty: float = 0.0, **kw) -> dict:
     """Predict one program's trace; returns the JSON report (plus 'text', the readable
     form). `html_out`: write the viewer page there (generation/html.py); `names`,
     `values`: as `trace_programs`."""
@@ -75,7 +78,8 @@ def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam
     html_out = html_out or kw.get("html")
     try:
         report = trace_programs([{"code": source, "stdin": stdin}], model, beam, max_length, compare, docstring, names,
-                                exception_bias, values, exception_at, strict=True, pages=bool(html_out))[0]
+                                exception_bias, values, exception_at, strict=True, pages=bool(html_out),
+                                length_penalty=length_penalty)[0]
     except FormatError as exc:
         raise UsageError(f"cannot trace this program: {exc}") from exc
     if html_out:
@@ -89,7 +93,8 @@ def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam
 def trace_programs(programs: list[dict], model: str = DEFAULT_MODEL, beam: int = 10, max_length: int | None = None,
                    compare: bool = False, docstring: str | None = None, names: bool | None = None,
                    exception_bias: float = 0.0, values: bool | None = None, exception_at: str = "step",
-                   batch_size: int = 16, strict: bool = False, pages: bool = False) -> list[dict]:
+                   batch_size: int = 16, strict: bool = False, pages: bool = False,
+                   length_penalty: float = 0.0) -> list[dict]:
     """Predict the traces of many programs ({"code", "stdin"?, "id"?}), decoded in batches
     of `batch_size` as `evaluate` does. Each report is `trace_program`'s; with `pages`,
     plus `_page`, the viewer's data (generation/html.py page_data). A program the model
@@ -123,9 +128,9 @@ def trace_programs(programs: list[dict], model: str = DEFAULT_MODEL, beam: int =
                              "being read"]
         prepared.append((i, code, offset, notes))
     gens = generator.generate(inputs, beam=beam, max_length=max_length, batch_size=batch_size, names=names, values=values,
-                              exception_bias=exception_bias, exception_at=exception_at)
+                              exception_bias=exception_bias, exception_at=exception_at, length_penalty=length_penalty)
     limit = generator.model.config.max_trace_length
-    settings = {"exception_bias": exception_bias, "exception_at": exception_at, "constrained": {"names": names, "values": values},
+    settings = {"exception_bias": exception_bias, "exception_at": exception_at, "length_penalty": length_penalty, "constrained": {"names": names, "values": values},
                 "length_cap": min(max_length or limit, limit), "model_limit": limit, "format_profile": generator.profile.label,
                 "step_order": generator.profile.order}
     reports: list[dict] = [{"problem": skipped[i]} if i in skipped else {} for i in range(len(programs))]

@@ -15,6 +15,11 @@ what it generates through the release's:
 * The answer is the best finished hypothesis (stable order on ties); with none
   finished, the current top hypothesis.
 
+Our option, off by default and never the release's: `length_penalty` (alpha) ranks the
+finished hypotheses by their summed log-probability divided by ((5 + length) / 6) ** alpha
+(Wu et al., 2016) instead, so that a trace is not preferred for stopping early. The
+search itself and its stopping rule stay as above.
+
 The caller runs the model; `advance` takes the (size, V) log-probabilities of the
 current hypotheses and returns which hypothesis each survivor extends, so the caller can
 reorder its key/value cache. Given each hypothesis' `margin` at this step
@@ -32,9 +37,10 @@ NO_CHILDREN = -1e20  # Beam.advance: "Don't let EOS have children."
 
 
 class Beam:
-    def __init__(self, size: int, eos: int) -> None:
+    def __init__(self, size: int, eos: int, length_penalty: float = 0.0) -> None:
         self.size = size
         self.eos = eos
+        self.length_penalty = length_penalty  # alpha; 0 ranks by summed log-probability, as the release
         self.scores: torch.Tensor | None = None  # (size,)
         self.back: list[list[int]] = []  # per step: the hypothesis each survivor extends
         self.tokens: list[list[int]] = []  # per step: each survivor's new token
@@ -86,7 +92,8 @@ class Beam:
 
     def _answer(self) -> tuple[float, int, int]:
         if self.finished:
-            return sorted(self.finished, key=lambda f: -f[0])[0]
+            a = self.length_penalty
+            return sorted(self.finished, key=lambda f: -f[0] / ((5 + f[1]) / 6) ** a if a else -f[0])[0]
         return float(self.scores[0]), len(self.tokens), 0
 
     def peak(self) -> float | None:

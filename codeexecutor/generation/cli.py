@@ -34,6 +34,8 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.beam < 1 or (args.max_length is not None and args.max_length < 1):
         raise UsageError("--beam and --max-length must be >= 1")
+    if args.length_penalty < 0:
+        raise UsageError("--length-penalty must be >= 0 (0 is the release's ranking; 1 divides by the length)")
     doc = read_text_file(args.docstring, "docstring file") if args.docstring else None
     if args.batch:
         return _run_batch(args, doc)
@@ -42,7 +44,8 @@ def _run(args: argparse.Namespace) -> int:
     source = read_program(args.program)
     stdin = read_text_file(args.stdin, "stdin file") if args.stdin else ""
     report = trace_program(source, stdin, args.model, args.beam, args.max_length, args.compare, args.html, doc,
-                           args.constrain_names, args.exception_bias, args.constrain_values, args.exception_at)
+                           args.constrain_names, args.exception_bias, args.constrain_values, args.exception_at,
+                           length_penalty=args.length_penalty)
     text = report.pop("text")
     print(json.dumps(report, ensure_ascii=False) if args.json else text)
     return 0
@@ -67,7 +70,7 @@ def _run_batch(args: argparse.Namespace, doc: str | None) -> int:
         raise UsageError("--batch-size must be >= 1")
     reports = trace_programs(items, args.model, args.beam, args.max_length, args.compare, doc, args.constrain_names,
                              args.exception_bias, args.constrain_values, args.exception_at, batch_size=args.batch_size,
-                             pages=bool(args.html))
+                             pages=bool(args.html), length_penalty=args.length_penalty)
     pages = []
     for item, rep in zip(items, reports):
         rep.pop("text", None)

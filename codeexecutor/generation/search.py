@@ -119,7 +119,7 @@ class TraceGenerator:
     @torch.no_grad()
     def generate(self, inputs: list[str], beam: int = 10, max_length: int | None = None, batch_size: int = 8,
                  cache: bool = True, names: bool = False, values: bool = False,
-                 exception_bias: float = 0.0, exception_at: str = "step") -> list[Generated]:
+                 exception_bias: float = 0.0, exception_at: str = "step", length_penalty: float = 0.0) -> list[Generated]:
         """Best hypothesis for each model-format code string, in input order. At most
         `max_length` tokens are generated (</s> included; default and cap: the model's
         max_trace_length, 768 as in the release). `names`: states may only name the
@@ -127,7 +127,9 @@ class TraceGenerator:
         (generation/constraints.py; the release has neither rule).
         `exception_bias`: added to `<exception>` at step ends (generation/verdict.py);
         each answer's `exception_peak` is recorded where the model has that step;
-        `exception_at="end"`: only where the trace would end."""
+        `exception_at="end"`: only where the trace would end. `length_penalty`: the
+        finished hypotheses are ranked by log-probability over length ** alpha
+        (generation/beam.py; 0, the release's ranking, by default)."""
         from codeexecutor.errors import UsageError
 
         cap = self.model.config.max_trace_length
@@ -145,12 +147,13 @@ class TraceGenerator:
         rule = self._rules(names, values)
         if not cache:
             return self._expanded([self._beam_no_cache(self.encoder.code(text), beam, max_length,
-                                                       rule(text) if rule else None, ends) for text in inputs])
+                                                       rule(text) if rule else None, ends, length_penalty)
+                                   for text in inputs])
         out: list[Generated] = []
         for i in range(0, len(inputs), batch_size):
             chunk = inputs[i : i + batch_size]
             rules = [rule(t) for t in chunk] if rule else None
-            out += self._beam([self.encoder.code(t) for t in chunk], beam, max_length, rules, ends)
+            out += self._beam([self.encoder.code(t) for t in chunk], beam, max_length, rules, ends, length_penalty)
         return self._expanded(out)
 
     def _expanded(self, out: list[Generated]) -> list[Generated]:
@@ -194,7 +197,8 @@ class TraceGenerator:
 
     # -- cached, batched -------------------------------------------------------------------
     def _beam(self, codes: list[list[int]], size: int, max_length: int,
-              rules: list[StateRule] | None = None, ends: StepEnds | None = None) -> list[Generated]:
+              rules: list[StateRule] | None = None, ends: StepEnds | None = None,
+              length_penalty: float = 0.0) -> list[Generated]:
         from codeexecutor.modeling.tokenizer import pad
 
         m, enc, dev = self.model, self.encoder, self.device
@@ -208,7 +212,7 @@ class TraceGenerator:
         code_len = code_len.repeat_interleave(size, 0)  # (B*size,)
         fed = torch.zeros_like(code_len)  # target tokens fed so far that are not <pad>
         tokens = torch.full((B * size,), enc.mask0, dtype=torch.long, device=dev)
-        beams = [Beam(size, enc.eos) for _ in range(B)]
+        beams = [Beam(size, enc.eos, length_penalty) for _ in range(B)]
         alive = list(range(B))  # programs in the batch, in row order
         constraint = RowConstraints(rules, size) if rules else None
         for _ in range(max_length):
@@ -257,10 +261,10 @@ class TraceGenerator:
 
     # -- reference: no cache, one program at a time ---------------------------------------------
     def _beam_no_cache(self, code: list[int], size: int, max_length: int, rule: StateRule | None = None,
-                       ends: StepEnds | None = None) -> Generated:
+                       ends: StepEnds | None = None, length_penalty: float = 0.0) -> Generated:
         m, enc = self.model, self.encoder
         code_ids = torch.tensor([code], device=self.device)
-        beam = Beam(size, enc.eos)
+        beam = Beam(size, enc.eos, length_penalty)
         rows = [[enc.mask0] for _ in range(size)]
         constraint = RowConstraints([rule], size) if rule else None
         for _ in range(max_length):
