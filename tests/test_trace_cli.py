@@ -69,6 +69,17 @@ def test_a_trace_cut_at_the_cap_says_so(overfit_model):
     assert whole["constrained"] == {"names": True, "values": True}  # our own format: the state rules on by default
     free = trace_program(PROGRAM, "10 3 5\n", str(model), beam=1, max_length=3, names=False, values=False)
     assert free["constrained"] == {"names": False, "values": False}
+    default = trace_program(PROGRAM, "10 3 5\n", str(model), max_length=3)
+    assert default["beam"] == 1  # our own format: greedy unless a beam is asked for
+
+
+def test_the_released_checkpoint_keeps_its_beam_of_ten():
+    from types import SimpleNamespace
+
+    from codeexecutor.generation.api import default_beam
+
+    assert default_beam(SimpleNamespace(profile=SimpleNamespace(official=True))) == 10
+    assert default_beam(SimpleNamespace(profile=SimpleNamespace(official=False))) == 1
 
 
 def test_missing_model_says_how_to_get_one(program, tmp_path):

@@ -13,9 +13,11 @@ from codeexecutor.generation.verdict import finite_margin
 DEFAULT_MODEL = os.path.join("demo_out", "pretrain", "final")
 
 
-def decoding_arguments(p) -> None:
-    """The decoding options `trace` and `evaluate` share (argparse)."""
-    p.add_argument("--beam", type=int, default=10, help="beam size (the release: 10; 1 is greedy)")
+def decoding_arguments(p, beam: int | None = 10) -> None:
+    """The decoding options `trace` and `evaluate` share (argparse); `beam`: the default
+    beam size (None: `default_beam` of the model)."""
+    p.add_argument("--beam", type=int, default=beam, help="beam size (1 is greedy; the release: 10" +
+                   ("" if beam else "; default: 1 for our own trace formats, 10 for the released checkpoint") + ")")
     p.add_argument("--max-length", type=int, help="trace tokens to generate at most (default and cap: the model's, 768)")
     p.add_argument("--constrain-names", action=argparse.BooleanOptionalAction, help="states may only name the "
                    "program's identifiers (stops a small model's name loops; generation/constraints.py; default: on in "
@@ -66,7 +68,14 @@ def prepare(source: str, stdin: str, docstring: str | None = None) -> tuple[str,
     return code, offset, notes
 
 
-def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam: int = 10, max_length: int | None = None,
+def default_beam(generator) -> int:
+    """`trace`'s beam when none is given: greedy for our own trace formats, whose beam of 10
+    stops traces early (1.5 steps of a function's 16 with the state rules on, RESULTS.md);
+    10 for the released checkpoint, as its inference."""
+    return 10 if generator.profile.official else 1
+
+
+def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam: int | None = None, max_length: int | None = None,
                   compare: bool = False, html_out: str | None = None, docstring: str | None = None,
                   names: bool | None = None, exception_bias: float = 0.0, values: bool | None = None,
                   exception_at: str = "step", length_penalty: float = 0.0, **kw) -> dict:
@@ -90,7 +99,7 @@ def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam
     return report
 
 
-def trace_programs(programs: list[dict], model: str = DEFAULT_MODEL, beam: int = 10, max_length: int | None = None,
+def trace_programs(programs: list[dict], model: str = DEFAULT_MODEL, beam: int | None = None, max_length: int | None = None,
                    compare: bool = False, docstring: str | None = None, names: bool | None = None,
                    exception_bias: float = 0.0, values: bool | None = None, exception_at: str = "step",
                    batch_size: int = 16, strict: bool = False, pages: bool = False,
@@ -99,7 +108,7 @@ def trace_programs(programs: list[dict], model: str = DEFAULT_MODEL, beam: int =
     of `batch_size` as `evaluate` does. Each report is `trace_program`'s; with `pages`,
     plus `_page`, the viewer's data (generation/html.py page_data). A program the model
     format cannot take (over 200 lines) gets {"problem": why} instead (with `strict`,
-    FormatError). `names`, `values`: the state rules (generation/constraints.py); None
+    FormatError). `beam`: None is `default_beam`. `names`, `values`: the state rules (generation/constraints.py); None
     turns them on where they apply (`TraceGenerator.rules_apply`: our own trace formats),
     where they cut fewer traces at the length cap at no measured cost (RESULTS.md), and
     leaves them off for the release's, whose checkpoint then generates what the
@@ -110,6 +119,7 @@ def trace_programs(programs: list[dict], model: str = DEFAULT_MODEL, beam: int =
     generator = _generator(model)
     names = generator.rules_apply() if names is None else names
     values = generator.rules_apply() if values is None else values
+    beam = default_beam(generator) if beam is None else beam
     prepared, inputs, skipped = [], [], {}
     for i, item in enumerate(programs):
         code, offset, notes = prepare(item["code"], item.get("stdin", ""), docstring)
@@ -130,7 +140,7 @@ def trace_programs(programs: list[dict], model: str = DEFAULT_MODEL, beam: int =
     gens = generator.generate(inputs, beam=beam, max_length=max_length, batch_size=batch_size, names=names, values=values,
                               exception_bias=exception_bias, exception_at=exception_at, length_penalty=length_penalty)
     limit = generator.model.config.max_trace_length
-    settings = {"exception_bias": exception_bias, "exception_at": exception_at, "length_penalty": length_penalty, "constrained": {"names": names, "values": values},
+    settings = {"beam": beam, "exception_bias": exception_bias, "exception_at": exception_at, "length_penalty": length_penalty, "constrained": {"names": names, "values": values},
                 "length_cap": min(max_length or limit, limit), "model_limit": limit, "format_profile": generator.profile.label,
                 "step_order": generator.profile.order}
     reports: list[dict] = [{"problem": skipped[i]} if i in skipped else {} for i in range(len(programs))]

@@ -17,7 +17,7 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("program", nargs="?", help="Python 3 source file")
     p.add_argument("--stdin", metavar="FILE", help="its input (inlined before the model sees the program)")
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"model folder or hub id (default {DEFAULT_MODEL}, made by `make demo`)")
-    decoding_arguments(p)
+    decoding_arguments(p, beam=None)
     p.add_argument("--json", action="store_true", help="print the JSON report")
     p.add_argument("--html", metavar="OUT", help="write the trace viewer page (with --batch: a folder, one page per "
                    "program and index.html)")
@@ -32,7 +32,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace) -> int:
     from codeexecutor.source import read_program, read_text_file
 
-    if args.beam < 1 or (args.max_length is not None and args.max_length < 1):
+    if (args.beam is not None and args.beam < 1) or (args.max_length is not None and args.max_length < 1):
         raise UsageError("--beam and --max-length must be >= 1")
     if args.length_penalty < 0:
         raise UsageError("--length-penalty must be >= 0 (0 is the release's ranking; 1 divides by the length)")
