@@ -35,7 +35,7 @@ def read_predictions(path: str) -> dict[tuple[str, str], dict]:
         return {(r["dataset"], r["id"]): r for r in map(json.loads, f) if r.get("dataset") in SETS}
 
 
-def gold_crashes(data: str, profile, keys: set[tuple[str, str]]) -> dict[tuple[str, str], tuple]:
+def gold_crashes(data: str, profile, keys: set[tuple[str, str]], split: str = "test") -> dict[tuple[str, str], tuple]:
     """(exception, line) of each example's uncut gold trace; (None, None) where it ends cleanly."""
     import datasets
 
@@ -44,7 +44,7 @@ def gold_crashes(data: str, profile, keys: set[tuple[str, str]]) -> dict[tuple[s
 
     out = {}
     for name in sorted({d for d, _ in keys}):
-        test = datasets.load_from_disk(os.path.join(data, SETS[name]))["test"]
+        test = datasets.load_from_disk(os.path.join(data, SETS[name]))[split]
         wanted = {i for d, i in keys if d == name}
         for idx, row_id in enumerate(test["id"]):
             if row_id in wanted:
@@ -124,6 +124,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True, help="the model the predictions came from (its trace profile)")
     ap.add_argument("--data", required=True, help="the data folder the predictions were scored on")
+    ap.add_argument("--split", default="test", help="the split the predictions were made on")
     ap.add_argument("--predictions", action="append", required=True, metavar="LABEL=JSONL")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -133,9 +134,9 @@ def main() -> None:
         decodings[label] = read_predictions(path)
     gen = TraceGenerator(args.model)
     keys = set.intersection(*(set(d) for d in decodings.values()))
-    report = {"model": args.model, "data": args.data, "command": " ".join(sys.argv),
+    report = {"model": args.model, "data": args.data, "split": args.split, "command": " ".join(sys.argv),
               "predictions": dict(p.partition("=")[::2] for p in args.predictions),
-              **compare(decodings, gold_crashes(args.data, gen.profile, keys), gen.encoder.scored)}
+              **compare(decodings, gold_crashes(args.data, gen.profile, keys, args.split), gen.encoder.scored)}
     write_json_atomic(report, args.out)
     for name, labels in report["sets"].items():
         for label, f in labels.items():
