@@ -108,11 +108,11 @@ def trace_programs(programs: list[dict], model: str = DEFAULT_MODEL, beam: int |
     of `batch_size` as `evaluate` does. Each report is `trace_program`'s; with `pages`,
     plus `_page`, the viewer's data (generation/html.py page_data). A program the model
     format cannot take (over 200 lines) gets {"problem": why} instead (with `strict`,
-    FormatError). `beam`: None is `default_beam`. `names`, `values`: the state rules (generation/constraints.py); None
-    turns them on where they apply (`TraceGenerator.rules_apply`: our own trace formats),
-    where they cut fewer traces at the length cap at no measured cost (RESULTS.md), and
-    leaves them off for the release's, whose checkpoint then generates what the
-    release's inference does."""
+    FormatError). `beam`: None is `default_beam`. `names`, `values`: the state rules
+    (generation/constraints.py); None turns them on where they apply
+    (`TraceGenerator.rules_apply`: our own trace formats), where they cut fewer traces at
+    the length cap at no measured cost (RESULTS.md), and leaves them off for the
+    release's, whose checkpoint then generates what the release's inference does."""
     from codeexecutor.generation.html import report_page
     from codeexecutor.modeling.format import FormatError
 
@@ -140,7 +140,8 @@ def trace_programs(programs: list[dict], model: str = DEFAULT_MODEL, beam: int |
     gens = generator.generate(inputs, beam=beam, max_length=max_length, batch_size=batch_size, names=names, values=values,
                               exception_bias=exception_bias, exception_at=exception_at, length_penalty=length_penalty)
     limit = generator.model.config.max_trace_length
-    settings = {"beam": beam, "exception_bias": exception_bias, "exception_at": exception_at, "length_penalty": length_penalty, "constrained": {"names": names, "values": values},
+    settings = {"beam": beam, "exception_bias": exception_bias, "exception_at": exception_at,
+                "length_penalty": length_penalty, "constrained": {"names": names, "values": values},
                 "length_cap": min(max_length or limit, limit), "model_limit": limit, "format_profile": generator.profile.label,
                 "step_order": generator.profile.order}
     reports: list[dict] = [{"problem": skipped[i]} if i in skipped else {} for i in range(len(programs))]
