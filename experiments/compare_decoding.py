@@ -75,38 +75,30 @@ def score(rows: list[dict], scored) -> dict:
 
 
 def crash_figures(rows: list[dict], crashes: dict) -> dict:
-    """Detection over a family's clean and crashing examples; localisation and kind over the crashing."""
+    """Detection over a family's clean and crashing examples; localisation and kind over
+    the crashing (`error_metrics`, as `evaluate` scores them)."""
     from codeexecutor.modeling.format import parse_trace
-    from eval.trace_metrics import TraceRecord
+    from eval.trace_metrics import TraceRecord, error_metrics
 
-    tp = fp = fn = tn = located = kinds = 0
-    for r in rows:
-        kind, line = crashes[(r["dataset"], r["id"])]
-        pred = TraceRecord.from_parsed(parse_trace(r["prediction"]))
-        said = pred.exception is not None
-        if kind is not None and said:
-            tp += 1
-            located += (pred.exception_line if pred.exception_line is not None else
-                        (pred.steps[-1][0] if pred.steps else None)) == line
-            kinds += pred.exception == kind
-        elif kind is not None:
-            fn += 1
-        elif said:
-            fp += 1
-        else:
-            tn += 1
-    crashing = tp + fn
-    return {"programs": len(rows), "detection": round(100 * (tp + tn) / len(rows), 2), "tp": tp, "fp": fp,
-            "localisation": round(100 * located / crashing, 2) if crashing else None,
-            "kind_accuracy": round(100 * kinds / crashing, 2) if crashing else None}
+    preds = [TraceRecord.from_parsed(parse_trace(r["prediction"])) for r in rows]
+    refs = [TraceRecord((), *crashes[(r["dataset"], r["id"])]) for r in rows]
+    m = error_metrics(preds, refs)
+    pct = lambda x: round(x, 2) if x is not None else None  # noqa: E731
+    return {"programs": len(rows), "detection": pct(m["detection_accuracy"]), "tp": m["tp"], "fp": m["fp"],
+            "localisation": pct(m["localisation_accuracy"]), "kind_accuracy": pct(m["kind_accuracy"])}
+
+
+def shared(decodings: dict[str, dict]) -> set[tuple[str, str]]:
+    """The (dataset, id) pairs every decoding has."""
+    return set.intersection(*(set(d) for d in decodings.values()))
 
 
 def compare(decodings: dict[str, dict], crashes: dict, scored) -> dict:
-    shared = set.intersection(*(set(d) for d in decodings.values()))
-    report = {"shared_examples": len(shared), "sets": defaultdict(dict), "crashes": defaultdict(dict)}
+    keys = shared(decodings)
+    report = {"shared_examples": len(keys), "sets": defaultdict(dict), "crashes": defaultdict(dict)}
     for label, preds in decodings.items():
         by_set = defaultdict(list)
-        for key in sorted(shared):
+        for key in sorted(keys):
             by_set[key[0]].append(preds[key])
         for name, rows in sorted(by_set.items()):
             report["sets"][name][label] = score(rows, scored)
@@ -133,7 +125,7 @@ def main() -> None:
         label, _, path = item.partition("=")
         decodings[label] = read_predictions(path)
     gen = TraceGenerator(args.model)
-    keys = set.intersection(*(set(d) for d in decodings.values()))
+    keys = shared(decodings)
     report = {"model": args.model, "data": args.data, "split": args.split, "command": " ".join(sys.argv),
               "predictions": dict(p.partition("=")[::2] for p in args.predictions),
               **compare(decodings, gold_crashes(args.data, gen.profile, keys, args.split), gen.encoder.scored)}
