@@ -6,7 +6,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv bench clean browser
+.PHONY: demo test venv venvs test-versions bench clean browser
+# The other interpreters the model-free code must agree on (light environments, no torch).
+OTHER_PYTHONS := 3.12 3.13
+MODEL_FREE_TESTS := tests/test_tracer.py tests/test_sandbox.py tests/test_sandbox_reads.py tests/test_zygote.py \
+	tests/test_render.py tests/test_inline.py tests/test_mutation.py tests/test_functions.py tests/test_curricula.py \
+	tests/test_bad_input.py tests/test_batch.py tests/test_cli.py tests/test_format.py tests/test_versions.py
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,11 +22,34 @@ $(STAMP): requirements.txt pyproject.toml
 
 venv: $(STAMP)
 
+# .venv-3.12 and .venv-3.13, where pyenv or PATH has those interpreters (skipped with a
+# message where not): the model-free dependencies at the same pins (requirements-light.txt).
+venvs:
+	@for v in $(OTHER_PYTHONS); do \
+	  py=$$(command -v python$$v 2>/dev/null); \
+	  { [ -n "$$py" ] && $$py -c pass 2>/dev/null; } || py=$$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$$v.*/bin/python$$v 2>/dev/null | sort -V | tail -1); \
+	  if [ -z "$$py" ]; then echo "note: no Python $$v here; its model-free tests are skipped"; continue; fi; \
+	  if [ ! -f .venv-$$v/.installed ] || [ requirements-light.txt -nt .venv-$$v/.installed ]; then \
+	    $$py -m venv .venv-$$v && \
+	    .venv-$$v/bin/pip install -q --disable-pip-version-check -r requirements-light.txt -c requirements.txt && \
+	    .venv-$$v/bin/pip install -q --disable-pip-version-check --no-deps -e . && touch .venv-$$v/.installed \
+	    || { echo "note: could not set up .venv-$$v; its model-free tests are skipped"; rm -rf .venv-$$v; }; \
+	  fi; \
+	done
+
+# The model-free tests again under each light environment (the same ground truth on each).
+test-versions: venvs
+	@for v in $(OTHER_PYTHONS); do \
+	  if [ -x .venv-$$v/bin/python ]; then echo "== model-free tests on Python $$v"; \
+	    .venv-$$v/bin/python -m pytest -q -p no:cacheprovider $(MODEL_FREE_TESTS) || exit 1; fi; \
+	done
+
 demo: $(STAMP)
 	$(BIN)/python -m codeexecutor.demo
 
-test: $(STAMP) browser
+test: $(STAMP) browser venvs
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-versions
 
 # Debian's chromium, for the tests that open the trace viewer headless (driven by Playwright, no browser download).
 browser:
@@ -42,4 +70,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/summary.py
 
 clean:
-	rm -rf $(VENV) demo_out runs
+	rm -rf $(VENV) .venv-3.12 .venv-3.13 demo_out runs

@@ -11,7 +11,7 @@ import json
 import sys
 import time
 
-from codeexecutor.execution.tracer import PROGRAM_FILENAME, Tracer
+from codeexecutor.execution.tracer import PROGRAM_FILENAME, make_tracer
 
 
 class _Sink:
@@ -29,16 +29,16 @@ def _run(code, stdin: str, trace: bool):
     sys.stdin = io.StringIO(stdin)
     out = io.StringIO()
     sys.stdout = out
-    tracer = Tracer(1024, _Sink(), _stop)
+    tracer = make_tracer(1024, _Sink(), _stop)
     start = time.perf_counter()
     try:
         if trace:
-            sys.settrace(tracer)
+            tracer.start(code)
         exec(code, {"__name__": "__main__"})
     except BaseException:
         pass
     finally:
-        sys.settrace(None)
+        tracer.stop()
         sys.stdout = sys.__stdout__
     return time.perf_counter() - start, tracer
 

@@ -16,6 +16,7 @@ from typing import Callable
 from codeexecutor.errors import CodeExecutorError, UsageError
 
 Command = tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
+MODEL_PACKAGES = ("torch", "transformers", "tokenizers", "deepspeed", "accelerate", "evaluate", "safetensors")
 
 
 # -- exec --------------------------------------------------------------------------------
@@ -144,6 +145,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"codeexecutor {args.command}: interrupted", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as exc:
+        if exc.name not in MODEL_PACKAGES:
+            raise
+        # A light environment (.venv-3.12, ...) holds the model-free part only.
+        print(f"codeexecutor {args.command}: error: this command runs a model and needs {exc.name}, which this "
+              f"Python ({sys.executable}) lacks: run it from the full environment (make venv; .venv/bin/codeexecutor)",
+              file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import sys
 import tokenize
 
 from codeexecutor.errors import UsageError
@@ -20,8 +21,45 @@ PY2_HINTS = (
 )
 
 
+# Syntax that parses only from a given interpreter on: (version, what, where in the source).
+NEWER_SYNTAX = (
+    ((3, 13), "a type parameter default (PEP 696)", re.compile(r"^\s*(?:async\s+def|def|class)\s+\w+\s*\[[^\]]*=", re.M)),
+    ((3, 12), "type parameters (PEP 695)", re.compile(r"^\s*(?:async\s+def|def|class)\s+\w+\s*\[", re.M)),
+    ((3, 12), "a type alias statement (PEP 695)", re.compile(r"^\s*type\s+\w+\s*(?:\[[^\]]*\]\s*)?=", re.M)),
+)
+_FSTRING_PREFIX = re.compile(r"(?<![\w'\"])[rRbB]?[fF][rR]?['\"]")
+
+
+def parse_quietly(source: str, mode: str = "exec"):
+    """`ast.parse` without the warnings a program's own source raises while it is parsed
+    (an invalid escape sequence, say): they belong to that program, not to the caller."""
+    import ast
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(source, mode=mode)
+
+
 def looks_like_python2(source: str) -> bool:
     return any(p.search(source) for p in PY2_HINTS)
+
+
+def newer_python(source: str, exc: SyntaxError) -> tuple[str, str] | None:
+    """(version, feature) when `source` failed to compile here only because it is written
+    for a newer interpreter: PEP 695 type parameters and type aliases, PEP 696 defaults, or
+    an f-string that only PEP 701 (3.12) parses (quotes reused inside it, a backslash or a
+    comment in a replacement field); None otherwise."""
+    here = sys.version_info[:2]
+    for version, what, pattern in NEWER_SYNTAX:
+        if version > here and pattern.search(source):
+            return "%d.%d" % version, what
+    line = ""
+    if exc.lineno and 0 < exc.lineno <= source.count("\n") + 1:
+        line = source.splitlines()[exc.lineno - 1] if source.splitlines() else ""
+    if here < (3, 12) and (exc.msg or "").startswith("f-string") and _FSTRING_PREFIX.search(line or source):
+        return "3.12", "an f-string that only Python 3.12 parses (PEP 701)"
+    return None
 
 
 def read_text_file(path: str, what: str = "file") -> str:
@@ -63,6 +101,11 @@ def read_program(path: str, what: str = "program") -> str:
         if looks_like_python2(source):
             raise UsageError(f"{what} {path} is Python 2 code (line {exc.lineno}: {exc.msg}); "
                              "convert it with 2to3, only Python 3 runs here") from None
+        newer = newer_python(source, exc)
+        if newer is not None:
+            raise UsageError(f"{what} {path} uses {newer[1]}, which needs Python {newer[0]} and this is Python "
+                             f"{sys.version_info[0]}.{sys.version_info[1]} (line {exc.lineno}): run it with Python "
+                             f"{newer[0]} or later") from None
     except (ValueError, RecursionError, MemoryError):
         pass  # the sandbox reports these as its syntax_error status
     return source

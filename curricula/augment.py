@@ -35,6 +35,7 @@ import ast
 import keyword
 import random
 import string
+from codeexecutor.source import parse_quietly
 
 _BUILTINS = set(dir(__builtins__) if not isinstance(__builtins__, dict) else __builtins__)
 _KEEP_SMALL = {0, 1, -1}  # loop bounds, flags and offsets: kept half the time
@@ -43,7 +44,7 @@ _KEEP_SMALL = {0, 1, -1}  # loop bounds, flags and offsets: kept half the time
 def assigned_names(code: str | ast.AST) -> list[str]:
     """Names the program (source or parsed) stores to, in order of first store."""
     out: list[str] = []
-    for node in ast.walk(ast.parse(code) if isinstance(code, str) else code):
+    for node in ast.walk(parse_quietly(code) if isinstance(code, str) else code):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id not in out:
             out.append(node.id)
     return out
@@ -147,7 +148,7 @@ def variant(code: str, rng: random.Random, name_pool: list[str] | None = None, l
     """One variant of a SingleLine program (see the module doc), or None if it cannot
     be varied safely (a syntax error, an f-string, nothing to vary)."""
     try:
-        tree = ast.parse(code)
+        tree = parse_quietly(code)
     except SyntaxError:
         return None
     if any(isinstance(n, ast.JoinedStr) for n in ast.walk(tree)) or not tree.body:
@@ -180,7 +181,7 @@ def variant(code: str, rng: random.Random, name_pool: list[str] | None = None, l
         return None
     out = _replace_spans(code, spans)
     try:
-        check = ast.parse(out)
+        check = parse_quietly(out)
     except SyntaxError:
         return None
     want = sorted(renamed.get(n.id, n.id) for n in ast.walk(tree) if isinstance(n, ast.Name))

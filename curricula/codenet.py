@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from curricula.common import (assign_splits, is_error_trace, log_to_build_folder, make_example, save_dataset,
                               write_json_atomic)
-from curricula.journal import Journal, read_journal, record_units
+from curricula.journal import Journal, read_journal, record_units, traced_by
 
 log = logging.getLogger("curricula.codenet")
 TASK = "codenet"
@@ -75,6 +75,11 @@ def read_layout(root: str) -> tuple[list[Submission], dict[str, list[str]]]:
         files = sorted(glob.glob(os.path.join(io_root, pid, "input*.txt")))
         inputs[pid] = files
     return subs, inputs
+
+
+def _read_text(path: str) -> str:
+    with open(path) as f:
+        return f.read()
 
 
 def _read_source(path: str) -> str | None:
@@ -121,6 +126,7 @@ class CodeNetBuilder:
     # -- one program ------------------------------------------------------------------
     def process(self, pool, sub: Submission, split: str, stdin_path: str | None) -> tuple[list[dict], Counter, Counter]:
         from codeexecutor.execution.inline import InlineError, inline_stdin
+        from codeexecutor.source import newer_python
         from mutation import MutationError, mutate
 
         counts, op_status = Counter(), Counter()
@@ -131,13 +137,16 @@ class CodeNetBuilder:
             return rows, counts, op_status
         try:
             compile(source, sub.submission_id, "exec", dont_inherit=True)
-        except (SyntaxError, ValueError):
+        except SyntaxError as exc:  # written for a newer interpreter, or not Python 3 at all
+            counts["skip:newer_python" if newer_python(source, exc) else "skip:not_python3"] += 1
+            return rows, counts, op_status
+        except ValueError:
             counts["skip:not_python3"] += 1
             return rows, counts, op_status
         if self.accepted_only and sub.status is not None and sub.status != "Accepted":
             counts["skip:not_accepted"] += 1
             return rows, counts, op_status
-        stdin = open(stdin_path).read() if stdin_path else ""
+        stdin = _read_text(stdin_path) if stdin_path else ""
         try:
             inlined = inline_stdin(source, stdin, pool=pool)
             code = inlined.source
@@ -197,6 +206,7 @@ class CodeNetBuilder:
         if self.limit is not None:
             mine = mine[: self.limit]
         journal = Journal(os.path.join(self.out, "journal.jsonl"))
+        journal.check_python()
         todo = [s for s in mine if s.submission_id not in journal.done]
         log.info("codenetmut: %d submissions in %s, shard %d/%d has %d, %d already done (%d records kept), %d to do",
                  len(subs), ", ".join(self.codenet), index, count, len(mine), len(mine) - len(todo), journal.records_kept, len(todo))
@@ -230,6 +240,7 @@ class CodeNetBuilder:
             op, status = key.split(":", 1)
             per_op.setdefault(op, {})[status] = n
         stats = {
+            "python": traced_by(os.path.join(self.out, "journal.jsonl")),  # the interpreter that traced it
             "programs": programs,
             "counts": dict(sorted(counts.items())),
             "datasets": sizes,
@@ -254,9 +265,16 @@ def merge_shards(out: str, shards: list[str]) -> dict:
     missing = [j for j in journals if not os.path.isfile(j)]
     if missing:
         raise UsageError(f"not a shard build folder (no journal.jsonl): {', '.join(os.path.dirname(m) for m in missing)}")
+    traced = {d: traced_by(j) for d, j in zip(shards, journals)}
+    if len(set(traced.values())) > 1:
+        named = "; ".join(f"{d}: Python {v}" for d, v in traced.items())
+        raise UsageError(f"the shards were traced by different interpreters ({named}): build every shard with one Python")
     os.makedirs(out, exist_ok=True)
     programs, functions = 0, False
     with Journal(os.path.join(out, "journal.jsonl")) as merged:
+        if merged.pythons and merged.pythons != set(traced.values()):
+            raise UsageError(f"{out} already holds units traced by Python {', '.join(sorted(merged.pythons))} and the shards "
+                             f"were traced by Python {next(iter(traced.values()))}: merge into a new folder")
         for path in journals:
             records: list[dict] = []
             for kind, obj in read_journal(path):

@@ -141,6 +141,7 @@ class Corpus:
         self.files.sort()
         self.by_name = {module_name(p): p for p in self.files}
         self._cache: dict[str, Module | None] = {}
+        self.unparsed: dict[str, str] = {}  # relative path -> why it does not parse here
         self._lock = threading.Lock()
 
     def parse(self, relpath: str) -> Module | None:
@@ -155,9 +156,16 @@ class Corpus:
         with open(os.path.join(self.root, relpath), "rb") as f:
             data = f.read()
         try:
-            tree = ast.parse(data.decode("utf-8"))
+            text = data.decode("utf-8")
+            tree = ast.parse(text)
             compile(tree, relpath, "exec", dont_inherit=True)
-        except (UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+        except SyntaxError as exc:
+            from codeexecutor.source import newer_python
+
+            self.unparsed[relpath] = "newer_python" if newer_python(text, exc) else "not_python3_or_not_utf8"
+            return None
+        except (UnicodeDecodeError, ValueError, RecursionError, MemoryError):
+            self.unparsed[relpath] = "not_python3_or_not_utf8"
             return None
         return Module(module_name(relpath), relpath, tree)
 

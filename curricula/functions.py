@@ -47,7 +47,7 @@ from curricula.common import (assign_splits, is_error_trace, log_to_build_folder
                               write_json_atomic)
 from curricula.function_calls import (Call, Corpus, Skip, assemble, called_function, doctest_calls, driver_statements,
                                       is_test_file, module_name, assertion_calls, uses_locals)
-from curricula.journal import Journal, read_journal, record_units
+from curricula.journal import Journal, read_journal, record_units, traced_by
 
 log = logging.getLogger("curricula.functions")
 TASK = "codenet"  # the model reads these programs as it reads any whole program
@@ -166,7 +166,7 @@ class FunctionsBuilder:
         corpus, counts, rows = self.corpora[ci], Counter(), []
         mod = corpus.parse(relpath)
         if mod is None:
-            counts["skip_module:not_python3_or_not_utf8"] += 1
+            counts[f"skip_module:{corpus.unparsed.get(relpath, 'not_python3_or_not_utf8')}"] += 1
             return rows, counts
         calls = assertion_calls(mod) if is_test_file(relpath) else doctest_calls(mod)
         counts["calls_found"] += len(calls)
@@ -253,6 +253,7 @@ class FunctionsBuilder:
             mine = mine[: self.limit]
         key = lambda u: f"{self.provenance[u[0]]['corpus']}/{u[1]}"  # noqa: E731
         journal = Journal(os.path.join(self.out, "journal.jsonl"))
+        journal.check_python()
         todo = [u for u in mine if key(u) not in journal.done]
         log.info("functions: %d modules in %s, shard %d/%d has %d, %d already done, %d to do; HumanEval filter: %s",
                  len(units), ", ".join(self.roots), index, count, len(mine), len(mine) - len(todo), len(todo),
@@ -298,7 +299,8 @@ def finalize(out: str, seconds: float, modules: int, meta: dict) -> dict:
         sets[row.pop("_set")].setdefault(row["split"], []).append(row)
     sizes = {name: save_dataset(parts, os.path.join(out, name), extra=("provenance", "license")) for name, parts in sets.items()}
     groups = {split: len({r["problem_id"] for part in sets.values() for r in part.get(split, [])}) for split in rank}
-    stats = {"modules": modules, "counts": dict(sorted(counts.items())), "datasets": sizes, "modules_per_split": groups,
+    stats = {"python": traced_by(os.path.join(out, "journal.jsonl")), "modules": modules, "counts": dict(sorted(counts.items())),
+             "datasets": sizes, "modules_per_split": groups,
              **meta, "seconds_this_run": round(seconds, 1)}
     write_json_atomic(stats, os.path.join(out, "stats.json"))
     log.info("functions done: %s", sizes)

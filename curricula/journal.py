@@ -4,6 +4,10 @@ Each unit is appended as its records (JSON lines) followed by a done line, in on
 that is flushed and fsync'ed. On open, the file is cut back to the end of the last done
 line: a unit interrupted by `kill -9` (or a torn last line) disappears and is redone,
 complete units are kept and skipped. Nothing is lost and nothing is duplicated.
+
+A done line also names the interpreter (`major.minor`) that traced its unit: traces are
+the same on 3.11, 3.12 and 3.13, but a build stays one interpreter's, so a resume or a
+merge across interpreters is refused (`check_python`, `merge_shards`).
 """
 
 from __future__ import annotations
@@ -11,16 +15,19 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from collections import Counter
 from typing import Iterable, Iterator
 
 DONE = "_done"
+PYTHON = "%d.%d" % sys.version_info[:2]  # the interpreter that traces: a done line records it (docs/sandbox.md)
 
 
 class Journal:
     def __init__(self, path: str) -> None:
         self.path = path
         self.done: set[str] = set()
+        self.pythons: set[str] = set()  # interpreters named by the done lines
         self.records_kept = 0
         good_end = 0
         if os.path.exists(path):
@@ -37,6 +44,8 @@ class Journal:
                         break
                     if isinstance(obj, dict) and DONE in obj:
                         self.done.add(obj[DONE])
+                        if obj.get("python"):
+                            self.pythons.add(obj["python"])
                         self.records_kept += pending
                         pending = 0
                         good_end = offset
@@ -46,9 +55,19 @@ class Journal:
                 f.truncate(good_end)
         self._file = open(path, "ab")
 
+    def check_python(self) -> None:
+        """Refuse to go on with a journal another interpreter began (UsageError)."""
+        from codeexecutor.errors import UsageError
+
+        others = sorted(self.pythons - {PYTHON})
+        if others:
+            self.close()
+            raise UsageError(f"{os.path.dirname(self.path) or '.'} was traced by Python {', '.join(others)} and this is "
+                             f"Python {PYTHON}: resume it with Python {others[0]}, or build into a new --out")
+
     def write_unit(self, unit: str, records: list[dict], meta: dict | None = None) -> None:
         lines = [json.dumps(r, ensure_ascii=False) for r in records]
-        lines.append(json.dumps({DONE: unit, **(meta or {})}, ensure_ascii=False))
+        lines.append(json.dumps({DONE: unit, "python": PYTHON, **(meta or {})}, ensure_ascii=False))
         self._file.write(("\n".join(lines) + "\n").encode("utf-8"))
         self._file.flush()
         os.fsync(self._file.fileno())
@@ -62,6 +81,16 @@ class Journal:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def traced_by(path: str) -> str:
+    """The interpreter a journal's units were traced by (this one for an empty journal, or
+    one written before done lines named it)."""
+    found = set()
+    for kind, obj in read_journal(path):
+        if kind == "done" and obj.get("python"):
+            found.add(obj["python"])
+    return ", ".join(sorted(found)) or PYTHON
 
 
 def read_journal(path: str) -> Iterator[tuple[str, dict]]:

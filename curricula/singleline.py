@@ -38,8 +38,9 @@ from collections import Counter
 
 from codeexecutor.progress import bar as progress_bar
 from curricula.common import SPLITS, make_example, save_dataset, write_json_atomic
-from curricula.journal import Journal, read_journal
+from curricula.journal import Journal, read_journal, traced_by
 from codeexecutor.modeling.format import format_code, format_singleline_target
+from codeexecutor.source import parse_quietly
 
 TASK = "singleline"
 CHUNK = 512  # candidate programs per journal unit
@@ -80,7 +81,7 @@ def _scopes(tree: ast.Module) -> dict[int, int]:
 def candidates(code: str, steps: list[dict]) -> list[str]:
     """SingleLine example programs from one traced program."""
     try:
-        tree = ast.parse(code)
+        tree = parse_quietly(code)
     except SyntaxError:
         return []
     lines = code.splitlines()
@@ -262,6 +263,7 @@ def build_singleline(out: str, source: str | None = None, kaggle: str | None = N
     # Journaled per chunk of candidates (one fsync'ed write each): kill -9 and the same
     # command again redo at most the chunk that was running.
     with Journal(os.path.join(out, "journal.jsonl")) as journal:
+        journal.check_python()
         todo = [k for k in range(len(chunks)) if f"chunk{k}" not in journal.done]
         log.info("singleline: %d candidate programs in %d chunks, %d already done", len(items), len(chunks), len(chunks) - len(todo))
         bar = progress_bar(total=len(items), initial=sum(len(chunks[k]) for k in range(len(chunks)) if k not in todo),
@@ -297,8 +299,8 @@ def build_singleline(out: str, source: str | None = None, kaggle: str | None = N
         raise UsageError(f"no SingleLine examples came out of {source or kaggle} ({dict(counts)}); "
                          "give a built dataset whose programs ran (codeexecutor build codenetmut ...)")
     sizes = save_dataset(rows_by_split, os.path.join(out, TASK))
-    stats = {"source": source or kaggle, "counts": dict(sorted(counts.items())), "datasets": {TASK: sizes},
-             "seconds": round(time.perf_counter() - start, 1)}
+    stats = {"python": traced_by(os.path.join(out, "journal.jsonl")), "source": source or kaggle,
+             "counts": dict(sorted(counts.items())), "datasets": {TASK: sizes}, "seconds": round(time.perf_counter() - start, 1)}
     write_json_atomic(stats, os.path.join(out, "stats.json"))
     return stats
 

@@ -23,7 +23,8 @@ import time
 from collections import Counter
 
 from curricula.common import assign_splits, make_example, save_dataset, write_json_atomic
-from curricula.journal import Journal, read_journal, record_units
+from curricula.journal import Journal, read_journal, record_units, traced_by
+from codeexecutor.source import parse_quietly
 
 log = logging.getLogger("curricula.tutorial")
 DEBIAN_SOURCES = "/usr/share/doc/python3.11/html/_sources/tutorial"
@@ -79,7 +80,7 @@ def extract_snippets(text: str, name: str) -> list[tuple[str, str]]:
             code = "\n".join(block).strip("\n") + "\n"
             if indent > 0 and code.strip():
                 try:
-                    ast.parse(code)
+                    parse_quietly(code)
                     out.append((f"{name}:{first + 1}", code))
                 except SyntaxError:
                     pass
@@ -118,6 +119,7 @@ def build_tutorial(out: str, sources: str | None = None, mutants: int = 100, wor
     # snippets; held-out snippets give mutants too (kind "mutant", reported apart).
     splits = assign_splits((sid for sid, _ in snippets), test_pct=TEST_PCT, valid_pct=VALID_PCT)
     journal = Journal(os.path.join(out, "journal.jsonl"))
+    journal.check_python()
     todo = [(sid, code) for sid, code in snippets if sid not in journal.done]
     start = time.perf_counter()
     with ExecutorPool(workers) as pool, cf.ThreadPoolExecutor(workers + 1) as threads:
@@ -153,7 +155,8 @@ def build_tutorial(out: str, sources: str | None = None, mutants: int = 100, wor
         else:
             by_split.setdefault(obj["split"], []).append(obj)
     sizes = save_dataset(by_split, os.path.join(out, TASK))
-    stats = {"sources": sources, "snippets": len(snippets), "counts": dict(sorted(counts.items())),
+    stats = {"python": traced_by(os.path.join(out, "journal.jsonl")), "sources": sources, "snippets": len(snippets),
+             "counts": dict(sorted(counts.items())),
              "datasets": {TASK: sizes}, "seconds_this_run": round(time.perf_counter() - start, 1)}
     write_json_atomic(stats, os.path.join(out, "stats.json"))
     return stats

@@ -2,9 +2,7 @@
 
 import pathlib
 
-import datasets
 import pytest
-import torch
 
 from .conftest import ROOT
 
@@ -31,6 +29,8 @@ def _overfit(pairs: list[tuple[str, str]], path: pathlib.Path, profile=None, len
     criterion with a cap, not for a fixed number of steps, so that a CPU whose float
     arithmetic differs still gets there (every next token the argmax under teacher
     forcing, which makes greedy decoding reproduce every example exactly)."""
+    import torch
+
     from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
     from codeexecutor.modeling.profiles import Profile
     from codeexecutor.modeling.tokenizer import Encoder, structural_ids, train_tokenizer
@@ -66,7 +66,7 @@ def overfit_model(demo_data, tmp_path_factory):
     """A tiny model that reproduces 20 fixed SingleLine and Tutorial examples (`_overfit`)."""
     rows = []
     for name in ("singleline/singleline", "tutorial/tutorial"):
-        rows += [r for r in datasets.load_from_disk(str(demo_data / name))["train"] if len(r["target"]) < 160]
+        rows += [r for r in __import__("datasets").load_from_disk(str(demo_data / name))["train"] if len(r["target"]) < 160]
     rows = rows[:20]
     path = tmp_path_factory.mktemp("overfit")
     _overfit([(r["input"], r["target"]) for r in rows], path)
@@ -82,7 +82,7 @@ def overfit_delta_model(demo_data, tmp_path_factory):
     profile = Profile("exact", state="delta")
     rows = []
     for name, n in (("tutorial/tutorial", 6), ("codenetmut/codenetmut", 6), ("codenetmut/errors", 3)):
-        short = [r for r in datasets.load_from_disk(str(demo_data / name))["train"]
+        short = [r for r in __import__("datasets").load_from_disk(str(demo_data / name))["train"]
                  if len(profile.example(r)[1]) < 330 and len(r["code"]) < 300 and "<delta>" in profile.example(r)[1]]
         rows += short[:n]
     path = tmp_path_factory.mktemp("overfit_delta")

@@ -119,6 +119,7 @@ def test_program_inputs(tmp_path, command, kind):
 @pytest.mark.parametrize("kind", MODEL_KINDS)
 @pytest.mark.parametrize("command", sorted(MODEL_COMMANDS))
 def test_model_folders(tmp_path, command, kind):
+    pytest.importorskip("torch", reason="a model command: the light environments check it in test_model_commands_need_torch")
     if command == "search" and not (ROOT.parent / "shared" / "data" / "atcoder-python").is_dir():
         pytest.skip("search needs the shared corpus")
     model = _model(tmp_path, kind)
@@ -131,6 +132,8 @@ def test_model_folders(tmp_path, command, kind):
 @pytest.mark.parametrize("kind", DATA_KINDS)
 @pytest.mark.parametrize("command", sorted(DATA_COMMANDS))
 def test_dataset_folders(tmp_path, command, kind):
+    if command in ("evaluate", "pretrain"):
+        pytest.importorskip("torch", reason="a model command")
     data = _data(tmp_path, kind)
     argv = [a.replace("{d}", data) for a in DATA_COMMANDS[command]]
     _check(_run(tmp_path, argv))
@@ -153,4 +156,17 @@ def test_rerank_bad_inputs(tmp_path):
 @pytest.mark.parametrize("command", (["trace", "{ok_program}", "--model", "{missing}"],
                                      ["evaluate", "--model", "{missing}", "--data", "{release_file}"]))
 def test_a_negative_length_penalty_is_refused(tmp_path, command):
+    if command[0] == "evaluate":
+        pytest.importorskip("torch", reason="a model command")
     _check(_run(tmp_path, [*command, "--length-penalty", "-1"]), "length-penalty must be >= 0")
+
+
+def test_model_commands_need_torch_in_one_line(tmp_path):
+    """In a light environment (no torch: .venv-3.12, .venv-3.13) a command that runs a
+    model says so in one line and names the environment that has it."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:
+        pytest.skip("torch is installed here: the model commands run")
+    ok = _make(tmp_path, "ok.py", b"print(1)\n")
+    _check(_run(tmp_path, ["trace", ok, "--model", "{missing}"]), "needs torch", "make venv")

@@ -147,7 +147,9 @@ def test_static_and_recorded_inlining_agree_on_real_programs(pool):
     assert both >= 100 and same / both >= 0.9, (same, both)  # 96.8% on the whole corpus (bench_inline)
 
 
-def test_trace_runs_no_program_unless_compare(overfit_model, monkeypatch):
+def test_trace_runs_no_program_unless_compare(monkeypatch, request):
+    pytest.importorskip("torch", reason="traces with a model")
+    overfit_model = request.getfixturevalue("overfit_model")
     import codeexecutor.execution.pool as pool_module
     from codeexecutor.generation.api import trace_program
 

@@ -33,12 +33,13 @@ from dataclasses import dataclass
 
 from codeexecutor.execution import ExecStatus, ExecutorPool, Limits
 from codeexecutor.execution.pool import default_pool
+from codeexecutor.source import parse_quietly
 
 SEQUENCE_NAME = "__inputs__"
 _DIRECT = {"input", "readline", "read", "readlines", "eof"}
 _ITER = {"next", "eof"}
 REASONS = (
-    "syntax_error", "run_failed", "eof_read", "unmapped_read", "overlapping_reads",
+    "syntax_error", "newer_python", "run_failed", "eof_read", "unmapped_read", "overlapping_reads",
     "no_place_for_sequence", "verify_mismatch",
 )
 
@@ -50,6 +51,17 @@ class InlineError(Exception):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+
+
+def syntax_error(source: str, exc: SyntaxError) -> "InlineError":
+    """The InlineError of a program that does not parse: `newer_python` where it is written
+    for a newer interpreter (codeexecutor/source.py), else `syntax_error`."""
+    from codeexecutor.source import newer_python
+
+    newer = newer_python(source, exc)
+    if newer is not None:
+        return InlineError("newer_python", f"line {exc.lineno}: uses {newer[1]}, which needs Python {newer[0]}")
+    return InlineError("syntax_error", f"line {exc.lineno}: {exc.msg}")
 
 
 @dataclass(frozen=True)
@@ -121,9 +133,9 @@ def inline_stdin(
 ) -> InlineResult:
     """Return `source` with its stdin reads replaced by literals (see module docstring)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_quietly(source)
     except SyntaxError as exc:
-        raise InlineError("syntax_error", f"line {exc.lineno}: {exc.msg}") from exc
+        raise syntax_error(source, exc) from exc
     pool = pool or default_pool()
     original = pool.execute(source, stdin, limits, trace=False, record_reads=True)
     if original.status not in (ExecStatus.OK, ExecStatus.ERROR, ExecStatus.EXIT):

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import ast
 
-from codeexecutor.execution.inline import InlineError, InlineResult, _is_stream, inline_reads
+from codeexecutor.execution.inline import InlineError, InlineResult, _is_stream, inline_reads, syntax_error
+from codeexecutor.source import parse_quietly
 
 _METHODS = {"readline": "readline", "read": "read", "readlines": "readlines"}
 
@@ -217,9 +218,9 @@ def _lines(text: str) -> list[str]:
 def inline_static(source: str, stdin: str) -> InlineResult:
     """`source` with its stdin reads replaced by what they would read, without running it."""
     try:
-        tree = ast.parse(source)
+        tree = parse_quietly(source)
     except SyntaxError as exc:
-        raise InlineError("syntax_error", f"line {exc.lineno}: {exc.msg}") from exc
+        raise syntax_error(source, exc) from exc
     sites = _Finder(tree).run()
     if not sites:
         return InlineResult(source, 0, 0, 0)

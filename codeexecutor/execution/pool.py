@@ -32,6 +32,7 @@ import subprocess
 import sys
 import threading
 import types
+import warnings
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
@@ -40,7 +41,7 @@ from codeexecutor.execution.framing import REQUEST, recv, recv_bytes, send_bytes
 from codeexecutor.execution.records import ExecError, ExecResult, ExecStatus, Limits
 from codeexecutor.execution.tracer import PROGRAM_FILENAME
 from codeexecutor.execution.worker import FLAVORS
-from codeexecutor.source import looks_like_python2
+from codeexecutor.source import looks_like_python2, newer_python
 
 try:
     import orjson
@@ -91,11 +92,19 @@ def _compile(source: str) -> types.CodeType | ExecResult:
     if "\x00" in source:
         return ExecResult(ExecStatus.SYNTAX_ERROR, error=ExecError("ValueError", "source contains NUL bytes (is this a binary file?)", None))
     try:
-        code = compile(source, PROGRAM_FILENAME, "exec", dont_inherit=True)
+        with warnings.catch_warnings():  # a program's own syntax warnings are not the caller's to see
+            warnings.simplefilter("ignore")
+            code = compile(source, PROGRAM_FILENAME, "exec", dont_inherit=True)
     except SyntaxError as exc:
         message = f"{exc.msg}"
         if looks_like_python2(source):
             message += " (this looks like Python 2 code; only Python 3 runs here: convert it with 2to3)"
+        else:
+            newer = newer_python(source, exc)
+            if newer is not None:
+                here = "%d.%d" % sys.version_info[:2]
+                return ExecResult(ExecStatus.NEWER_PYTHON, error=ExecError(
+                    type(exc).__name__, f"uses {newer[1]}: needs Python {newer[0]}, this is {here}", exc.lineno))
         return ExecResult(ExecStatus.SYNTAX_ERROR, error=ExecError(type(exc).__name__, message, exc.lineno))
     except UnicodeError as exc:  # lone surrogates (undecodable bytes read with surrogateescape)
         return ExecResult(ExecStatus.SYNTAX_ERROR, error=ExecError(type(exc).__name__, "source is not valid UTF-8 text (is this a binary file?)", None))

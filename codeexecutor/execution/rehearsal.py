@@ -150,11 +150,12 @@ def rehearse() -> bool:
         sys.modules["__main__"] = module
         sys.stdin = io.TextIOWrapper(io.BufferedReader(raw), encoding="utf-8", errors="replace")
         sys.stdout, sys.stderr = run.stdout_text, run.stderr_text
-        sys.settrace(run.tracer)
+        code = marshal.loads(code_bytes)
+        run.tracer.start(code)
         try:
-            exec(marshal.loads(code_bytes), module.__dict__)
+            exec(code, module.__dict__)
         finally:
-            sys.settrace(None)
+            run.tracer.stop()
         to_json(run._result(ExecStatus.OK, None, "", None))
         _warm_type_cache((run, run.tracer, run.stdout, run.stdout_text, WireLimits(wire)))
         return not template.active and not template.tracer.steps

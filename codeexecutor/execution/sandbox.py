@@ -44,7 +44,7 @@ from codeexecutor.execution.output import OutputSink
 from codeexecutor.execution.policy import Policy
 from codeexecutor.execution.result import message_of, program_line, read_fd1, to_json
 from codeexecutor.execution.status import ExecStatus
-from codeexecutor.execution.tracer import PROGRAM_FILENAME, Tracer
+from codeexecutor.execution.tracer import PROGRAM_FILENAME, make_tracer
 
 SAFE_ENV = {
     "PATH": "/usr/bin:/bin",
@@ -84,7 +84,7 @@ class _Run:
         self.stderr_text = io.TextIOWrapper(self.stderr, encoding="utf-8", errors="replace", write_through=True)
         # Over fd 0, which each child points at its program's input before the run.
         self.stdin_text = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "rb", closefd=False)), encoding="utf-8", errors="replace")
-        self.tracer = Tracer(1024, self.stdout, self._on_step_limit)
+        self.tracer = make_tracer(1024, self.stdout, self._on_step_limit)
         self.policy = Policy()
         self.recorder = None
         self.kept: tuple = ()
@@ -119,7 +119,9 @@ class _Run:
         except BaseException as exc:  # setup failed: report it rather than die silently
             self.finish(ExecStatus.ERROR, "SandboxSetupError", f"{type(exc).__name__}: {exc}")
         if options.get("trace", True):
-            sys.settrace(self.tracer)
+            self.tracer.start(code)
+        if hasattr(sys, "monitoring"):  # 3.12+: the program sees the sys of 3.11 (it may not touch the tracer's events)
+            del sys.monitoring
         self.guard_on = True
         try:
             exec(code, module.__dict__)
@@ -165,7 +167,7 @@ class _Run:
         try:
             # Not needed for correctness (the tracer ignores our own frames); fails when we
             # are inside the audit hook of the program's own sys.settrace call.
-            sys.settrace(None)
+            self.tracer.stop()
         except RuntimeError:
             pass
         lift_memory_limit()
@@ -308,11 +310,16 @@ def prepare_zygote() -> _Run:
     posix._exit = run._fake_exit
     os.close = posix.close = _guarded_close
     os.closerange = posix.closerange = _guarded_closerange
-    # Python 3.11 raises no audit event when a thread starts.
-    # (threading, imported later by the program, copies the patched function.)
-    _thread.start_new_thread = _thread.start_new = _refuse(run, "_thread.start_new_thread")
+    # Python 3.11 raises no audit event when a thread starts; 3.13's threading starts them
+    # with start_joinable_thread. (threading, imported later by the program, copies the
+    # patched functions.)
+    for name in ("start_new_thread", "start_new", "start_joinable_thread"):
+        if hasattr(_thread, name):
+            setattr(_thread, name, _refuse(run, "_thread.start_new_thread"))  # one message on every interpreter
     if "threading" in sys.modules:
-        sys.modules["threading"]._start_new_thread = _thread.start_new_thread
+        for name in ("start_new_thread", "start_joinable_thread"):
+            if hasattr(_thread, name):
+                setattr(sys.modules["threading"], f"_{name}", getattr(_thread, name))
     for name in ("signal", "alarm", "setitimer", "pthread_sigmask", "siginterrupt", "sigwait"):
         if hasattr(signal, name):
             setattr(signal, name, _refuse(run, f"signal.{name}"))

@@ -13,6 +13,7 @@ class ExecStatus(str, enum.Enum):
     MEMORY = "memory"  # uncaught MemoryError under the memory limit
     TRACE_LIMIT = "trace_limit"  # more executed lines than max_steps
     SYNTAX_ERROR = "syntax_error"  # does not compile as Python 3
+    NEWER_PYTHON = "newer_python"  # compiles only on a newer interpreter (3.12's type parameters, say)
     VIOLATION = "violation"  # tried something the sandbox forbids (fork, network, writes, ...)
     EXIT = "exit"  # sys.exit with a non-zero code, or os._exit
 

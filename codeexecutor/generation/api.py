@@ -8,7 +8,6 @@ import argparse
 import os
 
 from codeexecutor.errors import UsageError
-from codeexecutor.generation.verdict import finite_margin
 
 DEFAULT_MODEL = os.path.join("demo_out", "pretrain", "final")
 
@@ -192,6 +191,8 @@ def _run_all(codes: list[str]) -> list:
 
 def _report(generator, gen, code: str, offset: int, notes: list[str], model_input: str, settings: dict) -> dict:
     parsed = generator.parse(gen.text)
+    from codeexecutor.generation.verdict import finite_margin  # torch: imported where a model runs
+
     steps = list(parsed.steps)
     if offset:  # back to the program's own line numbers
         from codeexecutor.execution.records import Step

@@ -33,6 +33,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
+from codeexecutor.source import parse_quietly
 
 DELTA = "<delta>"  # opens a step that lists only the changed names; closed by </state>
 STATE_KINDS = ("full", "delta")  # a model's `trace_state`: the format of its trace steps
@@ -44,7 +45,7 @@ def frames(code: str) -> dict[int, tuple[int, str]]:
     header belongs to the scope around it. Code that does not parse (a snippet) gives {}."""
     out: dict[int, tuple[int, str]] = {}
     try:
-        tree = ast.parse(code)
+        tree = parse_quietly(code)
     except (SyntaxError, ValueError):
         return out
 
