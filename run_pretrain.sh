@@ -11,18 +11,22 @@
 #   MASTER_ADDR    rendezvous address                   (default: set by the launcher)
 #   MASTER_PORT    rendezvous port                      (default: 29500)
 #   OUTPUT_DIR     overrides the curriculum's train.output_dir
-#   PYTHON         interpreter with the project installed (default: .venv/bin/python; `make venv` makes it)
+#   PYTHON         interpreter with torch and deepspeed (default: .venv/bin/python where it exists, else
+#                  python3 on PATH; `make venv` is run only when neither can import them)
 # Extra arguments go to `python -m codeexecutor.training` (e.g. --max-steps 100).
 # A killed run resumes from its latest checkpoint when started again with the same settings.
 set -euo pipefail
 cd "$(dirname "$0")"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's code, whichever interpreter runs it
 
-PYTHON="${PYTHON:-.venv/bin/python}"
-if [ ! -x "$PYTHON" ]; then
-  echo "run_pretrain.sh: $PYTHON not found; creating the environment with 'make venv'" >&2
-  make venv
+if [ -z "${PYTHON:-}" ]; then
+  if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON="$(command -v python3 || echo python3)"; fi
 fi
-BIN="$(dirname "$PYTHON")"
+if ! "$PYTHON" -c "import torch, deepspeed, yaml, datasets" 2>/dev/null; then
+  echo "run_pretrain.sh: $PYTHON cannot import torch, deepspeed, yaml and datasets; creating the environment with 'make venv'" >&2
+  make venv
+  PYTHON=.venv/bin/python
+fi
 CURRICULUM="${CURRICULUM:-curricula/demo.yaml}"
 if "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   HAVE_GPU=1
@@ -44,7 +48,9 @@ if [ "$CURRICULUM" = "curricula/demo.yaml" ] && [ ! -d demo_out/data/codenetmut/
   "$PYTHON" -m codeexecutor.demo --only data
 fi
 
-LAUNCH=("$BIN/deepspeed" --num_nodes "$NNODES" --num_gpus "$GPUS_PER_NODE" --master_port "$MASTER_PORT")
+# The launcher as a module of the interpreter: no `deepspeed` script needs to be on PATH
+# (wheels installed with --target, say, have none).
+LAUNCH=("$PYTHON" -m deepspeed.launcher.runner --num_nodes "$NNODES" --num_gpus "$GPUS_PER_NODE" --master_port "$MASTER_PORT")
 [ -n "${HOSTFILE:-}" ] && LAUNCH+=(--hostfile "$HOSTFILE")
 [ -n "${MASTER_ADDR:-}" ] && LAUNCH+=(--master_addr "$MASTER_ADDR")
 ARGS=(--curriculum "$CURRICULUM" --ds-config "$DS_CONFIG")

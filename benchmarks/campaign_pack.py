@@ -1,123 +1,172 @@
-"""Pack what the GPU campaign needs on a lent GPU machine into `.campaign/` (git-ignored).
+"""Pack what one GPU draw needs into `.campaign/` (git-ignored): data built and tokenized here.
 
-    .venv/bin/python benchmarks/campaign_pack.py            # on a machine that reaches PyPI
-    then, on the GPU machine: bash benchmarks/gpu_campaign.sh check | benches | quality ...
+    .venv/bin/python benchmarks/campaign_pack.py [--data runs/quality/data-depth]   # the recipe's data, then:
+    bash benchmarks/gpu_campaign.sh draw                                          # on the lent GPU machine
 
-The GPU machines we measure on have Python 3.12 with PyTorch and many packages
-(`DEVICE_HAS` below) but no package registry. So `.campaign/whl` holds
-Python 3.12 wheels of the rest, at the versions our requirements pin (transformers,
-tokenizers and huggingface_hub too, so that the device runs what the tests here ran),
-and `.campaign/corpora.tar.xz` the shared corpora (93 MB of source with the two function
-corpora, xz-compressed),
-since `../shared` is not on that machine. The copy we can send is at most 64 MiB; the pack checks
-its size and that every carried wheel's requirements are carried or on the device.
+A lent GPU machine has Python 3.12 with PyTorch but no package registry, no ../shared
+and 15 minutes, so the draw builds nothing there: it trains on what this pack carries.
+
+- `data.tar.xz`: the recipe's tokenizer, trained here in its own step
+  (training/tokenized.py), every source of the recipe tokenized for it (int16 ids), the
+  fixed 300-example test sample of each of the six test sets (raw rows, scored there
+  as `evaluate --limit 300` scores them here), and each build's stats.json;
+- `whl/`: wheels of what the device lacks, at the versions requirements.txt pins;
+- `manifest.json`: the code it was packed for (a hash of the files the draw runs), the
+  interpreter that traced the data, and the sizes. `draw` refuses a pack of other code, of
+  mixed interpreters, or over the 64 MiB a call carries.
+
+`--smoke` packs the demo datasets (curricula/demo.yaml) with no wheels: what
+`CAMPAIGN_SMOKE=1 gpu_campaign.sh draw` runs on the CPU, in CI.
 """
 
 from __future__ import annotations
 
+import argparse
+import datetime
+import hashlib
+import json
+import os
 import pathlib
-import re
 import shutil
-import subprocess
 import sys
 import tarfile
-import zipfile
+import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 PACK = ROOT / ".campaign"
-SHARED = ROOT.parent / "shared" / "data"
-CORPORA = ("atcoder-python", "atcoder-python-2", "python-tutorial", "thealgorithms-python", "keon-algorithms")
-LIMIT = 64 * 2**20
-CARRY = ["datasets", "dill", "multiprocess", "hjson", "pydantic", "pydantic_core", "annotated-types", "typing-inspection",
-         "tree-sitter", "tree-sitter-python", "orjson", "transformers", "tokenizers", "huggingface_hub", "httpx2",
-         "httpcore2", "truststore", "evaluate", "annotated-doc", "h11", "anyio", "idna", "certifi", "sniffio"]
-BUILD = ["deepspeed"]  # published as a source distribution only: built here into a pure-Python wheel
-DEVICE_HAS = set("""absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build certifi
-charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core cuda-pathfinder cuda-toolkit
-cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock flatbuffers flax fonttools formulaic frozenlist
-fsspec gpytorch grpcio h11 h5py hf-xet httpcore httpx huggingface-hub humanize hypothesis idna imageio iniconfig interface-meta
-jax jaxlib jaxtyping jinja2 joblib kiwisolver lazy-loader lightning lightning-utilities linear-operator lineax llvmlite lxml
-markdown markdown-it-py markupsafe matplotlib mdurl meson ml-dtypes mpi4py mpmath msgpack multidict multipledispatch
-mypy-extensions nanobind narwhals networkx ninja numba numba-cuda numpy numpyro nvidia-ml-py onnx opencv-python-headless
-optax opt-einsum packaging pandas pathspec patsy peft pillow pip pluggy portalocker prometheus-client propcache protobuf psutil
-pyarrow pybind11 py-cpuinfo pygments pyparsing pyproject-hooks pytest python-dateutil pyyaml regex requests rich sacrebleu
-safetensors scikit-learn scipy seaborn sentencepiece setuptools shellingham simplejson six sortedcontainers statsmodels sympy
-tabulate tensorboard tensorboard-data-server threadpoolctl tiktoken tokenizers toolz torch tqdm transformers triton typer
-typing-extensions typing-inspect urllib3 werkzeug wheel wrapt xarray xxhash yarl zipp""".split())
-PLATFORMS = ["manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_24_x86_64", "manylinux_2_27_x86_64",
-             "manylinux_2_28_x86_64", "manylinux_2_31_x86_64", "manylinux_2_34_x86_64", "manylinux_2_35_x86_64", "any"]
+LIMIT = 64 * 2**20  # what one device call carries, working tree included
+TREE_ALLOWANCE = 6 * 2**20  # the working tree travelling beside the pack (code, results, docs)
+RECIPE = ROOT / "curricula" / "recipes" / "cpu-hour.yaml"
+SMOKE_RECIPE = ROOT / "curricula" / "demo.yaml"
+TEST_SETS = {"codenetmut": ("codenetmut", "errors"), "tutorial": ("tutorial",), "singleline": ("singleline",),
+             "functions": ("functions", "functions_errors")}  # build folder -> its datasets
+TEST_LIMIT = 300
+CODE = ("codeexecutor", "curricula", "eval", "mutation", "benchmarks", "ds_configs")  # what the draw runs
+CODE_FILES = ("run_pretrain.sh",)
 
 
-def norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+def code_hash(root: pathlib.Path = ROOT) -> str:
+    """A hash of the source files the draw runs (Python, shell, YAML, JSON under CODE): the
+    same checkout here and on the device, or a stale pack."""
+    h = hashlib.sha256()
+    files = [root / f for f in CODE_FILES]
+    for d in CODE:
+        files += [p for p in (root / d).rglob("*") if p.suffix in (".py", ".sh", ".yaml", ".json")
+                  and "results" not in p.parts and "__pycache__" not in p.parts and ".campaign" not in p.parts]
+    for path in sorted(files):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
-def pins() -> dict[str, str]:
-    out = {}
-    for line in (ROOT / "requirements.txt").read_text().splitlines():
-        if "==" in line and not line.startswith("#"):
-            name, version = line.split("==", 1)
-            out[norm(name)] = version.strip()
-    return out
+def curriculum_for(recipe: pathlib.Path, data: pathlib.Path):
+    """The recipe with its sources moved to `data` (each source's last two path parts,
+    `NAME/NAME`, found under `data`)."""
+    import yaml
+
+    from codeexecutor.training.config import Curriculum
+
+    raw = yaml.safe_load(recipe.read_text())
+    for stage in raw["stages"]:
+        for src in stage["sources"]:
+            src["path"] = str(data.joinpath(*pathlib.PurePath(src["path"]).parts[-2:]))
+    return Curriculum.from_dict(raw, str(recipe)), raw
 
 
-def download(names: list[str], dest: pathlib.Path) -> None:
-    versions = pins()
-    specs = [f"{n}=={versions[norm(n)]}" if norm(n) in versions else n for n in names]
-    platforms = [a for p in PLATFORMS for a in ("--platform", p)]
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
-                    "--implementation", "cp", *platforms, "-d", str(dest), *specs], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dest),
-                    *[f"{n}=={versions[norm(n)]}" for n in BUILD]], check=True, env={**__import__("os").environ, "DS_BUILD_OPS": "0"})
+def test_samples(data: pathlib.Path, out: pathlib.Path, limit: int = TEST_LIMIT) -> dict:
+    """The fixed test sample of each test set (eval.evaluate.sample: the rows `evaluate
+    --limit` scores), as small datasets in the layout of a build, stats.json beside."""
+    import datasets
+
+    from eval.evaluate import sample
+
+    sizes = {}
+    for build, names in TEST_SETS.items():
+        for name in names:
+            folder = data / build / name
+            if not folder.is_dir():
+                continue
+            test = datasets.load_from_disk(str(folder))["test"]
+            rows = test.select(sample(len(test), limit))
+            datasets.DatasetDict({"test": rows}).save_to_disk(str(out / build / name))
+            sizes[f"{build}/{name}"] = len(rows)
+        if (data / build / "stats.json").exists():
+            shutil.copy(data / build / "stats.json", out / build / "stats.json")
+    return sizes
 
 
-def requirements(wheel: pathlib.Path) -> list[str]:
-    """Names a wheel requires on Python 3.12 / Linux, extras left out."""
-    from packaging.requirements import Requirement
+def wheels(dest: pathlib.Path) -> None:
+    """The carried wheels (the previous pack's list of what the device lacks)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from _wheels import download, missing
 
-    with zipfile.ZipFile(wheel) as z:
-        meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
-        lines = z.read(meta).decode().splitlines()
-    env = {"python_version": "3.12", "python_full_version": "3.12.3", "sys_platform": "linux", "platform_system": "Linux",
-           "platform_machine": "x86_64", "implementation_name": "cpython", "os_name": "posix", "extra": ""}
-    out = []
-    for line in lines:
-        if line.startswith("Requires-Dist:"):
-            req = Requirement(line.split(":", 1)[1].strip())
-            if req.marker is None or req.marker.evaluate(env):
-                out.append(norm(req.name))
-    return out
-
-
-def missing(whl: pathlib.Path) -> dict[str, list[str]]:
-    carried = {norm(w.name.split("-")[0]) for w in whl.glob("*.whl")}
-    have = carried | {norm(n) for n in DEVICE_HAS}
-    gaps = {}
-    for w in sorted(whl.glob("*.whl")):
-        need = [r for r in requirements(w) if r not in have]
-        if need:
-            gaps[w.name] = need
-    return gaps
+    download(dest)
+    gaps = missing(dest)
+    if gaps:
+        sys.exit(f"campaign_pack: requirements neither carried nor on the device: {gaps}; add them to _wheels.CARRY")
 
 
 def main() -> None:
-    shutil.rmtree(PACK, ignore_errors=True)
-    whl = PACK / "whl"
-    whl.mkdir(parents=True)
-    download(CARRY, whl)
-    gaps = missing(whl)
-    if gaps:
-        sys.exit(f"campaign_pack: requirements neither carried nor on the device: {gaps}; add them to CARRY")
-    absent = [c for c in CORPORA if not (SHARED / c).is_dir()]
-    if absent:
-        sys.exit(f"campaign_pack: {', '.join(absent)} missing under {SHARED}")
-    with tarfile.open(PACK / "corpora.tar.xz", "w:xz", preset=6) as tar:
-        for c in CORPORA:
-            tar.add(SHARED / c, arcname=c)
-    size = sum(f.stat().st_size for f in PACK.rglob("*") if f.is_file())
-    print(f"{PACK}: {len(list(whl.glob('*.whl')))} wheels, corpora.tar.xz, {size / 2**20:.1f} MiB of the {LIMIT / 2**20:.0f} MiB a call carries")
-    if size > LIMIT - 8 * 2**20:  # the working tree travels too
-        sys.exit("campaign_pack: too large to carry with the working tree")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=str(ROOT / "runs" / "quality" / "data-depth"),
+                    help="the recipe's built datasets (bench_quality.py --build-only builds them)")
+    ap.add_argument("--recipe", default=None, help=f"curriculum to pack (default {RECIPE.relative_to(ROOT)})")
+    ap.add_argument("--out", default=str(PACK))
+    ap.add_argument("--smoke", action="store_true", help="the demo datasets, no wheels: the CPU smoke run's pack")
+    ap.add_argument("--tokenizer-sample", type=int, default=200_000)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    args = ap.parse_args()
+    from curricula.common import dataset_python
+    from codeexecutor.training.tokenized import tokenize_curriculum, train_curriculum_tokenizer
+
+    data, out = pathlib.Path(args.data).resolve(), pathlib.Path(args.out)
+    recipe = pathlib.Path(args.recipe) if args.recipe else (SMOKE_RECIPE if args.smoke else RECIPE)
+    if not data.is_dir():
+        print(f"campaign_pack: no built datasets at {data}: build them (benchmarks/bench_quality.py --build-only "
+              f"--data {data}) or pass --data", file=sys.stderr)
+        sys.exit(2)
+    cur, raw = curriculum_for(recipe, data)
+    missing = [s.path for st in cur.stages for s in st.sources if not os.path.isdir(s.path)]
+    if missing:
+        print(f"campaign_pack: {missing[0]} is missing: {data} is not this recipe's data", file=sys.stderr)
+        sys.exit(2)
+    pythons = {dataset_python(s.path) for st in cur.stages for s in st.sources} - {None}
+    if len(pythons) > 1:
+        print(f"campaign_pack: {data} mixes builds of Python {', '.join(sorted(pythons))}: rebuild with one", file=sys.stderr)
+        sys.exit(2)
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        stage = pathlib.Path(tmp) / "data"
+        report = train_curriculum_tokenizer(cur, ".", str(stage / "tokenizer"), args.tokenizer_sample)
+        report["rows_read"] = {os.path.relpath(k, data): v for k, v in report["rows_read"].items()}
+        markers = tokenize_curriculum(cur, ".", str(stage / "tokenizer"), str(stage / "tokenized"), args.workers)
+        for m in markers.values():
+            m["source"] = os.path.relpath(m["source"], data)  # no paths of this machine in the pack
+            m.pop("source_fingerprint", None)
+        sizes = test_samples(data, stage / "test")
+        relative = json.loads(json.dumps(raw))  # the recipe, its sources named as the pack holds them
+        for st in relative["stages"]:
+            for src in st["sources"]:
+                src["path"] = "tokenized/" + markers[src["path"]]["folder"]
+        relative["model"]["tokenizer"] = "tokenizer"
+        (stage / "curriculum.yaml").write_text(__import__("yaml").safe_dump(relative, sort_keys=False))
+        (stage / "tokenized" / "curriculum.yaml").unlink()
+        with tarfile.open(out / "data.tar.xz", "w:xz", preset=6) as tar:
+            tar.add(stage, arcname="data")
+    if not args.smoke:
+        (out / "whl").mkdir()
+        wheels(out / "whl")
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    manifest = {"code": code_hash(), "python": next(iter(pythons), None), "recipe": str(recipe.relative_to(ROOT)),
+                "smoke": args.smoke, "packed": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "bytes": size, "tokenizer": report, "sources": {m["folder"]: m for m in markers.values()}, "test": sizes}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    print(f"{out}: {size / 2**20:.1f} MiB (of the {LIMIT / 2**20:.0f} MiB a call carries, {TREE_ALLOWANCE / 2**20:.0f} "
+          f"of them left to the working tree); data traced by Python {manifest['python']}; code {manifest['code']}")
+    if size > LIMIT - TREE_ALLOWANCE:
+        print(f"campaign_pack: {size / 2**20:.1f} MiB is too large to carry with the working tree", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
                    help="task token of a release-format file (default: from its name, else codenet)")
     p.add_argument("--split", default="test")
     p.add_argument("--limit", type=int, default=0, help="score a fixed random sample of N examples per dataset (default: all)")
-    decoding_arguments(p)
+    decoding_arguments(p, beam=None)  # as `trace` decodes: our models greedily, the released checkpoint with 10
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--resource-descriptions", metavar="problems.jsonl", help="also evaluate runtime errors with input specs as docstrings")
     p.add_argument("--out", help="report path (default DATA/evaluation.json or FILE.evaluation.json; predictions and a PNG go beside it)")
@@ -42,7 +42,8 @@ def _eval_run(args: argparse.Namespace) -> int:
     from codeexecutor.errors import UsageError
     from eval.evaluate import evaluate_model, plot, table3
 
-    if args.limit < 0 or args.beam < 1 or args.batch_size < 1 or (args.max_length is not None and args.max_length < 1):
+    if args.limit < 0 or (args.beam is not None and args.beam < 1) or args.batch_size < 1 or \
+            (args.max_length is not None and args.max_length < 1):
         raise UsageError("--limit must be >= 0 and --beam, --batch-size, --max-length >= 1")
     if args.length_penalty < 0:
         raise UsageError("--length-penalty must be >= 0 (0 is the release's ranking; 1 divides by the length)")

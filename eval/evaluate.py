@@ -209,7 +209,7 @@ def _score(name: str, split: str, codes: list[str], preds: list[str], golds: lis
     return entry
 
 
-def evaluate_model(model: str, data: str, split: str = "test", limit: int | None = None, beam: int = 10,
+def evaluate_model(model: str, data: str, split: str = "test", limit: int | None = None, beam: int | None = None,
                    max_length: int | None = None, batch_size: int = 8, resource_descriptions: str | None = None,
                    progress: bool = True, task: str | None = None, names: bool = False, values: bool = False,
                    exception_bias: float = 0.0, exception_at: str = "step", html: str | None = None,
@@ -218,7 +218,9 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
     decode with the state rules (generation/constraints.py); `exception_bias`: favour
     `<exception>` at step ends (generation/verdict.py). The release uses neither. Each
     prediction records its `exception_peak` (the crash margin) where the model has that step.
-    `length_penalty`: the beam's ranking of finished traces (generation/beam.py).
+    `length_penalty`: the beam's ranking of finished traces (generation/beam.py). `beam`:
+    None decodes as `trace` does (`default_beam`: greedy for our own trace formats, 10 for
+    the released checkpoint); the report records the beam used.
     `html`: a folder for the trace viewer's pages, one per example (prediction beside
     reference) and an index sortable by score (generation/html.py)."""
     from codeexecutor.errors import UsageError
@@ -233,7 +235,14 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
         raise UsageError(f"no built datasets under {data} (run `codeexecutor build ...` first)")
     gen = TraceGenerator(model)
     enc, profile = gen.encoder, gen.profile
+    from codeexecutor.generation.api import default_beam
+
+    beam = default_beam(gen) if beam is None else beam
+    from codeexecutor.generation.api import interpreter_note
+    from curricula.common import dataset_python
+
     report: dict = {"model": model, "data": data, "split": split, "beam": beam, "metric": METRIC_NAME,
+                    "trace_python": getattr(gen.model.config, "trace_python", None),
                     "format_profile": profile.label, "trace_state": profile.state, "constrained_names": names,
                     "constrained_values": values, "exception_bias": exception_bias,
                     "exception_at": exception_at, "length_penalty": length_penalty, "datasets": {}}
@@ -278,6 +287,11 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
         preds, ended = _scored(enc, outs), [o.finished for o in outs]
         singleline = rows[0]["task"] == "singleline"
         report["datasets"][name] = _score(name, use, [r["code"] for r in rows], preds, golds, gen.parse, singleline, ended)
+        traced = dataset_python(path)
+        report["datasets"][name]["traced_by"] = traced  # the interpreter of the test set's build (stats.json)
+        note = interpreter_note(gen.model.config, traced) if traced else None
+        if note:
+            report.setdefault("notes", []).append(f"{name}: {note}")
         if profile.delta:
             report["datasets"][name]["expansion"] = expansion_summary(outs)
         kinds = sorted({r["kind"] for r in rows})

@@ -36,6 +36,8 @@ DATA_KINDS = ("missing", "empty_dir", "binary_file", "malformed_dataset")
 DATA_COMMANDS = {
     "evaluate": ["evaluate", "--model", "{missing}", "--data", "{d}"],
     "stats": ["stats", "{d}"],
+    "tokenizer": ["tokenizer", "--curriculum", "{d}", "--out", "{out}"],
+    "tokenize": ["tokenize", "--curriculum", "{d}", "--tokenizer", "{d}", "--out", "{out}"],
     "build-singleline": ["build", "singleline", "--from", "{d}", "--out", "{out}"],
     "build-codenetmut": ["build", "codenetmut", "--codenet", "{d}", "--out", "{out}"],
     "build-tutorial": ["build", "tutorial", "--sources", "{d}", "--out", "{out}"],
@@ -132,7 +134,7 @@ def test_model_folders(tmp_path, command, kind):
 @pytest.mark.parametrize("kind", DATA_KINDS)
 @pytest.mark.parametrize("command", sorted(DATA_COMMANDS))
 def test_dataset_folders(tmp_path, command, kind):
-    if command in ("evaluate", "pretrain"):
+    if command in ("evaluate", "pretrain", "tokenizer", "tokenize"):
         pytest.importorskip("torch", reason="a model command")
     data = _data(tmp_path, kind)
     argv = [a.replace("{d}", data) for a in DATA_COMMANDS[command]]

@@ -164,3 +164,30 @@ def test_presets_grow_in_size_and_build():
     assert sorted(sizes, key=sizes.get) == ["tiny", "mini", "mini-wide", "small", "base"]
     width = sum(p.numel() for p in CodeExecutorModel(CodeExecutorConfig.preset("mini-wide", vocab_size=100)).parameters())
     assert 6e6 < width < 9e6  # 4 layers of 384, positions, a 100-token vocabulary (10.6 M at 8 k)
+
+
+def test_flex_attention_gives_the_dense_masks_losses():
+    """`attention: flex` (FlexAttention's block mask, never the (B, L, L) tensor) computes
+    the packed forward of the dense additive mask: the same per-row losses in float32, and
+    within bf16's tolerance under bf16 autocast. (Its backward needs a GPU:
+    tests/test_gpu.py checks the gradients there.)"""
+    from codeexecutor.modeling.tokenizer import pad
+
+    m = tiny()
+    torch.manual_seed(4)
+    seqs = [torch.randint(3, 300, (n,)).tolist() for n in (40, 21, 9)]
+    batch = {"ids": pad(seqs, 1, "p")["p_ids"], "code_len": torch.tensor([12, 5, 4]),
+             "total_len": torch.tensor([len(s) for s in seqs])}
+
+    def run(attention, dtype=None):
+        m.config.attention = attention
+        try:
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype is not None):
+                return m(**batch, reduction="none").loss.float()
+        finally:
+            m.config.attention = "sdpa"
+
+    dense, flex = run("sdpa"), run("flex")
+    assert torch.allclose(dense, flex, atol=1e-5), (dense, flex)
+    half = run("flex", torch.bfloat16)
+    assert ((half - dense).abs() / dense.abs()).max() < 2e-2  # bf16: a few parts in a thousand per op

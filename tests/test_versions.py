@@ -213,3 +213,30 @@ def test_no_build_mixes_interpreters(tmp_path):
                     "--shard", "1/2", "--workers", "1")
     lines = [line for line in resumed.stderr.splitlines() if line.strip() and "[WARNING]" not in line]
     assert resumed.returncode == 2 and len(lines) == 1 and other in lines[0], resumed.stderr
+
+
+def test_a_model_knows_the_interpreter_of_its_traces(demo_data):
+    """The training curriculum's builds name their interpreter; the model's config keeps it
+    (`trace_python`), and a run or test set of another interpreter gets a note, not a refusal."""
+    import types
+
+    import yaml
+
+    pytest.importorskip("torch", reason="the training side")
+    from codeexecutor.generation.api import interpreter_note
+    from codeexecutor.training.config import Curriculum
+    from codeexecutor.training.setup import traced_python
+    from curricula.common import dataset_python
+
+    raw = yaml.safe_load((ROOT / "curricula" / "demo.yaml").read_text())
+    for stage in raw["stages"]:
+        for src in stage["sources"]:
+            src["path"] = str(demo_data / src["path"].split("demo_out/data/", 1)[1])
+    cur = Curriculum.from_dict(raw)
+    assert dataset_python(str(demo_data / "codenetmut" / "codenetmut")) == interpreters.current()
+    assert traced_python(cur) == interpreters.current()
+    config = types.SimpleNamespace(trace_python="3.11")
+    assert interpreter_note(config, "3.11") is None
+    note = interpreter_note(config, "3.13")
+    assert "3.11" in note and "3.13" in note and "same traces" in note
+    assert interpreter_note(types.SimpleNamespace(), "3.13") is None  # a model from before the record

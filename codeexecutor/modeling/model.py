@@ -35,6 +35,7 @@ POSITION_OFFSET = 2  # RoBERTa positions start after padding_idx (1)
 # vocabulary). `small`: ~30 M with a 16 k vocabulary, for a single-GPU hour. `mini`: ~6 M
 # with an 8 k vocabulary, for a CPU hour. `mini-wide`: mini at 384 wide (~11 M), a CPU
 # step 1.9x mini's (benchmarks/bench_quality.py compares them). `tiny`: CPU demos and tests.
+ATTENTIONS = ("sdpa", "flex")  # how packed training batches attend (CodeExecutorConfig.attention)
 PRESETS = {
     "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
     "small": dict(hidden_size=512, num_hidden_layers=6, num_attention_heads=8, intermediate_size=2048),
@@ -53,7 +54,8 @@ class CodeExecutorConfig(RobertaConfig):
                  other_weight: float = 10.0, structural_token_ids: list[int] | None = None, mask0_token_id: int | None = None,
                  format_profile: str = "exact", exception_step: bool | None = None, positions: str = "absolute",
                  rotary_base: float = 10000.0, trace_state: str = "full", step_order: str = "start", code_window: str = "head",
-                 exception_weight: float | None = None, exception_token_id: int | None = None, **kwargs) -> None:
+                 exception_weight: float | None = None, exception_token_id: int | None = None, attention: str = "sdpa",
+                 **kwargs) -> None:
         kwargs.setdefault("is_decoder", True)  # self-attention with a key/value cache
         kwargs.setdefault("add_cross_attention", False)
         super().__init__(**kwargs)
@@ -74,6 +76,9 @@ class CodeExecutorConfig(RobertaConfig):
             raise ValueError(f"unknown positions {positions!r}; one of {', '.join(POSITIONS)}")
         self.positions = positions  # absolute: the release's learned table; rotary: modeling/rotary.py
         self.rotary_base = rotary_base
+        if attention not in ATTENTIONS:
+            raise ValueError(f"unknown attention {attention!r}; one of {', '.join(ATTENTIONS)}")
+        self.attention = attention  # of packed training batches: a dense mask through SDPA, or FlexAttention's block mask
 
     @classmethod
     def preset(cls, name: str, vocab_size: int, **kwargs) -> "CodeExecutorConfig":
@@ -114,6 +119,21 @@ def packed_mask(code_len: torch.Tensor, total_len: torch.Tensor, L: int) -> torc
     c, n = code_len[:, None, None], total_len[:, None, None]  # (B, 1, 1)
     mask = ((k < c) | ((k <= q) & (q >= c))) & (k < n) & (q < n)  # (B, L, L)
     return mask | torch.eye(L, dtype=torch.bool, device=code_len.device)[None]
+
+
+def packed_block_mask(code_len: torch.Tensor, total_len: torch.Tensor, L: int):
+    """`packed_mask` as a FlexAttention BlockMask: the same rule given as a function of
+    (row, query, key), from which only a block map is built (which 128 x 128 tiles are
+    empty, full or partial), never the (B, L, L) tensor, so that the fused kernel skips
+    the empty tiles (a trace's future, the padding) instead of adding -inf to them."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    c, n = code_len, total_len
+
+    def rule(b, h, q, k):
+        return (((k < c[b]) | ((k <= q) & (q >= c[b]))) & (k < n[b]) & (q < n[b])) | (q == k)
+
+    return create_block_mask(rule, B=int(code_len.shape[0]), H=None, Q_LEN=L, KV_LEN=L, device=code_len.device)
 
 
 def additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -220,8 +240,17 @@ class CodeExecutorModel(PreTrainedModel):
         B, L = ids.shape
         positions = torch.arange(L, device=ids.device)[None].expand(B, L).clamp(
             max=self.config.max_position_embeddings - POSITION_OFFSET - 1) + POSITION_OFFSET  # (B, L)
-        mask = additive(packed_mask(code_len, total_len, L), self.dtype)  # (B, 1, L, L)
-        hidden = self.roberta(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
+        if getattr(self.config, "attention", "sdpa") == "flex":
+            impl = self.config._attn_implementation
+            self.config._attn_implementation = "flex_attention"  # the layers read it at each call
+            try:
+                hidden = self.roberta(input_ids=ids, attention_mask=packed_block_mask(code_len, total_len, L),
+                                      position_ids=positions, use_cache=False).last_hidden_state
+            finally:
+                self.config._attn_implementation = impl
+        else:
+            mask = additive(packed_mask(code_len, total_len, L), self.dtype)  # (B, 1, L, L)
+            hidden = self.roberta(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
         pos = torch.arange(L - 1, device=ids.device)[None]  # (1, L-1): position p predicts token p+1
         valid = (pos >= code_len[:, None]) & (pos < total_len[:, None] - 1)  # (B, L-1), from the trace's <mask0> on
         logits = self.logits(hidden[:, :-1][valid])  # (N, V)

@@ -34,6 +34,7 @@ class ModelArgs:
     exception_weight: float | None = None  # loss weight of the `<exception>` token, a crash's first; None: other_weight
     dropout: float = 0.1  # hidden and attention dropout of a new model (an init keeps its own); 0 learns faster on short budgets
     positions: str = "absolute"  # of a new model (an init keeps its own): absolute (the release's) or rotary (modeling/rotary.py)
+    attention: str = "sdpa"  # of packed training batches: sdpa (a dense mask) or flex (FlexAttention's block mask)
 
 
 @dataclass
@@ -48,6 +49,7 @@ class TrainArgs:
     seed: int = 0
     save_every: int = 500
     keep_checkpoints: int = 2  # older DeepSpeed checkpoints are deleted (0 keeps all)
+    checkpoints: bool = True  # false: no DeepSpeed checkpoint at all (a measurement run, never resumed)
     log_every: int = 10
     mining_batch_size: int = 32
     max_tokens: int | None = None  # token budget per micro-batch (packed code + trace); None: micro_batch_size examples.
@@ -160,6 +162,8 @@ class Curriculum:
             p.append(f"model.trace_state must be full or delta, got {self.model.trace_state!r}")
         if self.model.exception_weight is not None and not 0 <= self.model.exception_weight <= 1000:
             p.append(f"model.exception_weight must be between 0 and 1000, got {self.model.exception_weight!r}")
+        if self.model.attention not in ("sdpa", "flex"):
+            p.append(f"model.attention must be sdpa or flex, got {self.model.attention!r}")
         if self.model.step_order not in ("start", "end"):
             p.append(f"model.step_order must be start or end, got {self.model.step_order!r}")
         if self.model.step_order == "end" and self.model.format_profile == "official":

@@ -8,6 +8,7 @@ import random
 
 from codeexecutor.errors import ConfigError
 from codeexecutor.training.config import Stage
+from codeexecutor.training.tokenized import is_tokenized, load_tokenized
 
 
 FIT_OUTCOMES = ("whole", "cut_at_step", "dropped_crash", "dropped_long_step")
@@ -39,19 +40,25 @@ class StageData:
         self.tables, self.code_len, self.trace_len, self.order = [], [], [], []
         self.fits: dict[str, dict[str, int]] = {}
         for j, src in enumerate(stage.sources):
-            ds = datasets.load_from_disk(os.path.join(base_dir, src.path))
-            ds = ds["train"] if isinstance(ds, datasets.DatasetDict) else ds
-            if subsets and j in subsets:
-                ds = ds.select(subsets[j])
-            if len(ds) == 0:
-                raise ConfigError(f"stage {stage.name}: source {src.path} has no training examples")
-            if encoder.profile.order == "end":
-                from codeexecutor.modeling.profiles import lacks_depth
+            path = os.path.join(base_dir, src.path)
+            if is_tokenized(path):  # ids made once for this run's tokenizer and format (training/tokenized.py)
+                table, fits = load_tokenized(path, encoder)
+                if subsets and j in subsets:
+                    table = table.select(subsets[j])
+            else:
+                ds = datasets.load_from_disk(path)
+                ds = ds["train"] if isinstance(ds, datasets.DatasetDict) else ds
+                if subsets and j in subsets:
+                    ds = ds.select(subsets[j])
+                if len(ds) == 0:
+                    raise ConfigError(f"stage {stage.name}: source {src.path} has no training examples")
+                if encoder.profile.order == "end":
+                    from codeexecutor.modeling.profiles import lacks_depth
 
-                if lacks_depth(ds):
-                    raise ConfigError(f"stage {stage.name}: {src.path} was built before steps carried their call depth; "
-                                      "rebuild it to train with step_order: end")
-            table, fits = tokenize(ds, encoder)
+                    if lacks_depth(ds):
+                        raise ConfigError(f"stage {stage.name}: {src.path} was built before steps carried their call depth; "
+                                          "rebuild it to train with step_order: end")
+                table, fits = tokenize(ds, encoder)
             if len(table) == 0:
                 raise ConfigError(f"stage {stage.name}: no example of {src.path} fits max_trace_length ({fits})")
             self.fits[src.path] = fits
@@ -109,15 +116,59 @@ def padding_share(batch: dict) -> float:
     return 1.0 - real / computed
 
 
-def tokenize(ds, encoder):
+def tokenize(ds, encoder, num_proc: int | None = None, keep_in_memory: bool = False):
     """(ids of a dataset in the encoder's format profile, serialized from the structured
     columns; how many targets were kept whole, cut at a step boundary or dropped).
-    Dropped examples are left out. Cached by `datasets` per profile and tokenizer."""
+    Dropped examples are left out. Cached by `datasets` per profile and tokenizer, unless
+    `keep_in_memory` (a read-only data folder, say)."""
     table = ds.map(encoder.encode_rows, batched=True, remove_columns=ds.column_names, desc="tokenizing",
-                   load_from_cache_file=True)
+                   load_from_cache_file=not keep_in_memory, keep_in_memory=keep_in_memory, num_proc=num_proc)
     fits = dict.fromkeys(FIT_OUTCOMES, 0)
     for outcome in table["fit"]:
         fits[outcome] += 1
     if fits["dropped_crash"] or fits["dropped_long_step"]:
-        table = table.filter(lambda fit: fit.startswith(("whole", "cut")), input_columns="fit", desc="dropping")
+        table = table.filter(lambda fit: fit.startswith(("whole", "cut")), input_columns="fit", desc="dropping",
+                             keep_in_memory=keep_in_memory)
     return table, fits
+
+
+class Prefetcher:
+    """The micro-batches of steps [step, end) of a stage, each built on a worker thread
+    while the one before it trains (collation is CPU work the accelerator would wait
+    for), and moved to the device from pinned memory without blocking the host.
+    `next()` gives (batch on the device, real tokens, computed tokens, rows)."""
+
+    def __init__(self, data: StageData, seed: int, start_of: int, step: int, end: int, accum: int, rank: int,
+                 size: int, device) -> None:
+        import concurrent.futures as cf
+
+        import torch
+
+        self.keys = iter([(s - start_of, m) for s in range(step, end) for m in range(accum)])
+        self.data, self.seed, self.rank, self.size, self.device = data, seed, rank, size, device
+        self.pin = torch.cuda.is_available() and torch.device(device).type == "cuda"
+        self.pool = cf.ThreadPoolExecutor(1, thread_name_prefix="batches")
+        self.pending = self._submit()
+
+    def _build(self, key):
+        batch = self.data.batch(self.seed, key[0], key[1], self.rank, self.size)
+        real, padded = batch_tokens(batch)
+        rows = len(next(iter(batch.values())))
+        if self.pin:
+            batch = {k: v.pin_memory() for k, v in batch.items()}
+        return batch, real, padded, rows
+
+    def _submit(self):
+        key = next(self.keys, None)
+        return None if key is None else self.pool.submit(self._build, key)
+
+    def next(self):
+        if self.pending is None:
+            raise StopIteration("no micro-batch left in this stage")
+        batch, real, padded, rows = self.pending.result()
+        self.pending = self._submit()
+        batch = {k: v.to(self.device, non_blocking=self.pin) for k, v in batch.items()}
+        return batch, real, padded, rows
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)

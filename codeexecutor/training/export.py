@@ -40,3 +40,100 @@ def save_checkpoint(engine, ckpt: str, step: int, keep: int, rank: int) -> None:
         for old in tags[:-keep]:
             shutil.rmtree(os.path.join(ckpt, old), ignore_errors=True)
     dist.barrier()
+
+
+def export_pieces(model_dir: str, out_dir: str, piece_bytes: int = 16 * 2**20, name: str = "model") -> dict:
+    """A saved model's weights in bfloat16 (one safetensors file's bytes), cut into pieces
+    of at most `piece_bytes` (`NAME.safetensors.partK`), and `NAME-meta.tar`: its
+    config.json, tokenizer files and `manifest.json` (each piece's size and sha256, the
+    whole file's). What a machine that returns files of limited size can bring back;
+    `join_pieces` checks and reassembles it. Returns the manifest."""
+    import hashlib
+    import io
+    import json
+    import tarfile
+
+    import torch
+    from safetensors.torch import load_file, save
+
+    tensors = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous()
+               for k, v in load_file(os.path.join(model_dir, "model.safetensors")).items()}
+    blob = save(tensors, metadata={"format": "pt"})
+    os.makedirs(out_dir, exist_ok=True)
+    pieces = []
+    for k, start in enumerate(range(0, len(blob), piece_bytes), 1):
+        part = blob[start:start + piece_bytes]
+        path = os.path.join(out_dir, f"{name}.safetensors.part{k}")
+        with open(path + ".tmp", "wb") as f:
+            f.write(part)
+        os.replace(path + ".tmp", path)
+        pieces.append({"file": os.path.basename(path), "bytes": len(part), "sha256": hashlib.sha256(part).hexdigest()})
+    manifest = {"dtype": "bfloat16", "bytes": len(blob), "sha256": hashlib.sha256(blob).hexdigest(), "pieces": pieces,
+                "parameters": sum(v.numel() for v in tensors.values())}
+    meta = os.path.join(out_dir, f"{name}-meta.tar")
+    with tarfile.open(meta + ".tmp", "w") as tar:
+        for f in sorted(os.listdir(model_dir)):
+            if f != "model.safetensors" and os.path.isfile(os.path.join(model_dir, f)):
+                tar.add(os.path.join(model_dir, f), arcname=f)
+        data = json.dumps(manifest, indent=2).encode()
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    os.replace(meta + ".tmp", meta)
+    return manifest
+
+
+def join_pieces(pieces_dir: str, out_model: str, name: str = "model") -> dict:
+    """Reassemble `export_pieces`' output into a loadable model folder, after checking every
+    piece's size and hash and the whole file's (UsageError naming what is wrong: a piece
+    missing, cut short or changed). Returns the manifest."""
+    import hashlib
+    import json
+    import shutil
+    import tarfile
+
+    from codeexecutor.errors import UsageError
+
+    meta = os.path.join(pieces_dir, f"{name}-meta.tar")
+    if not os.path.isfile(meta):
+        raise UsageError(f"no {name}-meta.tar in {pieces_dir}: give the folder the pieces came back to")
+    with tarfile.open(meta) as tar:
+        manifest = json.load(tar.extractfile("manifest.json"))
+        tmp = out_model + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tar.extractall(tmp, filter="data")
+    try:
+        _check_pieces(pieces_dir, manifest, tmp)
+    except UsageError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(out_model, ignore_errors=True)
+    os.replace(tmp, out_model)
+    return manifest
+
+
+def _check_pieces(pieces_dir: str, manifest: dict, tmp: str) -> None:
+    """Write the pieces' concatenation into `tmp` as model.safetensors, after their checks."""
+    import hashlib
+    import json
+
+    from codeexecutor.errors import UsageError
+
+    blob = bytearray()
+    for piece in manifest["pieces"]:
+        path = os.path.join(pieces_dir, piece["file"])
+        if not os.path.isfile(path):
+            raise UsageError(f"piece {piece['file']} is missing from {pieces_dir} ({len(manifest['pieces'])} pieces expected)")
+        with open(path, "rb") as f:
+            data = f.read()
+        if len(data) != piece["bytes"] or hashlib.sha256(data).hexdigest() != piece["sha256"]:
+            raise UsageError(f"piece {piece['file']} is {len(data)} bytes, expected {piece['bytes']} with sha256 "
+                             f"{piece['sha256'][:12]}: it was cut short or changed in transfer; fetch it again")
+        blob += data
+    if hashlib.sha256(blob).hexdigest() != manifest["sha256"]:
+        raise UsageError(f"the pieces in {pieces_dir} do not make the exported file (sha256 mismatch); fetch them again")
+    with open(os.path.join(tmp, "model.safetensors"), "wb") as f:
+        f.write(blob)
+    os.remove(os.path.join(tmp, "manifest.json"))
+    with open(os.path.join(tmp, "pieces.json"), "w") as f:
+        json.dump(manifest, f, indent=2)

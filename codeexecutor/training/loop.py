@@ -33,7 +33,7 @@ from dataclasses import asdict
 
 from codeexecutor.errors import ConfigError
 from codeexecutor.training.config import Curriculum, Source, Stage, load_ds_config
-from codeexecutor.training.data import StageData, batch_tokens
+from codeexecutor.training.data import Prefetcher, StageData
 from codeexecutor.training.export import export_model, save_checkpoint
 from codeexecutor.training.mining import mine_hardest
 from codeexecutor.training.plots import plot_losses
@@ -55,7 +55,9 @@ def setup_distributed():
 
     if "RANK" not in os.environ:  # one process, no launcher
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
-    if not torch.cuda.is_available():
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))  # before NCCL starts: each rank on its own GPU
+    else:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
     # DeepSpeed JIT-compiles its CPU shared-memory comm op (~35 s) into this folder: keep it
     # inside the virtualenv so it is built once per environment, not once per machine user.
@@ -131,6 +133,7 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
     limit = total if max_steps is None else min(total, max_steps)
     start_of = 0
     final = os.path.join(out, "final")
+    saved_at = global_step if global_step else -1  # the step of the newest checkpoint (one save per step)
     for si, stage in enumerate(cur.stages):
         end_of = start_of + stage.steps
         if global_step >= end_of:
@@ -147,27 +150,31 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
             bar = progress_bar(total=stage.steps, initial=global_step - start_of, desc=f"stage {si + 1} {stage.name}", unit="step")
         engine.train()
         t0, tokens, computed, examples = time.perf_counter(), 0, 0, 0
+        accum = ds_cfg["gradient_accumulation_steps"]
+        batches = Prefetcher(data, cur.train.seed, start_of, global_step, min(end_of, limit), accum, rank,
+                             ds_cfg["train_micro_batch_size_per_gpu"], engine.device)
+        loss_sum, loss_count = torch.zeros((), device=engine.device), 0  # on the device until a log step reads it
         while global_step < min(end_of, limit):
-            losses = []
-            for micro in range(ds_cfg["gradient_accumulation_steps"]):
-                batch = data.batch(cur.train.seed, global_step - start_of, micro, rank, ds_cfg["train_micro_batch_size_per_gpu"])
-                real, padded = batch_tokens(batch)
-                tokens, computed = tokens + real, computed + padded
-                examples += len(next(iter(batch.values())))  # rows of the micro-batch
-                batch = {k: v.to(engine.device) for k, v in batch.items()}
+            for micro in range(accum):
+                batch, real, padded, rows = batches.next()
+                tokens, computed, examples = tokens + real, computed + padded, examples + rows
                 with autocast(cur.train.autocast, engine.device):
                     loss = engine(**batch).loss
                 engine.backward(loss)
                 engine.step()
-                losses.append(loss.item())
+                loss_sum += loss.detach().float()
+                loss_count += 1
             global_step += 1
-            loss_value = sum(losses) / len(losses)
-            if not math.isfinite(loss_value):
-                raise RuntimeError(f"loss is {loss_value} at step {global_step}; lower the learning rate")
             if rank == 0:
                 bar.update(1)
-                bar.set_postfix(loss=f"{loss_value:.3f}")
-                if global_step % cur.train.log_every == 0 or global_step == end_of:
+            if global_step % cur.train.log_every == 0 or global_step == end_of or global_step == limit:
+                loss_value = loss_sum.item() / loss_count  # one host sync per log step, not per micro-step
+                loss_sum.zero_()
+                loss_count = 0
+                if not math.isfinite(loss_value):
+                    raise RuntimeError(f"loss is {loss_value} at step {global_step}; lower the learning rate")
+                if rank == 0:
+                    bar.set_postfix(loss=f"{loss_value:.3f}")
                     elapsed = max(time.perf_counter() - t0, 1e-9)
                     _log(writer, log_path, {"step": global_step, "stage": stage.name, "loss": loss_value,
                                             "lr": scheduler.get_last_lr()[0], "tokens_per_s": tokens * world / elapsed,
@@ -177,8 +184,10 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
             at_end = global_step == end_of
             if evaluator is not None and (at_end or (cur.train.eval_every and global_step % cur.train.eval_every == 0)):
                 _evaluate(evaluator, engine, tok, cur, si, stage, global_step, writer, log_path, out, rank, zero_stage)
-            if global_step % cur.train.save_every == 0 or at_end:
+            if cur.train.checkpoints and (global_step % cur.train.save_every == 0 or at_end):
                 save_checkpoint(engine, ckpt, global_step, cur.train.keep_checkpoints, rank)
+                saved_at = global_step
+        batches.close()
         if bar is not None:
             bar.close()
         if global_step >= end_of:
@@ -186,7 +195,7 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
             if rank == 0:
                 plot_losses(log_path, os.path.join(out, "loss.png"))
         start_of = end_of
-    if global_step < total and global_step % cur.train.save_every:  # stopped early (--max-steps): resumable
+    if cur.train.checkpoints and global_step < total and saved_at != global_step:  # stopped early (--max-steps): resumable
         save_checkpoint(engine, ckpt, global_step, cur.train.keep_checkpoints, rank)
     if global_step >= total:
         export_model(engine, tok, final, rank, zero_stage)

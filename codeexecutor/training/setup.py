@@ -34,6 +34,14 @@ def build_tokenizer(cur: Curriculum, base_dir: str, out: str, rank: int, profile
     from codeexecutor.modeling.tokenizer import load_tokenizer, train_tokenizer
 
     path = os.path.join(out, "tokenizer")
+    if not (cur.model.tokenizer or cur.model.init):
+        from codeexecutor.training.tokenized import is_tokenized
+
+        tokenized = [s.path for st in cur.stages for s in st.sources if is_tokenized(os.path.join(base_dir, s.path))]
+        if tokenized:
+            from codeexecutor.errors import ConfigError
+
+            raise ConfigError(f"{tokenized[0]} is tokenized: set model.tokenizer to the tokenizer it was made with")
     if not os.path.isdir(path):
         if rank == 0:
             if cur.model.tokenizer or cur.model.init:
@@ -60,11 +68,22 @@ def build_tokenizer(cur: Curriculum, base_dir: str, out: str, rank: int, profile
     return load_tokenizer(path, exception=profile.exception_step, delta=profile.delta)
 
 
+def traced_python(cur: Curriculum) -> str | None:
+    """The interpreters whose traces a curriculum trains on ("3.11"; None where its builds
+    predate the record), saved in the model's config as `trace_python`."""
+    from curricula.common import dataset_python
+
+    found = {dataset_python(src.path) for stage in cur.stages for src in stage.sources}
+    found.discard(None)
+    return ", ".join(sorted(found)) or None
+
+
 def build_model(cur: Curriculum, tok, profile):
     from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
     from codeexecutor.modeling.tokenizer import structural_ids
 
-    settings = dict(max_code_length=cur.model.max_code_length, max_trace_length=cur.model.max_trace_length,
+    settings = dict(trace_python=traced_python(cur), attention=cur.model.attention,
+                    max_code_length=cur.model.max_code_length, max_trace_length=cur.model.max_trace_length,
                     structural_weight=cur.model.structural_weight, other_weight=cur.model.other_weight,
                     structural_token_ids=structural_ids(tok), mask0_token_id=tok.convert_tokens_to_ids("<mask0>"),
                     exception_weight=cur.model.exception_weight,

@@ -1,0 +1,374 @@
+"""The steps of a GPU draw and what they share (benchmarks/campaign.py runs them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+BUDGET = 540  # seconds of steps in one draw: a call may run 600, and the machine's start is counted too
+SMOKE = os.environ.get("CAMPAIGN_SMOKE") == "1"
+OUT = pathlib.Path(os.environ.get("OUT") or ROOT / "runs" / "campaign" / "out")
+WORK = pathlib.Path(os.environ.get("CAMPAIGN_WORK") or ROOT / "runs" / "campaign")
+PACK = pathlib.Path(os.environ.get("CAMPAIGN_PACK") or ROOT / ".campaign")
+PIECE = int(float(os.environ.get("CAMPAIGN_PIECE_MIB", "16")) * 2**20)  # the largest file a draw brings back
+STAGE_SHARES = {"singleline": 0.55, "tutorial": 0.2, "codenet": 0.25}  # the recipe's (bench_quality.STAGE_SHARES)
+PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "V100": 125.0, "L4": 121.0}  # dense bf16 (V100: fp16)
+# The sizes the draw works at: on the accelerator, and at toy scale on the CPU.
+SIZES = {
+    False: {"presets": ("small", "base"), "budgets": (6144, 12288), "train_preset": "small", "tput_steps": 30,
+            "launch_steps": 6, "fp16_steps": 40, "ds": "zero2_bf16.json", "autocast": None, "score_limit": 300,
+            "batch": 64, "flex": True},
+    True: {"presets": ("tiny", "mini"), "budgets": (512, 1024), "train_preset": "tiny", "tput_steps": 4,
+           "launch_steps": 4, "fp16_steps": 0, "ds": "cpu.json", "autocast": None, "score_limit": 4, "batch": 8,
+           "flex": False},
+}[SMOKE]
+# step: (seconds on the accelerator, seconds in the CPU smoke run, the file it writes, what it does)
+STEPS = {
+    "preflight": (40, 90, "checks.json", "versions, imports, the accelerator, ds_report, a matmul's TFLOP/s, the pack"),
+    "unpack": (20, 30, "checks.json", "the packed tokenizer, tokenized sources and test samples into the work folder"),
+    "checks": (150, 400, "checks.json", "run_pretrain.sh: ZeRO-2 bf16 stopped and resumed; fp16 loss scale; test_gpu.py"),
+    "throughput": (100, 400, "throughput.json", "tokens/s and MFU: 2 presets x 2 token budgets, flex vs dense"),
+    "train": (170, 120, "training.json", "the recipe on the packed data, steps from the measured speed"),
+    "score": (45, 240, "scores.json", "the six test samples, greedy, batched"),
+    "export": (15, 60, "model-meta.tar", "the model in bf16 safetensors pieces of 16 MiB"),
+}
+
+
+class Refused(Exception):
+    """The draw cannot start: one line naming the fix, exit 2."""
+
+
+def plan() -> str:
+    """The steps, their time limits on the accelerator (and in the CPU smoke run) and files."""
+    lines = [f"{'step':<11} {'GPU s':>6} {'CPU s':>6}  writes           what"]
+    for name, (gpu, cpu, file, what) in STEPS.items():
+        lines.append(f"{name:<11} {gpu:>6} {cpu:>6}  {file:<16} {what}")
+    gpu, cpu = (sum(spec[k] for spec in STEPS.values()) for k in (0, 1))
+    lines.append(f"{'total':<11} {gpu:>6} {cpu:>6}  budget of a draw: {BUDGET} s of steps in one call of at most 600 s")
+    return "\n".join(lines)
+
+
+def write_json(name: str, obj: dict) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    tmp = OUT / (name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2) + "\n")
+    os.replace(tmp, OUT / name)
+
+
+def sh(args: list[str], timeout: float, log: pathlib.Path, env: dict | None = None) -> int:
+    """Run a command (its own process group, killed whole at the timeout), output to `log`."""
+    with open(log, "a") as f:
+        f.write(f"$ {' '.join(map(str, args))}\n")
+        f.flush()
+        proc = subprocess.Popen(list(map(str, args)), stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
+                                env={**os.environ, **(env or {})}, start_new_session=True)
+        try:
+            return proc.wait(timeout=max(1.0, timeout))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            f.write(f"[campaign] killed at its time limit of {timeout:.0f} s\n")
+            return 124
+        except BaseException:  # the draw itself is being stopped: its command goes with it
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+
+
+def tail(path: pathlib.Path, n: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-n:]
+    except OSError:
+        return ""
+
+
+# -- the pack --------------------------------------------------------------------------------
+def check_pack() -> dict:
+    from campaign_pack import LIMIT, TREE_ALLOWANCE, code_hash
+
+    manifest_path = PACK / "manifest.json"
+    if not manifest_path.is_file():
+        raise Refused(f"no pack at {PACK}: run benchmarks/campaign_pack.py{' --smoke' if SMOKE else ''} where the data "
+                      "is and carry .campaign with the call")
+    manifest = json.loads(manifest_path.read_text())
+    size = sum(f.stat().st_size for f in PACK.rglob("*") if f.is_file())
+    if size > LIMIT - TREE_ALLOWANCE:
+        raise Refused(f"{PACK} is {size / 2**20:.1f} MiB, over the {(LIMIT - TREE_ALLOWANCE) / 2**20:.0f} MiB a call carries "
+                      "beside the working tree: pack again (campaign_pack.py) with less")
+    if manifest.get("code") != code_hash():
+        raise Refused(f"{PACK} was packed for other code ({manifest.get('code')}; this checkout is {code_hash()}): run "
+                      "benchmarks/campaign_pack.py again on this commit")
+    if bool(manifest.get("smoke")) != SMOKE:
+        raise Refused(f"{PACK} is a {'smoke' if manifest.get('smoke') else 'full'} pack and this is "
+                      f"{'the CPU smoke run' if SMOKE else 'a GPU draw'}: pack with{'out' if not SMOKE else ''} --smoke")
+    if not manifest.get("python"):
+        raise Refused(f"{PACK} does not say which interpreter traced its data: pack it again")
+    return manifest
+
+
+# -- the steps -------------------------------------------------------------------------------
+def preflight(checks: dict, log: pathlib.Path) -> None:
+    import platform
+
+    import torch
+
+    info = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
+            "cuda_available": torch.cuda.is_available(), "smoke": SMOKE}
+    for name in ("transformers", "tokenizers", "datasets", "deepspeed", "safetensors", "yaml"):
+        try:
+            info[name] = getattr(__import__(name), "__version__", "present")
+        except Exception as exc:  # noqa: BLE001  (any import failure is a reason to stop here)
+            raise Refused(f"cannot import {name} ({type(exc).__name__}: {exc}); carry its wheel (benchmarks/_wheels.py)")
+    import codeexecutor.training.loop  # noqa: F401  (the training loop imports: a broken one stops here)
+
+    if not SMOKE and not torch.cuda.is_available():
+        raise Refused("no CUDA device here: run the draw on the lent GPU machine, or set CAMPAIGN_SMOKE=1 on a CPU")
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        info.update(device=props.name, memory_gib=round(props.total_memory / 2**30, 1), sms=props.multi_processor_count,
+                    bf16=torch.cuda.is_bf16_supported(),
+                    sdpa={"flash": torch.backends.cuda.flash_sdp_enabled(), "efficient":
+                          torch.backends.cuda.mem_efficient_sdp_enabled(), "math": torch.backends.cuda.math_sdp_enabled()})
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version,clocks.max.sm", "--format=csv"],
+                             capture_output=True, text=True, timeout=20)
+        info["nvidia_smi"] = smi.stdout.strip()
+    else:
+        info["device"] = "cpu"
+    ds = subprocess.run([sys.executable, "-m", "deepspeed.env_report"], capture_output=True, text=True, timeout=30)
+    info["ds_report"] = re.sub(r"\x1b\[[0-9;]*m", "", ds.stdout + ds.stderr)[-1500:]  # its colours left out
+    info["matmul_tflops"] = matmul_tflops()
+    info["peak_tflops"] = next((v for k, v in PEAK_TFLOPS.items() if k in info["device"]), None)
+    checks["preflight"] = info
+
+
+def matmul_tflops() -> float:
+    """A large bf16 matrix product's rate here (the ceiling MFU is also given against)."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    n, dtype = (8192, torch.bfloat16) if cuda else (512, torch.float32)
+    dev = "cuda" if cuda else "cpu"
+    a, b = torch.randn(n, n, device=dev, dtype=dtype), torch.randn(n, n, device=dev, dtype=dtype)
+    for _ in range(3):
+        a @ b
+    if cuda:
+        torch.cuda.synchronize()
+    t = time.perf_counter()
+    reps = 10
+    for _ in range(reps):
+        a @ b
+    if cuda:
+        torch.cuda.synchronize()
+    return round(2 * n**3 * reps / (time.perf_counter() - t) / 1e12, 2)
+
+
+def unpack(checks: dict, manifest: dict) -> None:
+    data = WORK / "data"
+    shutil.rmtree(data, ignore_errors=True)
+    WORK.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(PACK / "data.tar.xz") as tar:
+        tar.extractall(WORK, filter="data")
+    folders = sorted(p.name for p in (data / "tokenized").iterdir() if p.is_dir())
+    if set(folders) != set(manifest["sources"]):
+        raise Refused(f"the pack's data holds {folders}, its manifest {sorted(manifest['sources'])}: pack it again")
+    checks["unpack"] = {"sources": folders, "test": manifest["test"], "python": manifest["python"]}
+
+
+def curriculum(name: str, stages: list[dict], preset: str, max_tokens: int, model: dict | None = None,
+               **train) -> pathlib.Path:
+    """A curriculum over the packed data: the pack's model settings (and `model`'s), these stages."""
+    import yaml
+
+    raw = yaml.safe_load((WORK / "data" / "curriculum.yaml").read_text())
+    raw["model"].update(preset=preset, tokenizer=str(WORK / "data" / "tokenizer"), **(model or {}))
+    raw["train"].update({"output_dir": str(WORK / name), "max_tokens": max_tokens, "log_every": 1, "save_every": 10**9,
+                         "eval_examples": 0, **({"autocast": SIZES["autocast"]} if SIZES["autocast"] else {}), **train})
+    for st in stages:
+        for src in st["sources"]:
+            src["path"] = str(WORK / "data" / src["path"]) if not os.path.isabs(src["path"]) else src["path"]
+    raw["stages"] = stages
+    path = WORK / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def recipe_stages() -> list[dict]:
+    import yaml
+
+    return yaml.safe_load((WORK / "data" / "curriculum.yaml").read_text())["stages"]
+
+
+def train_log(run: pathlib.Path) -> list[dict]:
+    path = run / "train_log.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def launcher_checks(checks: dict, log: pathlib.Path, deadline: float) -> None:
+    """run_pretrain.sh as a cluster user runs it (the deepspeed launcher, ZeRO-2): stopped
+    by --max-steps and started again, the logged step sequence continuous; then ZeRO-2
+    fp16 (the V100 path), its dynamic loss scale and skipped steps; then tests/test_gpu.py."""
+    import random
+
+    stages = [{"name": "singleline", "steps": SIZES["launch_steps"], "lr": 2.0e-4, "warmup": 1,
+               "sources": [dict(recipe_stages()[0]["sources"][0], weight=1.0)]}]
+    cur = curriculum("launch", stages, SIZES["presets"][0], SIZES["budgets"][0])
+    shutil.rmtree(WORK / "launch", ignore_errors=True)
+    env = {"PYTHON": sys.executable, "CURRICULUM": str(cur), "DS_CONFIG": f"ds_configs/{SIZES['ds']}",
+           "MASTER_PORT": str(random.randint(20000, 40000))}
+    half = SIZES["launch_steps"] // 2
+    first = sh(["bash", "run_pretrain.sh", "--max-steps", half], deadline - time.time(), log, env)
+    second = sh(["bash", "run_pretrain.sh"], deadline - time.time(), log, env)
+    steps = [r["step"] for r in train_log(WORK / "launch") if "loss" in r]
+    checks["launcher"] = {"ds_config": SIZES["ds"], "exit_codes": [first, second], "logged_steps": steps,
+                          "resumed": f"at step {half}" in tail(log, 200_000),
+                          "continuous": steps == list(range(1, SIZES["launch_steps"] + 1)),
+                          "final_model": (WORK / "launch" / "final" / "config.json").exists()}
+    write_json("checks.json", checks)
+    if SIZES["fp16_steps"]:
+        stages[0]["steps"] = SIZES["fp16_steps"]
+        cur = curriculum("fp16", stages, SIZES["presets"][0], SIZES["budgets"][0])
+        shutil.rmtree(WORK / "fp16", ignore_errors=True)
+        code = sh([sys.executable, "-m", "codeexecutor.training", "--curriculum", cur, "--ds-config",
+                   "ds_configs/zero2_fp16.json"], deadline - time.time(), log)
+        rows = [r for r in train_log(WORK / "fp16") if "loss" in r]
+        skipped = [r.get("skipped_steps", 0) for r in rows]
+        late = [r["step"] for r, before in zip(rows[1:], skipped) if r["step"] > 20 and r.get("skipped_steps", 0) > before]
+        checks["fp16"] = {"exit_code": code, "steps": len(rows), "loss_scale": [r.get("loss_scale") for r in rows],
+                          "skipped_steps": skipped[-1] if skipped else None, "skips_after_step_20": late,
+                          "settled": bool(rows) and not late and all(r.get("loss_scale") for r in rows[-5:])}
+    else:
+        checks["fp16"] = {"skipped": "fp16 training needs CUDA (the CPU smoke run checks the bf16 path only)"}
+    write_json("checks.json", checks)
+    junit = WORK / "test_gpu.xml"
+    code = sh([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "tests/test_gpu.py",
+               f"--junitxml={junit}"], deadline - time.time(), log)
+    checks["test_gpu"] = {"exit_code": code, **junit_counts(junit)}
+
+
+def junit_counts(path: pathlib.Path) -> dict:
+    import xml.etree.ElementTree as ET
+
+    if not path.exists():
+        return {}
+    suite = ET.parse(path).getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    failed = [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None or c.find("error") is not None]
+    return {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")} | {"failed": failed}
+
+
+def measure(name: str, preset: str, max_tokens: int, attention: str, deadline: float, log: pathlib.Path) -> dict:
+    """The real training loop on the recipe's last stage (its longest traces) for a few
+    steps: tokens/s and seconds per step between the first and last logged step (the first
+    step's start-up and compilation left out), and MFU at 6 x parameters FLOPs a token."""
+    stage = dict(recipe_stages()[-1], steps=SIZES["tput_steps"] + 1, warmup=1)  # stopped before its end: no export
+    stage["sources"] = [{k: v for k, v in s.items() if k not in ("hardest", "mine_from")} for s in stage["sources"]]
+    cur = curriculum(name, [stage], preset, max_tokens, {"attention": attention}, checkpoints=False)
+    shutil.rmtree(WORK / name, ignore_errors=True)
+    code = sh([sys.executable, "-m", "codeexecutor.training", "--curriculum", cur, "--ds-config", f"ds_configs/{SIZES['ds']}",
+               "--max-steps", SIZES["tput_steps"]], deadline - time.time(), log)
+    rows = [r for r in train_log(WORK / name) if "loss" in r]
+    out = {"preset": preset, "max_tokens": max_tokens, "attention": attention, "exit_code": code, "steps_logged": len(rows)}
+    if len(rows) >= 2:
+        a, b = rows[0], rows[-1]
+        seconds = b["stage_seconds"] - a["stage_seconds"]
+        out.update(tokens_per_s=round((b["stage_tokens"] - a["stage_tokens"]) / seconds, 1),
+                   seconds_per_step=round(seconds / (b["step"] - a["step"]), 4), padding_share=round(b["padding_share"], 4))
+        from codeexecutor.modeling.model import CodeExecutorConfig
+
+        cfg = CodeExecutorConfig.preset(preset, vocab_size=8000)
+        params = cfg.num_hidden_layers * (4 * cfg.hidden_size**2 + 2 * cfg.hidden_size * cfg.intermediate_size)
+        out["non_embedding_parameters"] = params
+        out["achieved_tflops"] = round(6 * params * out["tokens_per_s"] / 1e12, 3)
+    return out
+
+
+def throughput(checks: dict, result: dict, log: pathlib.Path, deadline: float) -> None:
+    runs = []
+    for preset in SIZES["presets"]:
+        for budget in SIZES["budgets"]:
+            runs.append(measure(f"tput-{preset}-{budget}", preset, budget, "sdpa", deadline, log))
+            result["runs"] = runs
+            write_json("throughput.json", result)
+    best = max((r for r in runs if r["preset"] == SIZES["train_preset"] and "tokens_per_s" in r),
+               key=lambda r: r["tokens_per_s"], default=None)
+    budget = best["max_tokens"] if best else SIZES["budgets"][0]
+    if SIZES["flex"]:
+        flex = measure(f"tput-flex-{budget}", SIZES["train_preset"], budget, "flex", deadline, log)
+        runs.append(flex)
+    else:
+        flex = {"attention": "flex", "skipped": "FlexAttention's backward needs CUDA (tests/test_model.py checks its "
+                                                "forward on the CPU)"}
+        result["flex"] = flex
+    peak = checks.get("preflight", {}).get("peak_tflops")
+    measured = checks.get("preflight", {}).get("matmul_tflops")
+    for r in runs:
+        if "achieved_tflops" in r:
+            r["mfu_datasheet"] = round(r["achieved_tflops"] / peak, 4) if peak else None
+            r["mfu_measured_matmul"] = round(r["achieved_tflops"] / measured, 4) if measured else None
+    faster = "flex" if flex.get("tokens_per_s", 0) > (best or {}).get("tokens_per_s", 0) else "sdpa"
+    chosen = flex if faster == "flex" else best
+    result.update(runs=runs, chosen={"preset": SIZES["train_preset"], "max_tokens": budget, "attention": faster,
+                                     "seconds_per_step": (chosen or {}).get("seconds_per_step")})
+
+
+def train(result: dict, chosen: dict, log: pathlib.Path, deadline: float, budget: float) -> None:
+    """The recipe's three stages, their steps in the recipe's shares of what the time left
+    buys at the measured speed (a stage end's export and the mining leave a margin)."""
+    per_step = chosen.get("seconds_per_step") or (0.5 if SMOKE else 0.15)
+    startup = 35.0 if not SMOKE else 60.0  # process start, data loading, the stage-2 mining pass
+    total = max(len(STAGE_SHARES), int((min(budget, deadline - time.time()) - startup) * 0.85 / per_step))
+    stages = recipe_stages()
+    for st in stages:
+        st["steps"] = max(1, int(total * STAGE_SHARES.get(st["name"], 1 / len(stages))))
+        st["warmup"] = max(1, min(200, st["steps"] // 10))
+        for src in st["sources"]:
+            if "hardest" in src:
+                src["mine_from"] = min(src.get("mine_from") or 4096, 4096)
+                src["hardest"] = min(src["hardest"], src["mine_from"] // 3)
+    cur = curriculum("run", stages, chosen["preset"], chosen["max_tokens"], {"attention": chosen["attention"]},
+                     log_every=max(1, total // 50))
+    shutil.rmtree(WORK / "run", ignore_errors=True)
+    result.update(curriculum=str(cur), steps={st["name"]: st["steps"] for st in stages}, planned_from=chosen)
+    write_json("training.json", result)
+    start = time.time()
+    code = sh([sys.executable, "-m", "codeexecutor.training", "--curriculum", cur, "--ds-config", f"ds_configs/{SIZES['ds']}"],
+              deadline - time.time(), log)
+    result.update(exit_code=code, seconds=round(time.time() - start, 1), log=train_log(WORK / "run"))
+
+
+def trained_model() -> pathlib.Path | None:
+    """The run's final model, else its last stage export (a run stopped at its limit)."""
+    run = WORK / "run"
+    if (run / "final" / "config.json").exists():
+        return run / "final"
+    stages = sorted(run.glob("stage*-*/config.json"), key=lambda p: p.parent.name)
+    stages = [p.parent for p in stages if not p.parent.name.endswith("-best")]
+    return stages[-1] if stages else None
+
+
+def score(result: dict, model: pathlib.Path) -> None:
+    from eval.evaluate import evaluate_model
+
+    result.update(model=model.name, metric=None, decoding="greedy (beam 1), batched", sets={})
+    for build in sorted(p for p in (WORK / "data" / "test").iterdir() if p.is_dir()):
+        report = evaluate_model(str(model), str(build), split="test", limit=SIZES["score_limit"], beam=1,
+                                batch_size=SIZES["batch"], progress=False)
+        result["metric"] = report["metric"]
+        for name, e in report["datasets"].items():
+            result["sets"][name] = {"examples": e["examples"], **e["table3"], "aligned": e.get("aligned"),
+                                    "unfinished": (e.get("unfinished") or {}).get("share"), "traced_by": e.get("traced_by")}
+        for key in ("runtime_errors", "runtime_errors_functions"):
+            if report.get(key):
+                result[key] = report[key]
+        write_json("scores.json", result)

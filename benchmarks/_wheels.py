@@ -1,0 +1,84 @@
+"""The wheels a draw carries: what the lent GPU machine's image lacks (KINDS.md of the
+device tool lists what it has), at the versions requirements.txt pins, for its Python 3.12.
+Used by campaign_pack.py."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import zipfile
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CARRY = ["datasets", "dill", "multiprocess", "hjson", "pydantic", "pydantic_core", "annotated-types", "typing-inspection",
+         "tree-sitter", "tree-sitter-python", "orjson", "transformers", "tokenizers", "huggingface_hub", "httpx2",
+         "httpcore2", "truststore", "evaluate", "annotated-doc", "h11", "anyio", "idna", "certifi", "sniffio"]
+BUILD = ["deepspeed"]  # published as a source distribution only: built here into a pure-Python wheel
+DEVICE_HAS = set("""absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build certifi
+charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core cuda-pathfinder cuda-toolkit
+cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock flatbuffers flax fonttools formulaic frozenlist
+fsspec gpytorch grpcio h11 h5py hf-xet httpcore httpx huggingface-hub humanize hypothesis idna imageio iniconfig interface-meta
+jax jaxlib jaxtyping jinja2 joblib kiwisolver lazy-loader lightning lightning-utilities linear-operator lineax llvmlite lxml
+markdown markdown-it-py markupsafe matplotlib mdurl meson ml-dtypes mpi4py mpmath msgpack multidict multipledispatch
+mypy-extensions nanobind narwhals networkx ninja numba numba-cuda numpy numpyro nvidia-ml-py onnx opencv-python-headless
+optax opt-einsum packaging pandas pathspec patsy peft pillow pip pluggy portalocker prometheus-client propcache protobuf psutil
+pyarrow pybind11 py-cpuinfo pygments pyparsing pyproject-hooks pytest python-dateutil pyyaml regex requests rich sacrebleu
+safetensors scikit-learn scipy seaborn sentencepiece setuptools shellingham simplejson six sortedcontainers statsmodels sympy
+tabulate tensorboard tensorboard-data-server threadpoolctl tiktoken tokenizers toolz torch tqdm transformers triton typer
+typing-extensions typing-inspect urllib3 werkzeug wheel wrapt xarray xxhash yarl zipp""".split())
+PLATFORMS = ["manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_24_x86_64", "manylinux_2_27_x86_64",
+             "manylinux_2_28_x86_64", "manylinux_2_31_x86_64", "manylinux_2_34_x86_64", "manylinux_2_35_x86_64", "any"]
+
+
+def norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pins() -> dict[str, str]:
+    out = {}
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, version = line.split("==", 1)
+            out[norm(name)] = version.strip()
+    return out
+
+
+def download(dest: pathlib.Path, names: list[str] = CARRY) -> None:
+    versions = pins()
+    specs = [f"{n}=={versions[norm(n)]}" if norm(n) in versions else n for n in names]
+    platforms = [a for p in PLATFORMS for a in ("--platform", p)]
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
+                    "--implementation", "cp", *platforms, "-d", str(dest), *specs], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dest),
+                    *[f"{n}=={versions[norm(n)]}" for n in BUILD]], check=True, env={**os.environ, "DS_BUILD_OPS": "0"})
+
+
+def requirements(wheel: pathlib.Path) -> list[str]:
+    """Names a wheel requires on Python 3.12 / Linux, extras left out."""
+    from packaging.requirements import Requirement
+
+    with zipfile.ZipFile(wheel) as z:
+        meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        lines = z.read(meta).decode().splitlines()
+    env = {"python_version": "3.12", "python_full_version": "3.12.3", "sys_platform": "linux", "platform_system": "Linux",
+           "platform_machine": "x86_64", "implementation_name": "cpython", "os_name": "posix", "extra": ""}
+    out = []
+    for line in lines:
+        if line.startswith("Requires-Dist:"):
+            req = Requirement(line.split(":", 1)[1].strip())
+            if req.marker is None or req.marker.evaluate(env):
+                out.append(norm(req.name))
+    return out
+
+
+def missing(whl: pathlib.Path) -> dict[str, list[str]]:
+    carried = {norm(w.name.split("-")[0]) for w in whl.glob("*.whl")}
+    have = carried | {norm(n) for n in DEVICE_HAS}
+    gaps = {}
+    for w in sorted(whl.glob("*.whl")):
+        need = [r for r in requirements(w) if r not in have]
+        if need:
+            gaps[w.name] = need
+    return gaps

@@ -1,0 +1,113 @@
+"""Back from a GPU draw: check and join the model, load it here, score it again on the CPU.
+
+    .venv/bin/python benchmarks/campaign_unpack.py DRAW_DIR [--limit 50] [--install models/NAME]
+
+DRAW_DIR holds what the draw brought back (checks.json, scores.json, model-meta.tar,
+model.safetensors.partK, ...). Its pieces are checked (sizes and hashes) before they are
+joined (training/export.py join_pieces); the model is loaded here and scored on the first
+`--limit` examples of the same fixed test samples (`evaluate --limit`; the pack's data,
+or --data), and each set's scores are set beside the draw's: a model that lost something
+in transfer, or that scores differently on this machine, shows there. `--install` copies
+the joined model to models/NAME with a model card (README.md, Hugging Face layout).
+Writes DRAW_DIR/unpacked.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def refuse(message: str) -> None:
+    print(f"campaign_unpack: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("draw", help="the folder the draw's files came back to")
+    ap.add_argument("--data", help="built datasets to score on (default: the pack's test samples, .campaign/data.tar.xz)")
+    ap.add_argument("--pack", default=str(ROOT / ".campaign"), help="the pack the draw ran on (its test samples)")
+    ap.add_argument("--limit", type=int, default=50, help="test examples per set scored here (the draw scored 300)")
+    ap.add_argument("--install", metavar="models/NAME", help="copy the model there, with a model card")
+    args = ap.parse_args()
+    from codeexecutor.errors import UsageError
+    from codeexecutor.progress import quiet_libraries
+    from codeexecutor.training.export import join_pieces
+
+    quiet_libraries()
+
+    draw = pathlib.Path(args.draw)
+    scores_path = draw / "scores.json"
+    if not scores_path.is_file():
+        refuse(f"no scores.json in {draw}: give the folder a draw's files came back to")
+    model = draw / "model"
+    try:
+        manifest = join_pieces(str(draw), str(model))
+    except UsageError as exc:
+        refuse(str(exc))
+    data = args.data or unpack_test_samples(draw, pathlib.Path(args.pack))
+    from eval.evaluate import evaluate_model
+
+    theirs = json.loads(scores_path.read_text())
+    ours: dict = {}
+    for build in sorted(p for p in pathlib.Path(data).iterdir() if p.is_dir()):
+        report = evaluate_model(str(model), str(build), split="test", limit=args.limit, beam=1, batch_size=16, progress=False)
+        for name, e in report["datasets"].items():
+            ours[name] = {"examples": e["examples"], **e["table3"]}
+    compared = {name: {"draw": {k: theirs["sets"][name].get(k) for k in ("examples", "trace_accuracy", "output_accuracy")},
+                       "here": {k: ours[name].get(k) for k in ("examples", "trace_accuracy", "output_accuracy")}}
+                for name in ours if name in theirs.get("sets", {})}
+    out = {"model": str(model), "pieces": len(manifest["pieces"]), "bytes": manifest["bytes"], "parameters":
+           manifest["parameters"], "limit_here": args.limit, "sets": compared}
+    (draw / "unpacked.json").write_text(json.dumps(out, indent=2) + "\n")
+    for name, c in compared.items():
+        print(f"{name:<18} draw {c['draw']['trace_accuracy']!s:>6} ({c['draw']['examples']})   "
+              f"here {c['here']['trace_accuracy']!s:>6} ({c['here']['examples']})")
+    if args.install:
+        install(model, pathlib.Path(args.install), draw)
+    print(f"report: {draw / 'unpacked.json'}")
+
+
+def unpack_test_samples(draw: pathlib.Path, pack_dir: pathlib.Path) -> str:
+    import tarfile
+
+    pack = pack_dir / "data.tar.xz"
+    if not pack.is_file():
+        refuse(f"no {pack} to score on: pass --pack (the draw's pack) or --data (a folder of built datasets)")
+    target = draw / "pack"
+    shutil.rmtree(target, ignore_errors=True)
+    with tarfile.open(pack) as tar:
+        members = [m for m in tar.getmembers() if m.name.startswith("data/test/")]
+        tar.extractall(target, members=members, filter="data")
+    return str(target / "data" / "test")
+
+
+def install(model: pathlib.Path, dest: pathlib.Path, draw: pathlib.Path) -> None:
+    """The model under models/NAME with its card, from the draw's own records."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from model_card import write_card
+
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(model, dest)
+    checks = json.loads((draw / "checks.json").read_text())
+    training = json.loads((draw / "training.json").read_text())
+    scores = json.loads((draw / "scores.json").read_text())
+    pieces = json.loads((model / "pieces.json").read_text())
+    write_card(dest, scores=scores, device=checks.get("preflight", {}).get("device", "?"),
+               recipe=checks.get("pack", {}).get("recipe"), steps=training.get("steps"),
+               minutes=round(training.get("seconds", 0) / 60, 1), command="bash benchmarks/gpu_campaign.sh draw",
+               parameters=pieces.get("parameters"))
+    print(f"installed: {dest}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    main()

@@ -1,0 +1,77 @@
+"""The model card (README.md, Hugging Face's layout) of a model this project ships."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+ORDER = ("singleline", "tutorial", "codenetmut", "errors", "functions", "functions_errors")
+DATA = """- CodeNetMut: mutants of real Python contest programs (the two CodeNet-layout AtCoder
+  corpora in ../shared/data, programs only from repositories with a permissive LICENSE file:
+  see their MANIFEST.md) and the crashing ones, each traced in the sandbox on its sample input;
+- Tutorial: runnable examples of the Python 3.11 tutorial (PSF License), with mutants;
+- SingleLine: one line of those programs with its state before and after;
+- Functions: doctest and test calls of TheAlgorithms/Python and keon/algorithms (MIT), each a
+  program with its definitions inlined, and mutants of them."""
+
+
+def write_card(dest: pathlib.Path, scores: dict, device: str, recipe: str | None, steps: dict | None, minutes: float,
+               command: str, parameters: int | None = None, note: str = "") -> pathlib.Path:
+    """README.md in `dest`: what the model is, its data and licence, how it was trained
+    (device, minutes, recipe, command) and its scores per test set, plainly."""
+    config = json.loads((dest / "config.json").read_text())
+    sets = scores.get("sets") or scores.get("test") or {}
+    rows = []
+    for name in [n for n in ORDER if n in sets] + [n for n in sets if n not in ORDER]:
+        s = sets[name]
+        aligned = (s.get("aligned") or s.get("ours_aligned") or {}).get("output_accuracy")
+        rows.append(f"| {name} | {s.get('examples')} | {s.get('trace_accuracy')} | {s.get('output_accuracy')} | "
+                    f"{aligned if aligned is not None else '-'} | {s.get('line_f1', '-')} |")
+    errors = scores.get("runtime_errors") or {}
+    text = f"""---
+license: mit
+library_name: transformers
+tags: [code-execution, python, execution-trace, codeexecutor]
+pipeline_tag: text-generation
+---
+
+# {dest.name}
+
+A CodeExecutor-style model of this project: given a Python program (stdin inlined), it writes
+the program's execution trace — the lines it runs, the variables after each, what it prints,
+and the exception with its line where it crashes. Use it with this repository's CLI, offline:
+
+    codeexecutor trace prog.py --stdin in.txt --model {dest.as_posix()} --compare
+
+- architecture: RoBERTa encoder as a prefix-LM (`model_type: codeexecutor`), {config.get('num_hidden_layers')} layers of
+  {config.get('hidden_size')}, {parameters or '?'} parameters, vocabulary {config.get('vocab_size')}, weights in bfloat16;
+- trace format: profile `{config.get('format_profile')}`, states `{config.get('trace_state')}`, step order
+  `{config.get('step_order')}` (docs/trace-format.md); traces made by Python {config.get('trace_python') or '3.11'};
+- trained on {device}, {minutes} minutes of training, recipe `{recipe}`, steps {steps}, by
+  `{command}`.
+
+## Data
+
+{DATA}
+
+## Scores
+
+The release's metric (eval/trace_metrics.py, docs/metrics.md), greedy decoding, the fixed test
+sample of each held-out set (`evaluate --limit 300`); aligned output accuracy is our variant
+(docs/metrics.md). One standard error is about 2.9 points at 300 examples.
+
+| test set | examples | trace accuracy | output accuracy | aligned output | line F1 |
+|---|---|---|---|---|---|
+{chr(10).join(rows)}
+
+Runtime errors (crashing programs against the CodeNetMut ones): detection
+{errors.get('detection_accuracy', '-')}%, localisation {errors.get('localisation_accuracy', errors.get('localization_accuracy', '-'))}%.
+{note}
+## Licence
+
+MIT, as this repository; the training data's licences are above (MIT, PSF, and the
+permissive licences of the contest repositories named in their MANIFEST.md).
+"""
+    path = dest / "README.md"
+    path.write_text(text)
+    return path

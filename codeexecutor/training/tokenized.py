@@ -1,0 +1,168 @@
+"""Pre-tokenized sources: a dataset tokenized once, in one run's format, read as it is.
+
+A curriculum source normally names a built dataset, which a run tokenizes at the start of
+each stage. A source may instead name a *tokenized* folder: the ids of a dataset's
+training rows in one tokenizer and format profile (`write_tokenized`), with
+`tokenized.json` saying which, and the run reads its ids directly (`load_tokenized`).
+A run whose tokenizer or profile differs from the folder's is refused with one line: ids
+of another tokenizer would train on the wrong text. Ids are stored as int16 where the
+vocabulary fits (2 bytes a token instead of 8), which is what lets a GPU campaign carry a
+whole recipe's data (benchmarks/campaign_pack.py).
+
+    codeexecutor tokenize --curriculum C --tokenizer DIR --out DIR   # every source of C, and a curriculum using them
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from codeexecutor.errors import ConfigError
+
+MARKER = "tokenized.json"
+FORMAT = 1  # of the folder (columns and marker)
+
+
+def tokenizer_fingerprint(tok) -> str:
+    """A hash of what the tokenizer does: its whole serialized model and added tokens."""
+    backend = tok.backend_tokenizer.to_str() if hasattr(tok, "backend_tokenizer") else json.dumps(tok.get_vocab(), sort_keys=True)
+    return hashlib.sha256(backend.encode("utf-8")).hexdigest()[:16]
+
+
+def identity(encoder) -> dict:
+    """What ids depend on: the tokenizer, the format profile and the length limits."""
+    return {"tokenizer": tokenizer_fingerprint(encoder.tok), "profile": encoder.profile.label,
+            "max_code_length": encoder.max_code, "max_trace_length": encoder.max_trace}
+
+
+def is_tokenized(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, MARKER))
+
+
+def write_tokenized(source: str, encoder, out: str, num_proc: int | None = None) -> dict:
+    """Tokenize the training rows of the dataset at `source` into `out` (atomically);
+    returns the marker (identity, rows, fits, source)."""
+    import shutil
+
+    import datasets
+
+    from codeexecutor.training.data import tokenize
+
+    ds = datasets.load_from_disk(source)
+    ds = ds["train"] if isinstance(ds, datasets.DatasetDict) else ds
+    table, fits = tokenize(ds, encoder, num_proc=num_proc, keep_in_memory=True)
+    small = "int16" if len(encoder.tok) < 2**15 else "int32"
+    table = table.cast(datasets.Features({
+        "code_ids": datasets.Sequence(datasets.Value(small)), "trace_ids": datasets.Sequence(datasets.Value(small)),
+        "code_len": datasets.Value("int32"), "trace_len": datasets.Value("int32"), "fit": datasets.Value("string")}))
+    marker = {"format": FORMAT, **identity(encoder), "rows": len(table), "fits": fits, "source": os.path.abspath(source),
+              "source_fingerprint": getattr(ds, "_fingerprint", None)}
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    table.save_to_disk(tmp)
+    with open(os.path.join(tmp, MARKER), "w") as f:
+        json.dump(marker, f, indent=2)
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    return marker
+
+
+def load_tokenized(path: str, encoder):
+    """(table, fits) of a tokenized folder, after checking it was made for this encoder."""
+    import datasets
+
+    with open(os.path.join(path, MARKER)) as f:
+        marker = json.load(f)
+    want = identity(encoder)
+    differ = [k for k, v in want.items() if marker.get(k) != v]
+    if marker.get("format") != FORMAT or differ:
+        named = ", ".join(f"{k} {marker.get(k)!r} (this run: {want[k]!r})" for k in differ) or f"format {marker.get('format')}"
+        raise ConfigError(f"{path} was tokenized for another run: {named}; tokenize it again for this run "
+                          "(codeexecutor tokenize) or point the source at the built dataset")
+    return datasets.load_from_disk(path), marker["fits"]
+
+
+def _sources(cur) -> list[str]:
+    """Each source path of a curriculum once, in order (a source of several stages is one)."""
+    seen: dict[str, None] = {}
+    for stage in cur.stages:
+        for src in stage.sources:
+            seen.setdefault(src.path, None)
+    return list(seen)
+
+
+def train_curriculum_tokenizer(cur, base_dir: str, out: str, sample: int = 200_000, seed: int = 0) -> dict:
+    """A tokenizer for a curriculum, trained in a step of its own: on at most `sample` rows
+    drawn evenly from its distinct sources (a seeded sample; texts deduplicated), so its
+    cost is bounded whatever the data's size. Saved to `out` (atomically); returns what it
+    read."""
+    import random
+    import shutil
+
+    import datasets
+
+    from codeexecutor.modeling.tokenizer import train_tokenizer
+    from codeexecutor.training.setup import resolve_profile
+
+    profile = resolve_profile(cur)
+    paths = _sources(cur)
+    per_source = max(1, sample // max(1, len(paths)))
+    texts: dict[str, None] = {}
+    read = {}
+    for path in paths:
+        full = os.path.join(base_dir, path)
+        if is_tokenized(full):
+            raise ConfigError(f"{path} is already tokenized: train the tokenizer on the built datasets")
+        ds = datasets.load_from_disk(full)
+        ds = ds["train"] if isinstance(ds, datasets.DatasetDict) else ds
+        rows = range(len(ds)) if len(ds) <= per_source else sorted(random.Random(f"{seed}:{path}").sample(range(len(ds)), per_source))
+        for row in ds.select(rows):
+            for text in profile.example(row):
+                texts.setdefault(text, None)
+        read[path] = len(rows)
+    tok = train_tokenizer(list(texts), vocab_size=cur.model.vocab_size, split_digits=cur.model.split_digits, delta=profile.delta)
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tok.save_pretrained(tmp)
+    report = {"rows_read": read, "distinct_texts": len(texts), "vocab_size": len(tok), "profile": profile.label,
+              "fingerprint": tokenizer_fingerprint(tok)}
+    with open(os.path.join(tmp, "training.json"), "w") as f:
+        json.dump(report, f, indent=2)
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    return report
+
+
+def tokenize_curriculum(cur, base_dir: str, tokenizer: str, out: str, num_proc: int | None = None) -> dict:
+    """Every distinct source of a curriculum tokenized into `out/<source>` for `tokenizer`,
+    and `out/curriculum.yaml`: the same curriculum reading them (and that tokenizer)."""
+    import dataclasses
+    import re
+
+    import yaml
+
+    from codeexecutor.modeling.tokenizer import Encoder, load_tokenizer
+    from codeexecutor.training.setup import resolve_profile
+
+    profile = resolve_profile(cur)
+    tok = load_tokenizer(tokenizer, exception=profile.exception_step, delta=profile.delta)
+    encoder = Encoder(tok, cur.model.max_code_length, cur.model.max_trace_length, profile)
+    os.makedirs(out, exist_ok=True)
+    where, markers = {}, {}
+    for path in _sources(cur):
+        parts = [p for p in re.split(r"[\\/]+", path) if p][-2:]  # DATA/codenetmut/errors -> codenetmut-errors
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts))
+        while name in {m["folder"] for m in markers.values()}:
+            name += "_"
+        target = os.path.join(out, name)
+        markers[path] = {**write_tokenized(os.path.join(base_dir, path), encoder, target, num_proc), "folder": name}
+        where[path] = os.path.abspath(target)
+    raw = dataclasses.asdict(cur)
+    raw["model"]["tokenizer"] = os.path.abspath(tokenizer)
+    for stage in raw["stages"]:
+        for src in stage["sources"]:
+            src["path"] = where[src["path"]]
+    with open(os.path.join(out, "curriculum.yaml"), "w") as f:
+        yaml.safe_dump(raw, f, sort_keys=False)
+    return markers

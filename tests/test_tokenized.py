@@ -1,0 +1,88 @@
+"""Tokenizer in a step of its own, and sources tokenized once (training/tokenized.py)."""
+
+import json
+
+import pytest
+import yaml
+
+from .conftest import ROOT
+
+pytest.importorskip("torch")
+
+
+def _demo_curriculum(demo_data, tmp_path, **model):
+    from codeexecutor.training.config import Curriculum
+
+    raw = yaml.safe_load((ROOT / "curricula" / "demo.yaml").read_text())
+    for stage in raw["stages"]:
+        for src in stage["sources"]:
+            src["path"] = str(demo_data / src["path"].split("demo_out/data/", 1)[1])
+    raw["model"].update(vocab_size=600, **model)
+    raw["train"]["output_dir"] = str(tmp_path / "run")
+    path = tmp_path / "cur.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return Curriculum.load(str(path)), path
+
+
+def test_tokenized_sources_give_the_batches_the_built_ones_give(demo_data, tmp_path):
+    from codeexecutor.modeling.tokenizer import Encoder, load_tokenizer
+    from codeexecutor.training.config import Curriculum
+    from codeexecutor.training.data import StageData
+    from codeexecutor.training.setup import resolve_profile
+    from codeexecutor.training.tokenized import tokenize_curriculum, train_curriculum_tokenizer
+
+    cur, _ = _demo_curriculum(demo_data, tmp_path)
+    report = train_curriculum_tokenizer(cur, ".", str(tmp_path / "tok"), sample=300)
+    assert all(n <= 300 // len(report["rows_read"]) + 1 for n in report["rows_read"].values())
+    markers = tokenize_curriculum(cur, ".", str(tmp_path / "tok"), str(tmp_path / "tokenized"))
+    assert len(markers) == len({s.path for st in cur.stages for s in st.sources})  # each source once
+    tokenized = Curriculum.load(str(tmp_path / "tokenized" / "curriculum.yaml"))
+    profile = resolve_profile(cur)
+    encoder = Encoder(load_tokenizer(str(tmp_path / "tok"), exception=profile.exception_step, delta=profile.delta),
+                      cur.model.max_code_length, cur.model.max_trace_length, profile)
+    for built, ready in zip(cur.stages, tokenized.stages):
+        a = StageData(built, encoder, ".", max_tokens=2048)
+        b = StageData(ready, encoder, ".", max_tokens=2048)
+        assert a.fits == {s.path: markers[s.path]["fits"] for s in built.sources} == \
+            {s.path: b.fits[r.path] for s, r in zip(built.sources, ready.sources)}
+        for step in range(3):
+            x, y = a.batch(0, step, 0, 0, 8), b.batch(0, step, 0, 0, 8)
+            assert x.keys() == y.keys() and all((x[k] == y[k]).all() for k in x)
+    folder = next((tmp_path / "tokenized").glob("*singleline*"))
+    features = json.loads((folder / "dataset_info.json").read_text())["features"]
+    assert features["code_ids"]["feature"]["dtype"] == "int16"  # 2 bytes a token
+
+
+def test_a_tokenized_source_refuses_another_tokenizer(demo_data, tmp_path):
+    from codeexecutor.errors import ConfigError
+    from codeexecutor.modeling.tokenizer import Encoder, load_tokenizer
+    from codeexecutor.training.config import Curriculum
+    from codeexecutor.training.data import StageData
+    from codeexecutor.training.setup import resolve_profile
+    from codeexecutor.training.tokenized import tokenize_curriculum, train_curriculum_tokenizer
+
+    cur, _ = _demo_curriculum(demo_data, tmp_path)
+    train_curriculum_tokenizer(cur, ".", str(tmp_path / "tok"), sample=200)
+    train_curriculum_tokenizer(cur, ".", str(tmp_path / "other"), sample=50)
+    tokenize_curriculum(cur, ".", str(tmp_path / "tok"), str(tmp_path / "tokenized"))
+    ready = Curriculum.load(str(tmp_path / "tokenized" / "curriculum.yaml"))
+    profile = resolve_profile(cur)
+    other = Encoder(load_tokenizer(str(tmp_path / "other"), exception=profile.exception_step, delta=profile.delta),
+                    cur.model.max_code_length, cur.model.max_trace_length, profile)
+    with pytest.raises(ConfigError, match="tokenized for another run: tokenizer"):
+        StageData(ready.stages[0], other, ".")
+
+
+def test_the_tokenizer_and_tokenize_commands(demo_data, tmp_path):
+    import subprocess
+    import sys
+
+    _, path = _demo_curriculum(demo_data, tmp_path)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "codeexecutor", *a], capture_output=True, text=True,  # noqa: E731
+                                    cwd=ROOT, timeout=600)
+    out = run("tokenizer", "--curriculum", str(path), "--out", str(tmp_path / "tok"), "--sample", "400")
+    assert out.returncode == 0 and (tmp_path / "tok" / "tokenizer.json").exists(), out.stderr[-2000:]
+    out = run("tokenize", "--curriculum", str(path), "--tokenizer", str(tmp_path / "tok"), "--out", str(tmp_path / "t"))
+    assert out.returncode == 0 and (tmp_path / "t" / "curriculum.yaml").exists(), out.stderr[-2000:]
+    bad = run("tokenize", "--curriculum", str(path), "--tokenizer", str(tmp_path / "nowhere"), "--out", str(tmp_path / "u"))
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "no tokenizer" in bad.stderr
