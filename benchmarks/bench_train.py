@@ -39,7 +39,9 @@ def setup(data: pathlib.Path, preset: str = "tiny"):
 
     ds = datasets.concatenate_datasets([datasets.load_from_disk(str(data / n))["train"] for n in
                                         ("codenetmut/codenetmut", "tutorial/tutorial", "singleline/singleline")])
-    tok = train_tokenizer(list(ds["input"]) + list(ds["target"]), vocab_size=2000)
+    from codeexecutor.modeling.profiles import Profile
+
+    tok = train_tokenizer([t for row in ds for t in Profile().example(row)], vocab_size=2000)
     enc = Encoder(tok, 256, 512)
     table, _ = tokenize(ds, enc)
     torch.manual_seed(0)
@@ -70,10 +72,12 @@ def sources_and_encoder(data_dir: pathlib.Path, vocab_size: int):
     from codeexecutor.modeling.tokenizer import Encoder, train_tokenizer
 
     present = {n: str(data_dir / p) for n, p in SOURCES.items() if (data_dir / p).exists()}
+    from codeexecutor.modeling.profiles import Profile
+
     texts = []
     for path in present.values():
         rows = datasets.load_from_disk(path)["train"]
-        texts += list(rows.select(range(min(2000, len(rows))))["target"])
+        texts += [Profile().example(row)[1] for row in rows.select(range(min(2000, len(rows))))]
     tok = train_tokenizer(texts, vocab_size=vocab_size)
     return present, tok, Encoder(tok, 256, 768)
 

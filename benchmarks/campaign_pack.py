@@ -115,6 +115,8 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="the demo datasets, no wheels: the CPU smoke run's pack")
     ap.add_argument("--tokenizer-sample", type=int, default=200_000)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--assume-python", metavar="X.Y", help="the interpreter that traced a build made before builds "
+                    "recorded it (their stats.json has no `python`)")
     args = ap.parse_args()
     from curricula.common import dataset_python
     from codeexecutor.training.tokenized import tokenize_curriculum, train_curriculum_tokenizer
@@ -130,7 +132,11 @@ def main() -> None:
     if missing:
         print(f"campaign_pack: {missing[0]} is missing: {data} is not this recipe's data", file=sys.stderr)
         sys.exit(2)
-    pythons = {dataset_python(s.path) for st in cur.stages for s in st.sources} - {None}
+    pythons = {dataset_python(s.path) or args.assume_python for st in cur.stages for s in st.sources}
+    if None in pythons:
+        print(f"campaign_pack: a build under {data} does not say which interpreter traced it (built before builds "
+              "recorded it): rebuild it, or name it with --assume-python X.Y", file=sys.stderr)
+        sys.exit(2)
     if len(pythons) > 1:
         print(f"campaign_pack: {data} mixes builds of Python {', '.join(sorted(pythons))}: rebuild with one", file=sys.stderr)
         sys.exit(2)

@@ -10,7 +10,6 @@ import shutil
 from typing import Iterable
 
 from codeexecutor.execution.records import ExecResult, ExecStatus
-from codeexecutor.modeling.format import format_code, format_trace
 
 SPLITS = ("train", "valid", "test")
 
@@ -39,7 +38,10 @@ def max_states(result: ExecResult) -> int:
 
 def make_example(id_: str, group: str, split: str, task: str, code: str, result: ExecResult, kind: str,
                  operators: tuple[str, ...] = (), source_id: str = "") -> dict:
-    """One dataset row: source, model input/target (docs/trace-format.md), structured steps, status."""
+    """One dataset row: the program, its structured steps, status, error and output. The
+    model's input and target texts are not stored: a run serializes them from these columns
+    in its own format profile when it tokenizes (`Profile.example`), and storing the
+    default profile's text beside them made every row about twice its size."""
     return {
         "id": id_,
         "problem_id": group,
@@ -48,8 +50,6 @@ def make_example(id_: str, group: str, split: str, task: str, code: str, result:
         "kind": kind,  # original | mutant | snippet | singleline
         "source_id": source_id or id_,
         "code": code,
-        "input": format_code(code, task),
-        "target": format_trace(result),
         "steps": json.dumps([s.to_json() for s in result.steps], ensure_ascii=False),
         "status": result.status.value,
         "error": json.dumps(result.error.to_json()) if result.error else "",
@@ -65,8 +65,8 @@ def is_error_trace(result: ExecResult) -> bool:
     return result.status in (ExecStatus.ERROR, ExecStatus.MEMORY) and result.error is not None
 
 
-STRING_COLUMNS = ("id", "problem_id", "split", "task", "kind", "source_id", "code", "input", "target", "steps",
-                  "status", "error", "stdout")
+STRING_COLUMNS = ("id", "problem_id", "split", "task", "kind", "source_id", "code", "steps", "status", "error",
+                  "stdout")
 INT_COLUMNS = ("n_lines", "n_steps", "max_states")
 
 

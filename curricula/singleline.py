@@ -39,7 +39,6 @@ from collections import Counter
 from codeexecutor.progress import bar as progress_bar
 from curricula.common import SPLITS, make_example, save_dataset, write_json_atomic
 from curricula.journal import Journal, read_journal, traced_by
-from codeexecutor.modeling.format import format_code, format_singleline_target
 from codeexecutor.source import parse_quietly
 
 TASK = "singleline"
@@ -277,10 +276,7 @@ def build_singleline(out: str, source: str | None = None, kaggle: str | None = N
                             chunk_counts[f"skip:{result.status.value}"] += 1
                             continue
                         row = make_example(rid, group, split, TASK, code, result, "augmented" if AUGMENTED in rid else "singleline")
-                        last = result.steps[-1]
-                        row["target"] = format_singleline_target(dict(last.state), last.line)
-                        row["input"] = format_code(code, TASK)
-                        row["n_steps"] = 1  # the target is the one state after the line
+                        row["n_steps"] = 1  # the target is the one state after the line (Profile.example)
                         rows.append(row)
                         chunk_counts["examples"] += 1
                     journal.write_unit(f"chunk{k}", rows, {"counts": dict(chunk_counts)})

@@ -51,19 +51,25 @@ def _eval_run(args: argparse.Namespace) -> int:
                             args.batch_size, resource_descriptions=args.resource_descriptions, task=args.task,
                             names=bool(args.constrain_names), values=bool(args.constrain_values),  # free unless asked
                             exception_bias=args.exception_bias, exception_at=args.exception_at, html=args.html,
-                            length_penalty=args.length_penalty)
-    if args.out:
-        out = args.out
-    elif os.path.isfile(args.data):
-        out = os.path.splitext(args.data)[0] + ".evaluation.json"
-    else:
-        out = os.path.join(args.data, "evaluation.json")
+                            length_penalty=args.length_penalty,
+                            answers=os.path.splitext(_out_path(args))[0] + ".answers.jsonl")
+    out = _out_path(args)
     predictions = report.pop("predictions")
     _write_jsonl(predictions, os.path.splitext(out)[0] + ".predictions.jsonl")
     _write(report, out)
     plot(report, os.path.splitext(out)[0] + ".png")
     print(table3(report))
     return 0
+
+
+def _out_path(args: argparse.Namespace) -> str:
+    """The report's path (--out, else beside the data); answers are appended beside it as
+    they are decoded (REPORT.answers.jsonl), so a stopped evaluation resumes there."""
+    if args.out:
+        return args.out
+    if os.path.isfile(args.data):
+        return os.path.splitext(args.data)[0] + ".evaluation.json"
+    return os.path.join(args.data, "evaluation.json")
 
 
 def _write_jsonl(rows: list[dict], path: str) -> None:

@@ -23,6 +23,7 @@ it as JSON Lines, with a PNG of the per-category accuracy.
 from __future__ import annotations
 
 import ast
+import json
 import os
 from collections import defaultdict
 from collections.abc import Sequence
@@ -101,12 +102,16 @@ def _shift(rec: TraceRecord, offset: int) -> TraceRecord:
 
 
 def sample(n: int, limit: int | None, seed: int = 0) -> list[int]:
-    """Indices of all n examples, or of a fixed random sample of `limit` of them (in order)."""
+    """Indices of all n examples, or of a fixed random sample of `limit` of them (in order):
+    the first `limit` of one seeded permutation of the n, so that a smaller sample is part
+    of every larger one (`--limit 50` scores the first 50 of `--limit 300`'s examples)."""
     if not limit or limit >= n:
         return list(range(n))
     import random
 
-    return sorted(random.Random(seed).sample(range(n), limit))
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    return sorted(order[:limit])
 
 
 def task_of_file(path: str, task: str | None) -> str:
@@ -142,19 +147,72 @@ def read_release_file(path: str) -> list[dict]:
 
 
 def _generate(gen, inputs: list[str], beam: int, max_length: int | None, batch_size: int, progress: bool,
-              decoding: dict | None = None) -> list:
+              decoding: dict | None = None, journal: "Answers | None" = None, keys: list[str] | None = None) -> list:
     """The Generated answers (text, and whether it ended before the length cap), in input order;
-    `decoding`: TraceGenerator.generate's rules (names, values, exception_bias)."""
-    outs = []
-    it = range(0, len(inputs), batch_size)
+    `decoding`: TraceGenerator.generate's rules (names, values, exception_bias). With a
+    `journal`, answers it holds for these `keys` are taken from it and each new batch is
+    appended to it as it finishes (a stopped evaluation resumes where it was)."""
+    outs: list = [journal.get(k) if journal is not None else None for k in (keys or [None] * len(inputs))]
+    todo = [i for i, o in enumerate(outs) if o is None]
+    it = range(0, len(todo), batch_size)
     if progress:
         from codeexecutor.progress import bar
 
         it = bar(it, desc="generating", unit="batch")
-    for i in it:
-        outs += gen.generate(inputs[i : i + batch_size], beam=beam, max_length=max_length, batch_size=batch_size,
-                             **(decoding or {}))
+    for start in it:
+        batch = todo[start : start + batch_size]
+        made = gen.generate([inputs[i] for i in batch], beam=beam, max_length=max_length, batch_size=batch_size,
+                            **(decoding or {}))
+        for i, o in zip(batch, made):
+            outs[i] = o
+        if journal is not None:
+            journal.add([(keys[i], o) for i, o in zip(batch, made)])
     return outs
+
+
+class Answers:
+    """Generated answers appended to a JSON Lines file as each batch finishes, keyed by the
+    example and by everything that decides the answer (model, decoding, length cap): an
+    evaluation started again with the same settings decodes only what is missing."""
+
+    def __init__(self, path: str, settings: dict) -> None:
+        import hashlib
+
+        self.path = path
+        self.tag = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        self.known: dict[str, dict] = {}
+        if os.path.exists(path):
+            good = 0
+            with open(path, "rb") as f:
+                for line in f:
+                    try:
+                        row = json.loads(line)
+                    except ValueError:
+                        break  # a line cut by a kill: it and what follows are redone
+                    if not line.endswith(b"\n"):
+                        break
+                    good += len(line)
+                    if row.get("tag") == self.tag:
+                        self.known[row["key"]] = row["answer"]
+            with open(path, "r+b") as f:
+                f.truncate(good)
+        self.resumed = len(self.known)
+
+    def get(self, key: str):
+        from codeexecutor.generation.search import Generated
+
+        row = self.known.get(key)
+        return Generated(**row) if row is not None else None
+
+    def add(self, pairs: list) -> None:
+        import dataclasses
+
+        with open(self.path, "a", encoding="utf-8") as f:
+            for key, answer in pairs:
+                f.write(json.dumps({"tag": self.tag, "key": key, "answer": dataclasses.asdict(answer)}, ensure_ascii=False)
+                        + "\n")
+            f.flush()
+            os.fsync(f.fileno())
 
 
 def _scored(enc, outs) -> list[str]:
@@ -213,7 +271,7 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
                    max_length: int | None = None, batch_size: int = 8, resource_descriptions: str | None = None,
                    progress: bool = True, task: str | None = None, names: bool = False, values: bool = False,
                    exception_bias: float = 0.0, exception_at: str = "step", html: str | None = None,
-                   length_penalty: float = 0.0) -> dict:
+                   length_penalty: float = 0.0, answers: str | None = None) -> dict:
     """Scores a model on built datasets (or a release-format test file). `names`, `values`:
     decode with the state rules (generation/constraints.py); `exception_bias`: favour
     `<exception>` at step ends (generation/verdict.py). The release uses neither. Each
@@ -222,7 +280,9 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
     None decodes as `trace` does (`default_beam`: greedy for our own trace formats, 10 for
     the released checkpoint); the report records the beam used.
     `html`: a folder for the trace viewer's pages, one per example (prediction beside
-    reference) and an index sortable by score (generation/html.py)."""
+    reference) and an index sortable by score (generation/html.py). `answers`: a JSON Lines
+    file the answers are appended to as each batch is decoded; started again with the same
+    settings, the evaluation decodes only the examples it lacks (`Answers`)."""
     from codeexecutor.errors import UsageError
     from codeexecutor.generation import TraceGenerator
 
@@ -248,6 +308,13 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
                     "exception_at": exception_at, "length_penalty": length_penalty, "datasets": {}}
     decoding = {"names": names, "values": values, "exception_bias": exception_bias, "exception_at": exception_at,
                 "length_penalty": length_penalty}
+    journal = None
+    if answers:
+        weights = os.path.join(model, "model.safetensors")
+        stamp = os.path.getmtime(weights) if os.path.exists(weights) else None
+        journal = Answers(answers, {"model": os.path.abspath(model) if os.path.exists(model) else model, "stamp": stamp,
+                                    "beam": beam, "max_length": max_length, **decoding})
+        report["answers"] = {"file": answers, "resumed": journal.resumed}
     predictions: list[dict] = []
 
     if rows_of_file is not None:
@@ -255,7 +322,8 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
         rows = [rows_of_file[i] for i in sample(len(rows_of_file), limit)]
         inputs = [f"<{name}> " + " ".join(r["code_tokens"]) for r in rows]
         golds = [enc.gold(" ".join(r["trace_tokens"])) for r in rows]
-        outs = _generate(gen, inputs, beam, max_length, batch_size, progress, decoding)
+        keys = [f"{name}/{r.get('id', i)}" for i, r in zip(sample(len(rows_of_file), limit), rows)]
+        outs = _generate(gen, inputs, beam, max_length, batch_size, progress, decoding, journal, keys)
         preds, ended = _scored(enc, outs), [o.finished for o in outs]
         codes = [r.get("code", "") for r in rows]
         report["datasets"][name] = _score(name, os.path.basename(data), codes, preds, golds, gen.parse, name == "singleline", ended)
@@ -283,7 +351,8 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
                               "that writes steps in end order")
         pairs = [profile.full.example(r) for r in rows]  # references with whole states, whatever the model writes
         golds = [enc.gold(t) for _, t in pairs]
-        outs = _generate(gen, [c for c, _ in pairs], beam, max_length, batch_size, progress, decoding)  # code alike in both
+        outs = _generate(gen, [c for c, _ in pairs], beam, max_length, batch_size, progress, decoding,  # code alike in both
+                         journal, [f"{name}/{use}/{r['id']}" for r in rows])
         preds, ended = _scored(enc, outs), [o.finished for o in outs]
         singleline = rows[0]["task"] == "singleline"
         report["datasets"][name] = _score(name, use, [r["code"] for r in rows], preds, golds, gen.parse, singleline, ended)

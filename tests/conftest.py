@@ -17,6 +17,14 @@ def pool():
         yield p
 
 
+def texts(row) -> tuple[str, str]:
+    """A dataset row's model input and target in the default format profile (rows store
+    structured steps only; a run serializes them so)."""
+    from codeexecutor.modeling.profiles import Profile
+
+    return Profile().example(row)
+
+
 def fixture_source(name: str) -> str:
     return (FIXTURES / name).read_text()
 

@@ -4,7 +4,7 @@ import pathlib
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, texts
 
 
 @pytest.fixture(scope="session")
@@ -66,7 +66,8 @@ def overfit_model(demo_data, tmp_path_factory):
     """A tiny model that reproduces 20 fixed SingleLine and Tutorial examples (`_overfit`)."""
     rows = []
     for name in ("singleline/singleline", "tutorial/tutorial"):
-        rows += [r for r in __import__("datasets").load_from_disk(str(demo_data / name))["train"] if len(r["target"]) < 160]
+        rows += [{**r, "input": texts(r)[0], "target": texts(r)[1]}
+                 for r in __import__("datasets").load_from_disk(str(demo_data / name))["train"] if len(texts(r)[1]) < 160]
     rows = rows[:20]
     path = tmp_path_factory.mktemp("overfit")
     _overfit([(r["input"], r["target"]) for r in rows], path)

@@ -8,6 +8,7 @@ import torch
 
 from codeexecutor.generation.constraints import RowConstraints, StateRule, identifiers, token_chars
 from codeexecutor.modeling.format import parse_trace
+from .conftest import texts
 
 
 def _gold_path_allowed(rule: StateRule, ids: list[int]) -> bool:
@@ -28,9 +29,10 @@ def test_every_true_trace_of_the_demo_data_is_allowed(demo_data, overfit_model):
     checked = 0
     for name in ("singleline/singleline", "tutorial/tutorial", "codenetmut/codenetmut"):
         for row in datasets.load_from_disk(str(demo_data / name))["train"]:
-            ids = tok.encode(row["target"], add_special_tokens=False)
-            assert _gold_path_allowed(StateRule(tok, row["input"], value_chars=103), ids), (name, row["target"][:200])
-            checked += " : " in row["target"]
+            code, target = texts(row)
+            ids = tok.encode(target, add_special_tokens=False)
+            assert _gold_path_allowed(StateRule(tok, code, value_chars=103), ids), (name, target[:200])
+            checked += " : " in target
     assert checked > 50  # traces with named values, not only empty states
 
 

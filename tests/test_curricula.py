@@ -11,7 +11,7 @@ from codeexecutor.modeling.format import parse_trace
 from curricula.common import assign_splits
 from curricula.journal import Journal, read_journal, record_units
 
-from .conftest import ATCODER, ROOT
+from .conftest import ATCODER, ROOT, texts
 
 
 def test_journal_drops_partial_units_and_torn_lines(tmp_path):
@@ -71,7 +71,7 @@ def _rows(out):
         dd = datasets.load_from_disk(str(out / name))
         for split in dd:
             for r in dd[split]:
-                rows[r["id"]] = (name, split, r["problem_id"], r["target"])
+                rows[r["id"]] = (name, split, r["problem_id"], texts(r)[1])
     return rows
 
 
@@ -92,7 +92,7 @@ def test_codenetmut_build_splits_format_and_kill9_resume(tmp_path):
     import datasets
 
     for row in datasets.load_from_disk(str(clean / "codenetmut"))["train"].select(range(5)):
-        steps = [s.to_json() for s in parse_trace(row["target"]).steps]
+        steps = [s.to_json() for s in parse_trace(texts(row)[1]).steps]
         assert steps == [{k: v for k, v in s.items() if k != "depth"} for s in json.loads(row["steps"])]  # text has no depth
     stats = json.loads((clean / "stats.json").read_text())
     assert stats["programs"] == 24 and stats["datasets"]["codenetmut"]["train"] > 0

@@ -1,5 +1,6 @@
 """Metrics on hand-computed cases."""
 
+import json
 import math
 
 import pytest
@@ -218,3 +219,27 @@ def test_find_datasets_follows_links_and_lists_each_folder_once(tmp_path):
     found = find_datasets(str(data))
     assert sorted(found) == ["errors", "singleline"]
     assert found["errors"] == str(data / "codenetmut" / "errors")
+
+
+def test_an_evaluation_appends_its_answers_and_resumes_from_them(overfit_model, demo_data, tmp_path):
+    """Answers go to a JSON Lines file batch by batch; the same evaluation started again
+    decodes nothing it has, a line cut by a kill is redone, and other settings start afresh."""
+    from eval.evaluate import evaluate_model, sample
+
+    model, _ = overfit_model
+    answers = tmp_path / "answers.jsonl"
+    first = evaluate_model(str(model), str(demo_data), limit=4, beam=1, max_length=24, progress=False, batch_size=2,
+                           answers=str(answers))
+    lines = answers.read_text().splitlines()
+    assert first["answers"]["resumed"] == 0 and len(lines) == len(first["predictions"])
+    answers.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])  # the last one cut short
+    again = evaluate_model(str(model), str(demo_data), limit=4, beam=1, max_length=24, progress=False, batch_size=2,
+                           answers=str(answers))
+    assert again["answers"]["resumed"] == len(lines) - 1
+    assert [p["prediction"] for p in again["predictions"]] == [p["prediction"] for p in first["predictions"]]
+    other = evaluate_model(str(model), str(demo_data), limit=4, beam=1, max_length=20, progress=False,
+                           answers=str(answers))
+    assert other["answers"]["resumed"] == 0  # another length cap: another answer
+    rows = [json.loads(line) for line in answers.read_text().splitlines()]  # every line whole after the resume
+    assert len(rows) == len(lines) + len(other["predictions"])
+    assert set(sample(1000, 50)) < set(sample(1000, 300)) and set(sample(80, 5)) < set(sample(80, 30))

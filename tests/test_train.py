@@ -12,7 +12,7 @@ from codeexecutor.training.config import Curriculum, TrainArgs, load_ds_config
 from codeexecutor.training.loop import lr_at
 from codeexecutor.training.mining import mining_pool
 
-from .conftest import ROOT
+from .conftest import ROOT, texts
 
 
 @pytest.mark.parametrize("path", sorted(glob.glob(str(ROOT / "curricula" / "*.yaml"))), ids=os.path.basename)
@@ -231,7 +231,7 @@ def test_token_budget_batches_are_deterministic_and_tightly_packed(demo_data):
     stage = Stage("s", [Source(str(demo_data / "singleline" / "singleline"), "singleline"),
                         Source(str(demo_data / "tutorial" / "tutorial"), "tutorial")], steps=10)
     rows = list(datasets.load_from_disk(str(demo_data / "tutorial" / "tutorial"))["train"])
-    tok = train_tokenizer([r["input"] for r in rows] + [r["target"] for r in rows], vocab_size=600, min_frequency=1)
+    tok = train_tokenizer([t for r in rows for t in texts(r)], vocab_size=600, min_frequency=1)
     enc = Encoder(tok, 256, 512)
     budget = StageData(stage, enc, ".", max_tokens=2048)
     fixed = StageData(stage, enc, ".")
@@ -256,7 +256,7 @@ def test_a_budget_below_the_longest_example_puts_long_examples_alone(demo_data):
 
     path = str(demo_data / "tutorial" / "tutorial")
     rows = list(datasets.load_from_disk(path)["train"])
-    tok = train_tokenizer([r["input"] for r in rows] + [r["target"] for r in rows], vocab_size=600, min_frequency=1)
+    tok = train_tokenizer([t for r in rows for t in texts(r)], vocab_size=600, min_frequency=1)
     data = StageData(Stage("s", [Source(path, "tutorial")], steps=10), Encoder(tok, 256, 512), ".", max_tokens=128)
     total = data.code_len[0] + data.trace_len[0]
     assert total.max() > 128 > total.min()  # both kinds occur

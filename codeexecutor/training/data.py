@@ -37,7 +37,7 @@ class StageData:
         self.stage = stage
         self.encoder = encoder
         self.max_tokens = max_tokens
-        self.tables, self.code_len, self.trace_len, self.order = [], [], [], []
+        self.tables, self.code_len, self.trace_len, self.order, self.sorted_total = [], [], [], [], []
         self.fits: dict[str, dict[str, int]] = {}
         for j, src in enumerate(stage.sources):
             path = os.path.join(base_dir, src.path)
@@ -71,6 +71,7 @@ class StageData:
             # same-length mutants of one program side by side.
             shuffle = np.random.default_rng(len(table)).permutation(len(table))
             self.order.append(np.lexsort((shuffle, (code + trace) // LENGTH_BUCKET)))
+            self.sorted_total.append((code + trace)[self.order[-1]].tolist())  # lengths in that order, read per batch
         total = sum(s.weight for s in stage.sources)
         self.weights = [s.weight / total for s in stage.sources]
 
@@ -81,20 +82,20 @@ class StageData:
         n = len(self.tables[j])
         if not self.max_tokens:
             return j, [rng.randrange(n) for _ in range(size)]
-        order, total = self.order[j], self.code_len[j] + self.trace_len[j]
+        order, total = self.order[j], self.sorted_total[j]  # no pass over the source: O(batch) per micro-batch
         lo = hi = rng.randrange(n)
         hi += 1
-        longest = int(total[order[lo]])
+        longest = total[lo]
         while True:  # forward while the budget holds, then backward
-            if hi < n and (hi - lo + 1) * max(longest, int(total[order[hi]])) <= self.max_tokens:
-                longest = max(longest, int(total[order[hi]]))
+            if hi < n and (hi - lo + 1) * max(longest, total[hi]) <= self.max_tokens:
+                longest = max(longest, total[hi])
                 hi += 1
-            elif lo > 0 and (hi - lo + 1) * max(longest, int(total[order[lo - 1]])) <= self.max_tokens:
-                longest = max(longest, int(total[order[lo - 1]]))
+            elif lo > 0 and (hi - lo + 1) * max(longest, total[lo - 1]) <= self.max_tokens:
+                longest = max(longest, total[lo - 1])
                 lo -= 1
             else:
                 break
-        return j, [int(i) for i in order[lo:hi]]
+        return j, order[lo:hi].tolist()
 
     def batch(self, seed: int, step: int, micro: int, rank: int, size: int) -> dict:
         j, idx = self.indices(seed, step, micro, rank, size)
