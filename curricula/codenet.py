@@ -35,7 +35,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from curricula.common import (assign_splits, is_error_trace, log_to_build_folder, make_example, save_dataset,
+from curricula.common import (assign_splits, is_error_trace, log_to_build_folder, make_example, save_journal_datasets,
                               write_json_atomic)
 from curricula.journal import Journal, read_journal, record_units, traced_by
 
@@ -225,16 +225,13 @@ class CodeNetBuilder:
         return self.finalize(time.perf_counter() - start, len(mine))
 
     def finalize(self, seconds: float, programs: int) -> dict:
-        sets: dict[str, dict[str, list[dict]]] = {"codenetmut": {}, "errors": {}}
+        journal = os.path.join(self.out, "journal.jsonl")
         counts, ops = Counter(), Counter()
-        for kind, obj in read_journal(os.path.join(self.out, "journal.jsonl")):
+        for kind, obj in read_journal(journal):
             if kind == "done":
                 counts.update(obj.get("counts", {}))
                 ops.update(obj.get("ops", {}))
-                continue
-            target = sets[obj.pop("_set")]
-            target.setdefault(obj["split"], []).append(obj)
-        sizes = {name: save_dataset(rows, os.path.join(self.out, name)) for name, rows in sets.items()}
+        sizes = save_journal_datasets(journal, self.out, ("codenetmut", "errors"))  # streamed: memory flat in the rows
         per_op: dict[str, dict[str, int]] = {}
         for key, n in ops.items():
             op, status = key.split(":", 1)
@@ -285,8 +282,9 @@ def merge_shards(out: str, shards: list[str]) -> dict:
                 unit = obj.pop("_done")
                 programs += 1
                 if unit not in merged.done:
-                    merged.write_unit(unit, records, obj)
+                    merged.write_unit(unit, records, obj, sync=False)
                 records = []
+            merged.sync()  # a shard's units are committed together
     if functions:  # shards of `build functions`
         from curricula.functions import finalize
 

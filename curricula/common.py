@@ -92,7 +92,54 @@ def save_dataset(rows_by_split: dict[str, list[dict]], out_dir: str, extra: tupl
         rows = sorted(rows_by_split.get(split, []), key=lambda r: r["id"])
         if rows:
             parts[split] = datasets.Dataset.from_dict({name: [r[name] for r in rows] for name in schema}, features=schema)
-    dd = datasets.DatasetDict(parts)
+    _replace(datasets.DatasetDict(parts), out_dir)
+    return {s: len(parts[s]) if s in parts else 0 for s in SPLITS}
+
+
+def save_journal_datasets(journal: str, out: str, names: tuple[str, ...], extra: tuple[str, ...] = ()) -> dict:
+    """The datasets of a build (`names`: the `_set` its records name) written from its
+    journal with bounded memory: rows go to Arrow in batches as one pass over the journal
+    reads them (`Dataset.from_generator`), then each split is selected and sorted by id on
+    the Arrow table and saved aside and renamed, as `save_dataset` does. Returns the sizes
+    per dataset and split."""
+    import tempfile
+
+    import datasets
+    import pyarrow.compute
+
+    from curricula.journal import read_journal
+
+    schema = features(extra)
+    sizes = {}
+    for name in names:
+        def rows(name=name):
+            for kind, obj in read_journal(journal):
+                if kind == "record" and obj.get("_set") == name:
+                    yield {c: obj[c] for c in schema}
+
+        work = tempfile.mkdtemp(prefix=f".{name}-", dir=os.path.dirname(os.path.abspath(journal)))
+        try:
+            if next(rows(), None) is None:
+                table = datasets.Dataset.from_dict({c: [] for c in schema}, features=schema)
+            else:
+                table = datasets.Dataset.from_generator(rows, features=schema, cache_dir=work)
+            parts = {}
+            for split in SPLITS:
+                part = table.filter(lambda s, split=split: s == split, input_columns="split",
+                                    cache_file_name=os.path.join(work, f"{split}.arrow"))
+                if len(part):
+                    ids = part.with_format("arrow")["id"]  # the id column alone, through the filter's mapping
+                    order = pyarrow.compute.sort_indices(ids).to_pylist()
+                    parts[split] = part.select(order, indices_cache_file_name=os.path.join(work, f"{split}-order.arrow"))
+            _replace(datasets.DatasetDict(parts), os.path.join(out, name))
+            sizes[name] = {s: len(parts[s]) if s in parts else 0 for s in SPLITS}
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return sizes
+
+
+def _replace(dd, out_dir: str) -> None:
+    """Save a DatasetDict aside, then rename it into place (the old one removed after)."""
     tmp = out_dir.rstrip("/") + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     dd.save_to_disk(tmp)
@@ -101,7 +148,6 @@ def save_dataset(rows_by_split: dict[str, list[dict]], out_dir: str, extra: tupl
         os.replace(out_dir, old)
     os.replace(tmp, out_dir)
     shutil.rmtree(old, ignore_errors=True)
-    return {s: len(parts[s]) if s in parts else 0 for s in SPLITS}
 
 
 def built_datasets(folder: str, what: str = "dataset folder") -> dict[str, str]:
@@ -163,5 +209,5 @@ def dataset_python(path: str) -> str | None:
     return None
 
 
-__all__ = ["SPLITS", "assign_splits", "built_datasets", "dataset_python", "log_to_build_folder", "make_example", "is_error_trace", "max_states", "save_dataset",
+__all__ = ["SPLITS", "assign_splits", "built_datasets", "dataset_python", "save_journal_datasets", "log_to_build_folder", "make_example", "is_error_trace", "max_states", "save_dataset",
            "write_json_atomic"]

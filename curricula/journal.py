@@ -65,15 +65,23 @@ class Journal:
             raise UsageError(f"{os.path.dirname(self.path) or '.'} was traced by Python {', '.join(others)} and this is "
                              f"Python {PYTHON}: resume it with Python {others[0]}, or build into a new --out")
 
-    def write_unit(self, unit: str, records: list[dict], meta: dict | None = None) -> None:
+    def write_unit(self, unit: str, records: list[dict], meta: dict | None = None, sync: bool = True) -> None:
+        """Append a finished unit. `sync=False` leaves the fsync to `sync()`: a merge
+        copying many units commits them together, not one disk flush per program."""
         lines = [json.dumps(r, ensure_ascii=False) for r in records]
         lines.append(json.dumps({DONE: unit, "python": PYTHON, **(meta or {})}, ensure_ascii=False))
         self._file.write(("\n".join(lines) + "\n").encode("utf-8"))
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        if sync:
+            self.sync()
         self.done.add(unit)
 
+    def sync(self) -> None:
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
     def close(self) -> None:
+        if not self._file.closed:
+            self.sync()
         self._file.close()
 
     def __enter__(self) -> "Journal":

@@ -200,23 +200,37 @@ def built_params(out: str) -> dict:
 def _check_params(out: str, params: dict) -> None:
     """A build resumes only with the options it started with: its journal's chunks are
     slices of one candidate list, which other options change."""
-    if os.path.exists(os.path.join(out, "journal.jsonl")) and (before := built_params(out)):
+    before = built_params(out)
+    if os.path.exists(os.path.join(out, "journal.jsonl")) and before:
         if before != params:
             from codeexecutor.errors import UsageError
 
             changed = ", ".join(f"{k} {before.get(k)!r} -> {v!r}" for k, v in params.items() if before.get(k) != v)
             raise UsageError(f"{out} holds a SingleLine build with other options ({changed}): give the same options "
                              "to resume it, or delete the folder to build anew")
+    if before != params and os.path.exists(os.path.join(out, CANDIDATES)):  # scanned for other options
+        os.remove(os.path.join(out, CANDIDATES))
     write_json_atomic(params, os.path.join(out, "params.json"))
 
 
 def build_singleline(out: str, source: str | None = None, kaggle: str | None = None, workers: int = 2,
                      limit: int | None = None, progress: bool = True, per_line: int | None = PER_LINE,
                      augment: int = 0) -> dict:
-    from codeexecutor.execution import ExecutorPool
-
     os.makedirs(out, exist_ok=True)
     _check_params(out, {"source": source, "kaggle": kaggle, "limit": limit, "per_line": per_line, "augment": augment})
+    start = time.perf_counter()
+    saved = _load_candidates(out)
+    if saved is not None:  # a resumed build: the candidate scan was done once, before the first chunk
+        items, counts = saved
+    else:
+        items, counts = _candidate_items(source, kaggle, limit, per_line, augment)
+        _save_candidates(out, items, counts)
+    return _trace_chunks(out, items, counts, source or kaggle, workers, progress, start)
+
+
+def _candidate_items(source: str | None, kaggle: str | None, limit: int | None, per_line: int | None,
+                     augment: int) -> tuple[list, Counter]:
+    """Every SingleLine candidate program (code, (id, group, split)) in id order, and the counts."""
     counts = Counter()
     programs: dict[str, tuple[str, str, str]] = {}  # code -> (id, group, split)
     if kaggle:
@@ -256,8 +270,45 @@ def build_singleline(out: str, source: str | None = None, kaggle: str | None = N
         extra = augmented_programs(items, augment)
         counts["augmented_programs"] = len(extra)
         items = sorted(items + extra, key=lambda kv: kv[1][0])
+    return items, counts
+
+
+CANDIDATES = "candidates.jsonl.gz"  # the scanned candidate list, kept so a resume does not scan again
+
+
+def _save_candidates(out: str, items: list, counts: Counter) -> None:
+    import gzip
+
+    path = os.path.join(out, CANDIDATES)
+    with gzip.open(path + ".tmp", "wt", encoding="utf-8") as f:
+        f.write(json.dumps({"counts": dict(counts), "items": len(items)}) + "\n")
+        for code, meta in items:
+            f.write(json.dumps([code, list(meta)], ensure_ascii=False) + "\n")
+    os.replace(path + ".tmp", path)
+
+
+def _load_candidates(out: str) -> tuple[list, Counter] | None:
+    """The saved candidate list where one was written whole, else None (scan again)."""
+    import gzip
+
+    path = os.path.join(out, CANDIDATES)
+    if not os.path.exists(path):
+        return None
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            head = json.loads(f.readline())
+            items = [(code, tuple(meta)) for code, meta in map(json.loads, f)]
+    except (OSError, EOFError, ValueError):
+        return None
+    return (items, Counter(head["counts"])) if len(items) == head["items"] else None
+
+
+def _trace_chunks(out: str, items: list, counts: Counter, origin: str, workers: int, progress: bool,
+                  start: float) -> dict:
+    """Trace the candidates chunk by chunk into the journal, then write the dataset."""
+    from codeexecutor.execution import ExecutorPool
+
     rows_by_split: dict[str, list[dict]] = {s: [] for s in SPLITS}
-    start = time.perf_counter()
     chunks = [items[i : i + CHUNK] for i in range(0, len(items), CHUNK)]
     # Journaled per chunk of candidates (one fsync'ed write each): kill -9 and the same
     # command again redo at most the chunk that was running.
@@ -265,7 +316,8 @@ def build_singleline(out: str, source: str | None = None, kaggle: str | None = N
         journal.check_python()
         todo = [k for k in range(len(chunks)) if f"chunk{k}" not in journal.done]
         log.info("singleline: %d candidate programs in %d chunks, %d already done", len(items), len(chunks), len(chunks) - len(todo))
-        bar = progress_bar(total=len(items), initial=sum(len(chunks[k]) for k in range(len(chunks)) if k not in todo),
+        pending = set(todo)
+        bar = progress_bar(total=len(items), initial=sum(len(chunks[k]) for k in range(len(chunks)) if k not in pending),
                            desc="singleline", unit="prog", logger=log) if progress else None
         if todo:
             with ExecutorPool(workers) as pool:
@@ -292,10 +344,10 @@ def build_singleline(out: str, source: str | None = None, kaggle: str | None = N
     if not any(rows_by_split.values()):
         from codeexecutor.errors import UsageError
 
-        raise UsageError(f"no SingleLine examples came out of {source or kaggle} ({dict(counts)}); "
+        raise UsageError(f"no SingleLine examples came out of {origin} ({dict(counts)}); "
                          "give a built dataset whose programs ran (codeexecutor build codenetmut ...)")
     sizes = save_dataset(rows_by_split, os.path.join(out, TASK))
-    stats = {"python": traced_by(os.path.join(out, "journal.jsonl")), "source": source or kaggle,
+    stats = {"python": traced_by(os.path.join(out, "journal.jsonl")), "source": origin,
              "counts": dict(sorted(counts.items())), "datasets": {TASK: sizes}, "seconds": round(time.perf_counter() - start, 1)}
     write_json_atomic(stats, os.path.join(out, "stats.json"))
     return stats

@@ -156,15 +156,22 @@ def test_tutorial_and_singleline_builds(tmp_path):
     import curricula.singleline as singleline
 
     singleline.CHUNK, chunk = 64, singleline.CHUNK
+    scan = singleline._candidate_items
     try:
         ref = build_singleline(str(tmp_path / "sl64"), source=str(tmp_path / "tut"), limit=200, progress=False)
         journal = tmp_path / "sl64" / "journal.jsonl"
         lines = journal.read_text().splitlines(keepends=True)
         first_done = next(i for i, line in enumerate(lines) if '"_done"' in line)
         journal.write_text("".join(lines[: first_done + 1]) + lines[first_done + 1][:10])  # killed mid-write
+        scans = []
+        singleline._candidate_items = lambda *a: scans.append(a) or scan(*a)
         again = build_singleline(str(tmp_path / "sl64"), source=str(tmp_path / "tut"), limit=200, progress=False)
+        assert not scans  # the resume read the candidates the first run scanned
+        other = build_singleline(str(tmp_path / "sl64b"), source=str(tmp_path / "tut"), limit=100, progress=False)
+        assert len(scans) == 1 and other["counts"]["unique_programs"] == 100
     finally:
         singleline.CHUNK = chunk
+        singleline._candidate_items = scan
     assert again["datasets"] == ref["datasets"] == sl["datasets"] and again["counts"] == ref["counts"]
     report = dataset_stats(str(tmp_path / "tut"))
     assert (tmp_path / "tut" / "table2.png").exists()

@@ -6,6 +6,7 @@ import sys
 
 import datasets
 import pytest
+import torch
 
 from codeexecutor.errors import ConfigError
 from codeexecutor.training.config import Curriculum, TrainArgs, load_ds_config
@@ -86,6 +87,17 @@ def test_curriculum_errors_are_collected():
                      "mine_from needs hardest and must be >= it", "train.autocast must be bf16",
                      "model.positions must be one of absolute, rotary"):
         assert fragment in text
+
+
+def test_hardest_takes_the_highest_losses_ties_to_the_lower_index():
+    from codeexecutor.training.mining import hardest
+
+    loss = torch.tensor([0.5, 2.0, 2.0, 0.1, 3.0, 2.0])
+    index = torch.tensor([40, 7, 3, 9, 12, 1])
+    top_loss, top_index = hardest(loss, index, 3)
+    assert top_loss.tolist() == [3.0, 2.0, 2.0] and top_index.tolist() == [12, 1, 3]
+    perm = torch.randperm(6)
+    assert hardest(loss[perm], index[perm], 3)[1].tolist() == [12, 1, 3]  # whatever order they were scored in
 
 
 def test_the_mining_pool_is_a_fixed_sample_of_the_asked_size():

@@ -32,7 +32,7 @@ def mine_hardest(engine, data: StageData, source: int, k: int, batch_size: int, 
     # This rank's slice, in length order: batches of similar lengths pad little (the
     # losses do not depend on the batch an example is scored in).
     mine = [int(i) for i in data.order[source] if i % world == rank and (sample is None or int(i) in sample)]
-    scores: list[tuple[float, int]] = []
+    losses, indices = [], []
     engine.eval()
     bar = None
     if rank == 0:
@@ -47,12 +47,34 @@ def mine_hardest(engine, data: StageData, source: int, k: int, batch_size: int, 
             rows = table[idx]
             batch = data.encoder.collate([{"code_ids": c, "trace_ids": t} for c, t in zip(rows["code_ids"], rows["trace_ids"])])
             batch = {n: v.to(engine.device) for n, v in batch.items()}
-            losses = engine(**batch, reduction="none").loss.float().cpu().tolist()
-            scores += zip(losses, idx)
+            losses.append(engine(**batch, reduction="none").loss.float())  # stays on the device: no sync per batch
+            indices.append(torch.tensor(idx, device=engine.device))
     if bar is not None:
         bar.close()
     engine.train()
-    gathered: list = [None] * world
-    dist.all_gather_object(gathered, scores)
-    everything = sorted((s for part in gathered for s in part), key=lambda x: (-x[0], x[1]))
-    return sorted(i for _, i in everything[:k])
+    device = engine.device
+    loss = torch.cat(losses) if losses else torch.empty(0, device=device)
+    index = torch.cat(indices) if indices else torch.empty(0, dtype=torch.long, device=device)
+    best_loss, best_index = hardest(loss, index, k)  # this rank's k, then the k of all ranks' k each
+    pad = k - best_loss.numel()
+    best_loss = torch.cat([best_loss, torch.full((pad,), -float("inf"), device=device)])
+    best_index = torch.cat([best_index, torch.full((pad,), -1, dtype=torch.long, device=device)])
+    all_loss = [torch.empty_like(best_loss) for _ in range(world)]
+    all_index = [torch.empty_like(best_index) for _ in range(world)]
+    dist.all_gather(all_loss, best_loss)
+    dist.all_gather(all_index, best_index)
+    loss, index = torch.cat(all_loss), torch.cat(all_index)
+    keep = index >= 0
+    _, chosen = hardest(loss[keep], index[keep], k)
+    return sorted(chosen.tolist())
+
+
+def hardest(loss, index, k: int):
+    """The k highest losses and their example indices, ties to the lower index (the same
+    choice whatever the order the ranks scored them in)."""
+    import torch
+
+    by_index = torch.argsort(index)
+    loss, index = loss[by_index], index[by_index]
+    order = torch.argsort(-loss, stable=True)[:k]
+    return loss[order], index[order]
