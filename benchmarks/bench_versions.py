@@ -86,6 +86,8 @@ def main() -> None:
     ap.add_argument("--examples", type=int, default=8, help="differences kept per corpus and interpreter")
     ap.add_argument("--speed-programs", type=int, default=2000, help="programs of the timed rounds")
     ap.add_argument("--rounds", type=int, default=3, help="timed rounds (the interpreters in turn in each)")
+    ap.add_argument("--speed-only", action="store_true", help="time the interpreters again and replace only the speeds "
+                    "of the committed report (its comparison kept)")
     args = ap.parse_args()
     if not SHARED.exists():
         sys.exit(f"bench_versions: {SHARED} not found: the benchmark runs on the shared corpora")
@@ -102,8 +104,15 @@ def main() -> None:
     print(f"{len(programs)} programs ({Counter(corpus_of.values())}); interpreters: "
           + ", ".join(f"{versions[p]} ({p})" for p in pythons), flush=True)
     report: dict = {"programs": dict(Counter(corpus_of.values())), "reference": versions[reference], "interpreters": {}}
+    if args.speed_only:
+        from _common import RESULTS
+
+        report = json.loads((RESULTS / "bench_versions.json").read_text())
+        pythons_to_compare = []
+    else:
+        pythons_to_compare = pythons
     results = {}
-    for py in pythons:
+    for py in pythons_to_compare:
         results[py], summary = run_under(py, programs, args.workers, untraced=True, warm_numpy=True)
         rows = results[py].values()
         changed = [r["id"] for r in rows if r.get("untraced_same") is False]
@@ -112,8 +121,8 @@ def main() -> None:
                        tracer_warnings=sum("assigning None to unbound local" in r["stderr"] for r in rows))
         report["interpreters"][versions[py]] = summary
         print(f"{versions[py]}: {summary['traced_per_s']} traced runs/s; tracing changed {len(changed)} programs", flush=True)
-    ref = results[reference]
-    for py in pythons:
+    ref = results.get(reference, {})
+    for py in pythons_to_compare:
         if py == reference:
             continue
         by_corpus: dict = {}
@@ -150,13 +159,14 @@ def main() -> None:
             rates[versions[py]].append(summary["traced_per_s"])
         print(f"round {k + 1}: " + ", ".join(f"{v} {r[-1]} runs/s" for v, r in rates.items()), flush=True)
     for v, r in rates.items():
-        report["interpreters"][v]["speed"] = {"programs": len(sample), "traced_per_s_rounds": r,
-                                              "traced_per_s": statistics.median(r)}
+        report["interpreters"].setdefault(v, {})["speed"] = {"programs": len(sample), "traced_per_s_rounds": r,
+                                                             "traced_per_s": statistics.median(r)}
     base = statistics.median(rates[versions[reference]])
     for v, r in rates.items():
         report["interpreters"][v]["speed"]["ratio_to_reference"] = round(statistics.median(r) / base, 3)
         print(f"{v}: {statistics.median(r):.1f} traced runs/s, {statistics.median(r) / base:.2f}x {versions[reference]}")
-    report["command"] = "benchmarks/bench_versions.py" + (f" --limit {args.limit}" if args.limit else "")
+    report["command" if not args.speed_only else "speed_command"] = "benchmarks/bench_versions.py" + (
+        f" --limit {args.limit}" if args.limit else "") + (" --speed-only" if args.speed_only else "")
     write_report("bench_versions", report)
 
 

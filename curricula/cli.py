@@ -35,6 +35,8 @@ def _build_args(p: argparse.ArgumentParser) -> None:
     f.add_argument("--humaneval", metavar="FILE", help="HumanEval problems (JSON lines, .gz or not) whose functions are "
                    "kept out (default: ../shared/data/humaneval/HumanEval.jsonl.gz where it exists)")
     f.add_argument("--no-decontaminate", action="store_true", help="keep functions that look like HumanEval problems")
+    f.add_argument("--lineage", action="store_true", help="the roots are versions of one repository (snapshots of its "
+                   "history): split by module path across them, so every version of a module lands in one split")
     m = sub.add_parser("merge", help="merge the outputs of --shard I/N codenetmut (or functions) builds into one dataset")
     m.add_argument("shards", nargs="+", metavar="SHARD_DIR", help="the --out folders of the shard builds")
     m.add_argument("--out", required=True, metavar="DIR")
@@ -101,7 +103,8 @@ def _build_run(args: argparse.Namespace) -> int:
 
         stats = FunctionsBuilder(args.roots, args.out, mutants=args.mutants, input_mutants=args.input_mutants,
                                  workers=args.workers, shard=shard_arg(args.shard), seed=args.seed, limit=args.limit,
-                                 humaneval=None if args.no_decontaminate else (args.humaneval or HUMANEVAL)).run()
+                                 humaneval=None if args.no_decontaminate else (args.humaneval or HUMANEVAL),
+                                 lineage=args.lineage).run()
     elif args.dataset == "merge":
         from curricula.codenet import merge_shards
 

@@ -210,10 +210,19 @@ class Corpus:
             alias = next(a for a in stmt.names if (a.asname or a.name).split(".")[0] == name)
             if alias.name.split(".")[0] in STDLIB:
                 return mod, stmt
-            if self.find(alias.name) is not None:
-                raise Skip("package_module_import")
+            path = self.find(alias.name)
+            if path is not None:
+                if alias.asname or "." not in alias.name:  # `import pkg.mod as m`, `import mod`: the name is the module
+                    return self._module(path)
+                raise Skip("package_module_import")  # `import pkg.mod`, used as pkg.mod.f: a chain of names
             raise Skip(f"third_party:{alias.name.split('.')[0]}")
         return mod, stmt
+
+    def _module(self, path: str) -> tuple[Module, "ModuleRef"]:
+        other = self.parse(path)
+        if other is None:
+            raise Skip("imported_module_does_not_parse")
+        return other, ModuleRef(other)
 
     def _imported(self, mod: Module, node: ast.ImportFrom, name: str, depth: int, strict: bool = False):
         dotted = self.target(mod, node)
@@ -221,7 +230,7 @@ class Corpus:
         if path is None:
             sub = self.find(f"{dotted}.{name}" if dotted else name)  # `from pkg import module`
             if sub is not None and strict:
-                raise Skip("package_module_import")
+                return self._module(sub)
             if strict:
                 top = dotted.split(".")[0] or "relative"
                 raise Skip(f"third_party:{top}" if not node.level else "unresolved_relative_import")
@@ -231,10 +240,20 @@ class Corpus:
             raise Skip("imported_module_does_not_parse")
         found = self.definition(other, name, depth + 1)
         if found is None and strict:
-            if self.find(f"{dotted}.{name}") is not None:
-                raise Skip("package_module_import")
+            sub = self.find(f"{dotted}.{name}")
+            if sub is not None:  # `from pkg import module`, pkg/__init__.py beside it
+                return self._module(sub)
             raise Skip("unresolved_import")
         return found
+
+
+class ModuleRef:
+    """A name bound to a module of the corpus (`import pkg.mod as m`, `from pkg import mod`):
+    the program gets the module's names it reads (`m.f`) inlined and a class `m` holding
+    them, so `m.f(x)` runs as written."""
+
+    def __init__(self, module: Module) -> None:
+        self.module = module
 
 
 def assemble(corpus: Corpus, mod: Module, driver: list[ast.stmt], max_lines: int = 120) -> str:
@@ -244,6 +263,7 @@ def assemble(corpus: Corpus, mod: Module, driver: list[ast.stmt], max_lines: int
     body: list[str] = []
     done: set[int] = set()
     names: dict[str, int] = {}  # name bound in the program -> id of its statement (two different ones clash)
+    aliases: dict[str, tuple[Module, set[str]]] = {}  # a name bound to a corpus module -> it, the names read off it
 
     def need(m: Module, used: set[str], active: set[int]) -> None:
         for name in sorted(used):
@@ -251,6 +271,13 @@ def assemble(corpus: Corpus, mod: Module, driver: list[ast.stmt], max_lines: int
             if found is None:
                 continue  # a builtin, a local, or a name the program will miss (a NameError run is skipped)
             owner, stmt = found
+            if isinstance(stmt, ModuleRef):  # a module of the corpus: its names are added below, as read
+                key = id(stmt.module)
+                if names.get(name, key) != key:
+                    raise Skip("name_clash")
+                names[name] = key
+                aliases.setdefault(name, (stmt.module, set()))
+                continue
             key = id(stmt)
             if names.get(name, key) != key:
                 raise Skip("name_clash")
@@ -282,12 +309,44 @@ def assemble(corpus: Corpus, mod: Module, driver: list[ast.stmt], max_lines: int
 
     for stmt in driver:
         need(mod, _used(stmt), set())
+    # Names bound to corpus modules: each gets what is read off it, inlined, and a class
+    # holding those names (until nothing new is read: an inlined function may read more).
+    while True:
+        texts = body + [ast.unparse(s) for s in driver]
+        grown = False
+        for alias, (module, attrs) in list(aliases.items()):
+            read = _attributes_of(alias, texts) - attrs
+            if read:
+                attrs |= read
+                need(module, read, set())
+                grown = True
+        if not grown:
+            break
+    for alias, (module, attrs) in aliases.items():
+        members = []
+        for attr in sorted(attrs):
+            found = corpus.definition(module, attr)
+            if found is None or isinstance(found[1], ModuleRef):
+                raise Skip("package_module_import")  # m.sub.f, or a name the module does not define
+            members.append(f"    {attr} = staticmethod({attr})" if isinstance(found[1], (ast.FunctionDef, ast.AsyncFunctionDef))
+                           else f"    {attr} = {attr}")
+        body.append(f"class {alias}:\n" + ("\n".join(members) or "    pass"))
     imports.sort(key=lambda s: s != "from __future__ import annotations")
     program = "\n".join(imports + body + [ast.unparse(s) for s in driver]) + "\n"
     lines = sum(1 for line in program.splitlines() if line.strip())
     if lines > max_lines:
         raise Skip("too_many_lines")
     return program
+
+
+def _attributes_of(alias: str, texts: list[str]) -> set[str]:
+    """The attribute names read off `alias` (`alias.f`) in these program pieces."""
+    out = set()
+    for text in texts:
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == alias:
+                out.add(node.attr)
+    return out
 
 
 def _copy(stmt: ast.stmt) -> ast.stmt:
@@ -324,19 +383,67 @@ def doctest_calls(mod: Module) -> list[Call]:
     return out
 
 
-def assertion_calls(mod: Module) -> list[Call]:
-    """One Call per assertion in a test file whose checked value is a function call."""
-    out = []
-    for node in ast.walk(mod.tree):
-        call = None
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ASSERTS and node.args:
-            call = node.args[0]
-        elif isinstance(node, ast.Assert):
-            test = node.test
-            call = test.left if isinstance(test, ast.Compare) else test.operand if isinstance(test, ast.UnaryOp) else test
-        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
-            out.append(Call(mod.name, mod.path, node.lineno, (), ast.unparse(call), "test"))
+def _asserted_call(node: ast.AST) -> ast.Call | None:
+    """The function call an assertion checks (`self.assertEqual(f(x), y)`, `assert f(x) == y`)."""
+    call = None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ASSERTS and node.args:
+        call = node.args[0]
+    elif isinstance(node, ast.Assert):
+        test = node.test
+        call = test.left if isinstance(test, ast.Compare) else test.operand if isinstance(test, ast.UnaryOp) else test
+    if not isinstance(call, ast.Call):
+        return None
+    func = call.func  # f(x), or m.f(x) on a name (a module of the package, or an object the test made)
+    return call if isinstance(func, ast.Name) or (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)) \
+        else None
+
+
+def _is_assertion(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Assert) or (isinstance(stmt, ast.Expr) and _asserted_call(stmt.value) is None and
+                                             isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute)
+                                             and stmt.value.func.attr.startswith("assert"))
+
+
+def _bound_in(stmts: list[ast.stmt]) -> set[str]:
+    """Names the statements bind (assignments, loop targets, with-targets, definitions)."""
+    out = set()
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                out.add(node.id)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                out.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                out.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
     return out
+
+
+def assertion_calls(mod: Module, setup: bool = True) -> list[Call]:
+    """One Call per assertion in a test file whose checked value is a function call. In a
+    test function, the statements before the assertion's are its setup when the call reads
+    a name they bind (`xs = [3, 1]` then `assert my_sort(xs) == [1, 3]`); `setup=False`
+    leaves them out (such a call is then skipped as using the test's locals)."""
+    out, seen = [], set()
+    for func in ast.walk(mod.tree):
+        if not (isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) and func.name.startswith("test")):
+            continue
+        for idx, stmt in enumerate(func.body):
+            for node in ast.walk(stmt):
+                call = _asserted_call(node)
+                if call is None or id(node) in seen:
+                    continue
+                seen.add(id(node))
+                before = [s for s in func.body[:idx] if not _is_assertion(s)] if setup else []
+                used = _used(call)
+                if not used & _bound_in(before):
+                    before = []
+                out.append(Call(mod.name, mod.path, node.lineno, tuple(ast.unparse(s) for s in before), ast.unparse(call),
+                                "test"))
+    for node in ast.walk(mod.tree):  # assertions outside test functions: no setup
+        call = _asserted_call(node)
+        if call is not None and id(node) not in seen:
+            out.append(Call(mod.name, mod.path, node.lineno, (), ast.unparse(call), "test"))
+    return sorted(out, key=lambda c: c.line)
 
 
 def driver_statements(call: Call) -> list[ast.stmt]:
@@ -369,10 +476,51 @@ def called_function(call: Call) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+def tested_function(call: Call) -> str | None:
+    """The function a call tests: the first function it calls, in reading order, that is no
+    builtin (`chunked` of `list(chunked(xs, 2))`, `f` of `f(x)`), else its outermost."""
+    try:
+        node = ast.parse(call.expr, mode="eval").body
+    except SyntaxError:
+        return None
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call):
+            func, attrs = sub.func, []
+            while isinstance(func, ast.Attribute):
+                attrs.append(func.attr)
+                func = func.value
+            if isinstance(func, ast.Name) and func.id not in BUILTINS:
+                return ".".join([func.id, *reversed(attrs)])  # `mi.chunked` of `mi.chunked(xs, 2)`
+    return called_function(call)
+
+
 def uses_locals(corpus: Corpus, mod: Module, call: Call) -> bool:
-    """A test assertion whose call reads a name the test itself bound (not a module-level one)."""
-    names = _used(ast.parse(call.expr, mode="eval"))
-    return any(n not in BUILTINS and corpus.definition(mod, n) is None for n in names)
+    """A test assertion whose call (or its setup) reads a name that neither the setup, the
+    module nor the builtins bind: a name the test bound in a way the setup did not keep
+    (a fixture argument, `self.x`)."""
+    setup = [s for text in call.setup for s in ast.parse(text).body]
+    names = _used(ast.parse(call.expr, mode="eval")) | {n for s in setup for n in _used(s)}
+    local = _bound_in(setup)
+    return any(n not in BUILTINS and n not in local and corpus.definition(mod, n) is None for n in names)
+
+
+def capped(calls: list[Call], per_function: int, per_module: int, counts) -> list[Call]:
+    """At most `per_function` calls of each called function (a function with 60 doctests
+    does not fill the set, but a module of 60 functions keeps each), and `per_module` in
+    all; what is left out is counted."""
+    per: dict[str, int] = {}
+    kept = []
+    for call in calls:
+        key = tested_function(call) or call.expr
+        if per.get(key, 0) >= per_function:
+            counts["skip:over_calls_per_function"] += 1
+            continue
+        per[key] = per.get(key, 0) + 1
+        kept.append(call)
+    if len(kept) > per_module:
+        counts["skip:over_calls_per_module"] += len(kept) - per_module
+        kept = kept[:per_module]
+    return kept
 
 
 BUILTINS = frozenset(dir(__import__("builtins")))

@@ -45,8 +45,8 @@ from collections import Counter
 
 from curricula.common import (assign_splits, is_error_trace, log_to_build_folder, make_example, save_dataset,
                               write_json_atomic)
-from curricula.function_calls import (Call, Corpus, Skip, assemble, called_function, doctest_calls, driver_statements,
-                                      is_test_file, module_name, assertion_calls, uses_locals)
+from curricula.function_calls import (Call, Corpus, ModuleRef, Skip, assemble, assertion_calls, called_function, capped,
+                                      doctest_calls, driver_statements, is_test_file, module_name, uses_locals)
 from curricula.journal import Journal, read_journal, record_units, traced_by
 
 log = logging.getLogger("curricula.functions")
@@ -57,7 +57,8 @@ HUMANEVAL = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file
 NGRAM = 5
 OVERLAP = 0.5  # share of a HumanEval solution's token 5-grams that marks a near-duplicate
 RANDOM = frozenset({"random", "secrets", "uuid"})  # draws a trace shows but no reader can know (the sandbox's seed is fixed)
-MAX_CALLS = 8  # calls per module: a module with 60 doctests does not fill the set
+MAX_PER_FUNCTION = 8  # calls of one function: a function with 60 doctests does not fill the set
+MAX_PER_MODULE = 300  # calls of one module in all: a bound on one journal unit's work
 
 
 def _ngrams(source: str) -> set[tuple[str, ...]]:
@@ -131,12 +132,13 @@ def _call_span(program: str) -> tuple[int, int]:
 class FunctionsBuilder:
     def __init__(self, roots: list[str], out: str, mutants: int = 8, input_mutants: int = 4, workers: int = 2,
                  shard: tuple[int, int] = (0, 1), seed: int = 0, limit: int | None = None, timeout: float = 1.0,
-                 max_steps: int = 1024, humaneval: str | None = HUMANEVAL) -> None:
+                 max_steps: int = 1024, humaneval: str | None = HUMANEVAL, lineage: bool = False) -> None:
         self.roots, self.out = list(roots), out
         self.n_mutants, self.n_inputs, self.workers = mutants, input_mutants, workers
         self.shard, self.seed, self.limit = shard, seed, limit
         self.timeout, self.max_steps = timeout, max_steps
         self.filter = HumanEvalFilter(humaneval)
+        self.lineage = lineage
         self.corpora = [Corpus(r) for r in self.roots]
         self.provenance = [_provenance(r) for r in self.roots]
         self.counts: Counter = Counter()
@@ -145,19 +147,25 @@ class FunctionsBuilder:
     def units(self) -> list[tuple[int, str]]:
         return [(i, p) for i, c in enumerate(self.corpora) for p in c.files]
 
+    def module_key(self, ci: int, path: str) -> str:
+        """A module's split group: its corpus and path; with `lineage` (the roots are versions
+        of one repository: snapshots of its history) its path alone, so that every version of
+        a module lands in the same split and none leaks a held-out module into training."""
+        return path if self.lineage else f"{self.provenance[ci]['corpus']}/{path}"
+
     def group(self, ci: int, call: Call, mod) -> str:
         """The module a call belongs to: its own, or for a test the module defining the called function."""
         corpus = self.corpora[ci]
         if call.origin == "test":
             name = called_function(call)
             found = corpus.definition(mod, name) if name else None
-            if found is not None:
-                return f"{self.provenance[ci]['corpus']}/{found[0].path}"
-        return f"{self.provenance[ci]['corpus']}/{call.path}"
+            if found is not None and not isinstance(found[1], ModuleRef):
+                return self.module_key(ci, found[0].path)
+        return self.module_key(ci, call.path)
 
     def splits(self) -> dict[str, str]:
-        return assign_splits((f"{self.provenance[ci]['corpus']}/{p}" for ci, p in self.units()
-                              if not is_test_file(p)), test_pct=8, valid_pct=5)
+        return assign_splits((self.module_key(ci, p) for ci, p in self.units() if not is_test_file(p)),
+                             test_pct=8, valid_pct=5)
 
     # -- one module ---------------------------------------------------------------------------
     def process(self, pool, ci: int, relpath: str, splits: dict[str, str]) -> tuple[list[dict], Counter]:
@@ -170,9 +178,7 @@ class FunctionsBuilder:
             return rows, counts
         calls = assertion_calls(mod) if is_test_file(relpath) else doctest_calls(mod)
         counts["calls_found"] += len(calls)
-        if len(calls) > MAX_CALLS:
-            counts["skip:over_calls_per_module"] += len(calls) - MAX_CALLS
-            calls = calls[:MAX_CALLS]
+        calls = capped(calls, MAX_PER_FUNCTION, MAX_PER_MODULE, counts)
         for call in calls:
             try:
                 if call.origin == "test" and uses_locals(corpus, mod, call):

@@ -294,3 +294,48 @@ def test_shards_merge_into_the_whole_build(package, built, tmp_path):
         parts.append(str(part))
     merged = merge_shards(str(tmp_path / "merged"), parts)
     assert merged["datasets"] == whole["datasets"] and merged["sources"][0]["corpus"] == "mypkg"
+
+
+def test_snapshots_of_one_repository_split_by_module_path(tmp_path):
+    """Given as versions of one repository (`--lineage`), every version of a module is in
+    the same split; given as separate corpora, the split is drawn per corpus and module."""
+    from curricula.functions import FunctionsBuilder
+
+    for snap in ("2020", "2024"):
+        for k in range(40):
+            path = tmp_path / snap / "pkg" / f"mod{k}.py"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f'def f{k}(x):\n    """\n    >>> f{k}(2)\n    {2 + k}\n    """\n    return x + {k}\n')
+    roots = [str(tmp_path / "2020"), str(tmp_path / "2024")]
+    linked = FunctionsBuilder(roots, str(tmp_path / "out"), humaneval=None, lineage=True).splits()
+    assert set(linked) == {f"pkg/mod{k}.py" for k in range(40)}
+    apart = FunctionsBuilder(roots, str(tmp_path / "out2"), humaneval=None).splits()
+    assert len(apart) == 80 and any(apart[f"2020/pkg/mod{k}.py"] != apart[f"2024/pkg/mod{k}.py"] for k in range(40))
+
+
+def test_module_qualified_calls_and_a_tests_setup_become_programs(tmp_path, pool):
+    """`m.f(x)` after `import pkg.m as m` (or `from pkg import m`) runs through a class named
+    `m` holding what is read off it; a test's statements before its assertion are the
+    program's setup where the call reads what they bind."""
+    from curricula.function_calls import (Corpus, assemble, assertion_calls, doctest_calls, driver_statements,
+                                          uses_locals)
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "util.py").write_text("def double(x):\n    return 2 * helper(x)\n\n\ndef helper(x):\n    return x\n")
+    (tmp_path / "pkg" / "api.py").write_text('from pkg import util\n\n\ndef quad(x):\n    """\n    >>> util.double(quad(1))\n'
+                                              '    8\n    """\n    return util.double(util.double(x))\n')
+    (tmp_path / "test_util.py").write_text("import pkg.util as u\n\n\ndef test_double():\n    xs = [3, 4]\n    n = len(xs)\n"
+                                           "    assert u.double(xs[0]) == 6\n    assert u.double(5) == 10\n")
+    corpus = Corpus(str(tmp_path))
+    programs = []
+    for relpath in ("pkg/api.py", "test_util.py"):
+        mod = corpus.parse(relpath)
+        calls = assertion_calls(mod) if relpath.startswith("test") else doctest_calls(mod)
+        for call in calls:
+            assert not uses_locals(corpus, mod, call), call
+            programs.append(assemble(corpus, mod, driver_statements(call)))
+    outputs = [pool.execute(p).stdout for p in programs]
+    assert outputs == ["8\n", "6\n", "10\n"], (outputs, programs)
+    assert "class u:\n    double = staticmethod(double)" in programs[1] and "xs = [3, 4]" in programs[1]
+    assert "xs = " not in programs[2]  # a call that reads nothing the test bound gets no setup

@@ -137,3 +137,26 @@ def _check_pieces(pieces_dir: str, manifest: dict, tmp: str) -> None:
     os.remove(os.path.join(tmp, "manifest.json"))
     with open(os.path.join(tmp, "pieces.json"), "w") as f:
         json.dump(manifest, f, indent=2)
+
+
+def save_bf16(model_dir: str, dest: str) -> int:
+    """A saved model as one bf16 safetensors file beside its config and tokenizer files:
+    half the bytes of float32, what a repository ships (the loader reads it back into
+    float32 on a CPU). Returns the parameters."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tmp = dest.rstrip("/") + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    tensors = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous()
+               for k, v in load_file(os.path.join(model_dir, "model.safetensors")).items()}
+    save_file(tensors, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+    for f in sorted(os.listdir(model_dir)):
+        if f != "model.safetensors" and os.path.isfile(os.path.join(model_dir, f)):
+            shutil.copy(os.path.join(model_dir, f), os.path.join(tmp, f))
+    shutil.rmtree(dest, ignore_errors=True)
+    os.replace(tmp, dest)
+    return sum(v.numel() for v in tensors.values())

@@ -1,0 +1,74 @@
+"""Ship a trained run's model in the repository: bf16, its card, its scores.
+
+    .venv/bin/python benchmarks/ship_model.py --run runs/qd/run --data runs/quality/data-depth \
+        --name codeexecutor-mini-cpu [--device "AVX512_BF16 CPU"] [--limit 300]
+
+Saves RUN/final as one bf16 safetensors file with its config and tokenizer under
+models/NAME, scores that copy (loaded as a user loads it) on the fixed test sample of
+every test set of DATA (`evaluate --limit`, greedy, the release's metric), and writes the
+model card (README.md) from the run's own records: its curriculum, steps and training
+minutes. The scores also go to benchmarks/results/NAME.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run", required=True, help="a training run's folder (its final/ model is shipped)")
+    ap.add_argument("--data", required=True, help="the built datasets whose test sets score it")
+    ap.add_argument("--name", required=True, help="the folder under models/")
+    ap.add_argument("--device", default="cpu", help="what it was trained on, for the card")
+    ap.add_argument("--command", default="", help="the command that trained it, for the card")
+    ap.add_argument("--recipe", default="curricula/recipes/cpu-hour.yaml", help="the recipe it was trained by, for the card")
+    ap.add_argument("--limit", type=int, default=300)
+    args = ap.parse_args()
+    from codeexecutor.progress import quiet_libraries
+    from codeexecutor.training.export import save_bf16
+    from eval.evaluate import evaluate_model
+    from model_card import write_card
+
+    quiet_libraries()
+    run = pathlib.Path(args.run)
+    if not (run / "final" / "config.json").is_file():
+        print(f"ship_model: no final model in {run}", file=sys.stderr)
+        sys.exit(2)
+    dest = ROOT / "models" / args.name
+    params = save_bf16(str(run / "final"), str(dest))
+    start = time.perf_counter()
+    report = evaluate_model(str(dest), args.data, split="test", limit=args.limit, batch_size=16, progress=True)
+    seconds = time.perf_counter() - start
+    report.pop("predictions")
+    curriculum = json.loads((run / "curriculum.json").read_text())
+    log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
+    train_seconds = sum(max((r.get("stage_seconds", 0) for r in log if r.get("stage") == st["name"]), default=0)
+                        for st in curriculum["stages"])
+    steps = {st["name"]: st["steps"] for st in curriculum["stages"]}
+    scores = {"sets": {name: {"examples": e["examples"], **e["table3"], "aligned": e["aligned"],
+                              "unfinished": (e.get("unfinished") or {}).get("share")}
+                       for name, e in report["datasets"].items()},
+              "runtime_errors": report.get("runtime_errors"), "runtime_errors_functions": report.get("runtime_errors_functions"),
+              "metric": report["metric"], "beam": report["beam"], "limit": args.limit}
+    write_card(dest, scores=scores, device=args.device, recipe=args.recipe, steps=steps,
+               minutes=round(train_seconds / 60, 1), command=args.command or f"benchmarks/ship_model.py --run {args.run}",
+               parameters=params)
+    out = {"model": str(dest.relative_to(ROOT)), "parameters": params, "device": args.device, "steps": steps,
+           "training_minutes": round(train_seconds / 60, 1), "eval_seconds": round(seconds, 1), **scores,
+           "command": " ".join(["benchmarks/ship_model.py"] + sys.argv[1:])}
+    (ROOT / "benchmarks" / "results" / f"{args.name}.json").write_text(json.dumps(out, indent=2) + "\n")
+    print(json.dumps({k: (v["trace_accuracy"], v["output_accuracy"]) for k, v in scores["sets"].items()}))
+    print(f"shipped: {dest} ({sum(f.stat().st_size for f in dest.iterdir()) / 1e6:.1f} MB)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""The models this repository ships (models/NAME): they load offline from a fresh clone,
+state what they are, and trace a program."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import ROOT
+
+pytest.importorskip("torch")
+MODELS = sorted(p for p in (ROOT / "models").glob("*") if (p / "config.json").exists()) if (ROOT / "models").is_dir() else []
+
+
+def test_at_least_one_model_is_shipped():
+    assert MODELS, "no model under models/: the README's first example needs one"
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda p: p.name)
+def test_a_shipped_model_is_small_bf16_and_carded(model):
+    from safetensors import safe_open
+
+    size = sum(f.stat().st_size for f in model.iterdir() if f.is_file())
+    assert size <= 50 * 10**6, f"{model.name} is {size / 1e6:.1f} MB; the repository ships models of at most 50 MB"
+    with safe_open(str(model / "model.safetensors"), "pt") as f:
+        dtypes = {str(f.get_slice(k).get_dtype()) for k in f.keys()}
+    assert dtypes <= {"BF16", "I64"}, dtypes
+    card = (model / "README.md").read_text()
+    for needed in ("license:", "## Data", "## Scores", "trace accuracy", "codeexecutor trace"):
+        assert needed in card, needed
+    config = json.loads((model / "config.json").read_text())
+    assert config["model_type"] == "codeexecutor" and config.get("trace_python")
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda p: p.name)
+def test_a_shipped_model_traces_offline_from_the_command_line(model, tmp_path):
+    prog = tmp_path / "sum.py"
+    prog.write_text("a, b = map(int, input().split())\ns = 0\nfor i in range(b - a):\n    s += i\nprint(s - a)\n")
+    (tmp_path / "in.txt").write_text("8 13\n")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "no-hub-cache")}
+    out = subprocess.run([sys.executable, "-m", "codeexecutor", "trace", str(prog), "--stdin", str(tmp_path / "in.txt"),
+                          "--model", str(model.relative_to(ROOT)), "--json", "--compare"], capture_output=True, text=True,
+                         cwd=ROOT, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout)
+    assert report["steps"] and report["steps"][0]["line"] == 1  # it reads the program and writes its first line
+    assert report["ground_truth"]["stdout"] == "2\n"
