@@ -15,7 +15,8 @@ variables it reads are no longer closure cells. `analyse` reads this back off th
 - `lead`: offsets where a comprehension's first iterable starts on a later line than the
   comprehension itself, with that first line: 3.11 had a step of it just before;
 - `hidden`: the loop's variables that are nowhere else locals of the code: never part
-  of a state;
+  of a state; `shadowed`: those that are locals of the code too (in the middle of the
+  loop the frame holds the loop's value, 3.11's frame the local's);
 - `slots`: a function's locals in 3.11's order (parameters, then plain locals in order of
   first use, then cell variables sorted by name, then free variables), in which 3.11
   lists names that become bound between two reads of the frame.
@@ -62,7 +63,7 @@ class CodeInfo:
     """See the module docstring. `skip` is empty for code without inlined comprehensions,
     and `slots` is None where the interpreter's own order is already 3.11's."""
 
-    __slots__ = ("kind", "suspendable", "skip", "tail", "lead", "hidden", "slots")
+    __slots__ = ("kind", "suspendable", "skip", "tail", "lead", "hidden", "shadowed", "extents", "slots")
 
     def __init__(self, kind: str, suspendable: bool) -> None:
         self.kind = kind
@@ -71,6 +72,8 @@ class CodeInfo:
         self.tail: dict[int, int] = {}
         self.lead: dict[int, int] = {}
         self.hidden: frozenset[str] = frozenset()
+        self.shadowed: frozenset[str] = frozenset()  # a comprehension's variables that are locals of the code too
+        self.extents: tuple[tuple[int, int], ...] = ()  # (first, END_FOR) offsets of each comprehension
         self.slots: tuple[str, ...] | None = None
 
 
@@ -95,6 +98,8 @@ def analyse(code) -> CodeInfo:
         outside, captures = _references(c, regions)
         params = set(_params(code))
         info.hidden = frozenset(n for r in regions for n in r.names if n not in outside and n not in params)
+        info.shadowed = frozenset(n for r in regions for n in r.names) - info.hidden
+        info.extents = tuple((r.first, r.end) for r in regions)
         captures -= info.hidden
     else:
         captures = set()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 try:
     import orjson
@@ -53,8 +54,28 @@ def program_line(exc: BaseException) -> int | None:
     return line
 
 
+def _install_paths() -> tuple[tuple[str, str], ...]:
+    """Where this interpreter's standard library and packages live, longest first: an error
+    message naming a file there names it from `<stdlib>/` or `<site-packages>/` (the same
+    message on every interpreter and machine)."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    found = {paths[k]: "<stdlib>" for k in ("stdlib", "platstdlib") if paths.get(k)}
+    found.update({paths[k]: "<site-packages>" for k in ("purelib", "platlib") if paths.get(k)})
+    found.update({p: "<site-packages>" for p in sys.path if p.rstrip("/").endswith(("site-packages", "dist-packages"))})
+    return tuple(sorted(found.items(), key=lambda kv: -len(kv[0])))
+
+
+_INSTALL = _install_paths()
+
+
 def message_of(exc: BaseException) -> str:
     try:
-        return str(exc)
+        text = str(exc)
     except Exception:
         return "<str failed>"
+    for path, name in _INSTALL:
+        if path in text:
+            text = text.replace(path, name)
+    return text

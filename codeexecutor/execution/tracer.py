@@ -237,8 +237,8 @@ class MonitoringTracer(Tracer):
         self._codes = set()
 
     # -- events ------------------------------------------------------------------------------
-    def _on_start(self, code, offset):
-        frame = _getframe(1)
+    def _on_start(self, code, offset, frame=None):
+        frame = frame or _getframe(1)  # the program's frame that starts (the callback is called from it)
         info = self._info.get(code)
         if info is None:
             info = self._info[code] = analyse(code)
@@ -249,11 +249,11 @@ class MonitoringTracer(Tracer):
             if order is None:
                 order = {}
         self._attach_output()
-        self.stack.append([frame, -1, info, order])
+        self.stack.append([frame, -1, info, order, None])
 
     def _on_throw(self, code, offset, exc):
         if code in self._codes:
-            self._on_start(code, offset)
+            self._on_start(code, offset, _getframe(1))
 
     def _on_return(self, code, offset, value):
         if self.sink.pending:
@@ -272,6 +272,8 @@ class MonitoringTracer(Tracer):
         if self.sink.pending:
             self._attach(self.sink.take())
         top = self.stack[-1]
+        if top[1] >= 0 and self.steps[top[1]][0] == line:
+            return None  # no new line: 3.12 reports a jump target again after a call returns (`a or f()`)
         info = top[2]
         if info.skip:
             lasti = top[0].f_lasti
@@ -300,17 +302,30 @@ class MonitoringTracer(Tracer):
         steps = self.steps
         if top[1] >= 0:
             steps[top[1]][1] = self.state(top)
+        if top[2].shadowed:  # what those locals hold before a comprehension of this line takes their names
+            get = top[0].f_locals.get
+            top[4] = {n: get(n, _MISSING) for n in top[2].shadowed}
         if len(steps) >= self.max_steps:
             self.on_limit()
         steps.append([line, None, "", len(self.stack) - 1])
         top[1] = len(steps) - 1
 
     # -- states ------------------------------------------------------------------------------
-    def state(self, entry) -> dict[str, str]:
-        frame, _, info, order = entry
+    def state(self, entry, stopped: bool = False) -> dict[str, str]:
+        """The state of an entry's frame now; `stopped`: the run ended with the frame where it
+        is, which may be inside a comprehension (3.11 shows the locals it shadows, as they
+        were when its line began)."""
+        frame, _, info, order, before = entry
         if info.kind == MODULE:
             return self.render_items(frame.f_globals.items())
         values = frame.f_locals
+        if stopped and before and any(lo <= frame.f_lasti <= hi for lo, hi in info.extents):
+            values = dict(values)
+            for name, value in before.items():
+                if value is _MISSING:
+                    values.pop(name, None)
+                else:
+                    values[name] = value
         if order is None:
             if info.hidden:
                 return self.render_items((n, v) for n, v in values.items() if n not in info.hidden)
@@ -329,7 +344,7 @@ class MonitoringTracer(Tracer):
         while self.stack:
             entry = self.stack.pop()
             if entry[1] >= 0 and self.steps[entry[1]][1] is None:
-                self.steps[entry[1]][1] = self.state(entry)
+                self.steps[entry[1]][1] = self.state(entry, stopped=True)
 
 
 def _first_offset(code) -> int:
