@@ -19,36 +19,47 @@ PAPER_TABLE2 = {  # the paper's Table 2 (docs/curriculum.md): avg code lines, av
 }
 
 
-def trace_lengths(table, tok=None, cap: int = 766) -> dict:
+def trace_lengths(table, tok=None, cap: int = 766, chunk: int = 1024) -> dict:
     """Per example trace length in both formats (modeling/compact.py): BPE tokens of `tok`
     (a model's tokenizer) or, without one, whitespace-separated pieces; the mean, median,
     the share over `cap` tokens (the release's gold cut) and the full/compact ratio;
     `not_lossless`: examples whose compact target does not expand to the full one; and
-    with `tok`, the code's tokens and the share longer than a model reads."""
+    with `tok`, the code's tokens and the share longer than a model reads. Rows are read
+    `chunk` at a time and only their lengths kept: memory does not grow with the texts."""
     import statistics
+    from array import array
 
     from codeexecutor.modeling.profiles import Profile
 
     full, delta = Profile("exact"), Profile("exact", state="delta")
-    texts: dict[str, list[str]] = {"full": [], "delta": []}
-    codes: list[str] = []
+    lengths = {"full": array("i"), "delta": array("i"), "code": array("i")}
     broken = 0
-    for row in table:
-        if row["task"] == "singleline":  # one state: no step before it to differ from
-            return {}
-        (code, want), got = full.example(row), delta.example(row)[1]
-        codes.append(code)
-        broken += delta.expand(got).text != want
-        texts["full"].append(want)
-        texts["delta"].append(got)
-    if not texts["full"]:
+
+    def count(batch: list[str]) -> list[int]:
+        if tok is not None:
+            return [len(ids) for ids in tok(batch, add_special_tokens=False)["input_ids"]]
+        return [len(t.split()) for t in batch]
+
+    for start in range(0, len(table), chunk):
+        rows = table.select(range(start, min(start + chunk, len(table))))
+        codes, wants, gots = [], [], []
+        for row in rows:
+            if row["task"] == "singleline":  # one state: no step before it to differ from
+                return {}
+            (code, want), got = full.example(row), delta.example(row)[1]
+            broken += delta.expand(got).text != want
+            codes.append(code)
+            wants.append(want)
+            gots.append(got)
+        lengths["full"].extend(count(wants))
+        lengths["delta"].extend(count(gots))
+        if tok is not None:
+            lengths["code"].extend(count(codes))
+    if not lengths["full"]:
         return {}
     out: dict = {"unit": "bpe_tokens" if tok is not None else "pieces", "not_lossless": broken}
-    for kind, batch in texts.items():
-        if tok is not None:
-            n = [len(ids) for ids in tok(batch, add_special_tokens=False)["input_ids"]]
-        else:
-            n = [len(t.split()) for t in batch]
+    for kind in ("full", "delta"):
+        n = lengths[kind]
         out[kind] = {"mean": round(sum(n) / len(n), 1), "median": statistics.median(n),
                      "over_cap_share": round(sum(x > cap for x in n) / len(n), 4), "total": sum(n)}
     out["ratio"] = round(out["full"]["total"] / max(1, out["delta"]["total"]), 2)
@@ -56,7 +67,7 @@ def trace_lengths(table, tok=None, cap: int = 766) -> dict:
         from codeexecutor.modeling.tokenizer import Encoder
 
         window = Encoder(tok).code_body
-        n = [len(ids) for ids in tok(codes, add_special_tokens=False)["input_ids"]]
+        n = lengths["code"]
         out["code"] = {"mean": round(sum(n) / len(n), 1), "median": statistics.median(n),
                        "over_window_share": round(sum(x > window for x in n) / len(n), 4)}
     return out
