@@ -25,7 +25,8 @@ def trace_lengths(table, tok=None, cap: int = 766, chunk: int = 1024) -> dict:
     the share over `cap` tokens (the release's gold cut) and the full/compact ratio;
     `not_lossless`: examples whose compact target does not expand to the full one; and
     with `tok`, the code's tokens and the share longer than a model reads. Rows are read
-    `chunk` at a time and only their lengths kept: memory does not grow with the texts."""
+    `chunk` at a time and only their lengths kept: memory does not grow with the texts.
+    `table`: a datasets.Dataset or a list of rows."""
     import statistics
     from array import array
 
@@ -41,7 +42,8 @@ def trace_lengths(table, tok=None, cap: int = 766, chunk: int = 1024) -> dict:
         return [len(t.split()) for t in batch]
 
     for start in range(0, len(table), chunk):
-        rows = table.select(range(start, min(start + chunk, len(table))))
+        stop = min(start + chunk, len(table))
+        rows = table[start:stop] if isinstance(table, list) else table.select(range(start, stop))
         codes, wants, gots = [], [], []
         for row in rows:
             if row["task"] == "singleline":  # one state: no step before it to differ from
