@@ -8,6 +8,7 @@ Heavy dependencies are imported inside the subcommand that needs them.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import sys
@@ -145,6 +146,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"codeexecutor {args.command}: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        # Builds journal each finished unit and write datasets aside first: the same command resumes.
+        print(f"codeexecutor {args.command}: error: no space left on the device writing {exc.filename or 'its output'}: "
+              "free some space (or choose another --out) and run the same command again; finished work is kept",
+              file=sys.stderr)
+        return 2
     except ModuleNotFoundError as exc:
         if exc.name not in MODEL_PACKAGES:
             raise

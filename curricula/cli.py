@@ -35,11 +35,15 @@ def _build_args(p: argparse.ArgumentParser) -> None:
     f.add_argument("--humaneval", metavar="FILE", help="HumanEval problems (JSON lines, .gz or not) whose functions are "
                    "kept out (default: ../shared/data/humaneval/HumanEval.jsonl.gz where it exists)")
     f.add_argument("--no-decontaminate", action="store_true", help="keep functions that look like HumanEval problems")
+    f.add_argument("--licence", metavar="NAME", help="the licence of a folder in which none is found (a LICENSE, COPYING, "
+                   "PKG-INFO or dist-info file): stamped on its rows; without it such a folder is refused")
     f.add_argument("--lineage", action="store_true", help="the roots are versions of one repository (snapshots of its "
                    "history): split by module path across them, so every version of a module lands in one split")
     m = sub.add_parser("merge", help="merge the outputs of --shard I/N codenetmut (or functions) builds into one dataset")
     m.add_argument("shards", nargs="+", metavar="SHARD_DIR", help="the --out folders of the shard builds")
     m.add_argument("--out", required=True, metavar="DIR")
+    m.add_argument("--partial", action="store_true", help="merge the finished units of the shards given, even where "
+                   "shards are missing or unfinished (by default the merge refuses them)")
     t = sub.add_parser("tutorial", help="runnable examples of the Python tutorial, multiplied with CRP mutants")
     t.add_argument("--out", required=True, metavar="DIR")
     t.add_argument("--sources", metavar="DIR", help="folder of tutorial .rst.txt files (default: python3.11-doc's, "
@@ -104,11 +108,11 @@ def _build_run(args: argparse.Namespace) -> int:
         stats = FunctionsBuilder(args.roots, args.out, mutants=args.mutants, input_mutants=args.input_mutants,
                                  workers=args.workers, shard=shard_arg(args.shard), seed=args.seed, limit=args.limit,
                                  humaneval=None if args.no_decontaminate else (args.humaneval or HUMANEVAL),
-                                 lineage=args.lineage).run()
+                                 lineage=args.lineage, licence=args.licence).run()
     elif args.dataset == "merge":
         from curricula.codenet import merge_shards
 
-        stats = merge_shards(args.out, args.shards)
+        stats = merge_shards(args.out, args.shards, partial=args.partial)
     elif args.dataset == "tutorial":
         from curricula.tutorial import build_tutorial
 

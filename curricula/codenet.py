@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from curricula.common import (assign_splits, is_error_trace, log_to_build_folder, make_example, save_journal_datasets,
                               write_json_atomic)
 from curricula.journal import Journal, read_journal, record_units, traced_by
+from curricula.shards import check_shards, record_build
 
 log = logging.getLogger("curricula.codenet")
 TASK = "codenet"
@@ -205,6 +206,10 @@ class CodeNetBuilder:
         mine = [s for i, s in enumerate(subs) if i % count == index]
         if self.limit is not None:
             mine = mine[: self.limit]
+        options = {"mutants": self.n_mutants, "seed": self.seed, "timeout": self.timeout,
+                   "max_steps": self.max_steps, "all_statuses": not self.accepted_only,
+                   "no_heldout_mutants": not self.heldout_mutants}
+        record_build(self.out, "codenetmut", self.shard, options, self.codenet, len(mine))
         journal = Journal(os.path.join(self.out, "journal.jsonl"))
         journal.check_python()
         todo = [s for s in mine if s.submission_id not in journal.done]
@@ -252,10 +257,12 @@ class CodeNetBuilder:
         return stats
 
 
-def merge_shards(out: str, shards: list[str]) -> dict:
+def merge_shards(out: str, shards: list[str], partial: bool = False) -> dict:
     """One dataset from the outputs of `--shard I/N` builds (one per SLURM array task):
     their journals' complete units, concatenated into OUT's journal (a unit already there
-    is kept once), then the datasets written as a single build writes them."""
+    is kept once: a merge killed midway is run again and goes on), then the datasets
+    written as a single build writes them. The shards must make one whole build
+    (`shards.check_shards`); `partial` merges the finished units of those given."""
     from codeexecutor.errors import UsageError
 
     journals = [os.path.join(d, "journal.jsonl") for d in shards]
@@ -266,6 +273,7 @@ def merge_shards(out: str, shards: list[str]) -> dict:
     if len(set(traced.values())) > 1:
         named = "; ".join(f"{d}: Python {v}" for d, v in traced.items())
         raise UsageError(f"the shards were traced by different interpreters ({named}): build every shard with one Python")
+    check_shards(shards, partial)
     os.makedirs(out, exist_ok=True)
     programs, functions = 0, False
     with Journal(os.path.join(out, "journal.jsonl")) as merged:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import ast
 import concurrent.futures as cf
-import glob
 import gzip
 import hashlib
 import io
@@ -48,6 +47,8 @@ from curricula.common import (assign_splits, is_error_trace, log_to_build_folder
 from curricula.function_calls import (Call, Corpus, ModuleRef, Skip, assemble, assertion_calls, called_function, capped,
                                       doctest_calls, driver_statements, is_test_file, module_name, uses_locals)
 from curricula.journal import Journal, read_journal, record_units, traced_by
+from curricula.licences import find_licence
+from curricula.shards import record_build
 
 log = logging.getLogger("curricula.functions")
 TASK = "codenet"  # the model reads these programs as it reads any whole program
@@ -100,25 +101,18 @@ class HumanEvalFilter:
 
 
 def _provenance(root: str) -> dict:
-    """Corpus name, commit and licence of a folder: from its MANIFEST.md and LICENSE files
-    when it has them (the shared corpora do), else from git."""
+    """Corpus name, commit and licence of a folder (curricula/licences.py): the commit from
+    its MANIFEST.md (the shared corpora's) or from git."""
     info = {"corpus": os.path.basename(os.path.normpath(root)), "commit": "", "license": ""}
     manifest = os.path.join(root, "MANIFEST.md")
     if os.path.exists(manifest):
-        text = open(manifest, encoding="utf-8", errors="replace").read()
-        m = re.search(r"\b[0-9a-f]{40}\b", text)
+        m = re.search(r"\b[0-9a-f]{40}\b", open(manifest, encoding="utf-8", errors="replace").read())
         info["commit"] = m.group(0) if m else ""
-        m = re.search(r"\*\*License\.\*\*\s*([A-Za-z0-9.\- ]+?)[\s(.]", text)
-        info["license"] = m.group(1).strip() if m else ""
     if not info["commit"] and os.path.isdir(os.path.join(root, ".git")):
         head = open(os.path.join(root, ".git", "HEAD")).read().strip()
         ref = os.path.join(root, ".git", head[5:]) if head.startswith("ref: ") else None
         info["commit"] = open(ref).read().strip() if ref and os.path.exists(ref) else head
-    if not info["license"]:
-        for path in sorted(glob.glob(os.path.join(root, "LICEN[CS]E*"))):
-            first = open(path, encoding="utf-8", errors="replace").read(200)
-            info["license"] = "MIT" if "MIT" in first else first.split("\n", 1)[0].strip()[:40]
-            break
+    info["license"], info["license_from"] = find_licence(root)
     return info
 
 
@@ -132,7 +126,8 @@ def _call_span(program: str) -> tuple[int, int]:
 class FunctionsBuilder:
     def __init__(self, roots: list[str], out: str, mutants: int = 8, input_mutants: int = 4, workers: int = 2,
                  shard: tuple[int, int] = (0, 1), seed: int = 0, limit: int | None = None, timeout: float = 1.0,
-                 max_steps: int = 1024, humaneval: str | None = HUMANEVAL, lineage: bool = False) -> None:
+                 max_steps: int = 1024, humaneval: str | None = HUMANEVAL, lineage: bool = False,
+                 licence: str | None = None) -> None:
         self.roots, self.out = list(roots), out
         self.n_mutants, self.n_inputs, self.workers = mutants, input_mutants, workers
         self.shard, self.seed, self.limit = shard, seed, limit
@@ -141,6 +136,16 @@ class FunctionsBuilder:
         self.lineage = lineage
         self.corpora = [Corpus(r) for r in self.roots]
         self.provenance = [_provenance(r) for r in self.roots]
+        unlicensed = [r for r, p in zip(self.roots, self.provenance) if not p["license"]]
+        if unlicensed and not licence:
+            from codeexecutor.errors import UsageError
+
+            raise UsageError(f"no licence found for {', '.join(unlicensed)} (no LICENSE, COPYING, PKG-INFO or dist-info "
+                             "METADATA in it or up to three folders above): pass --licence NAME if its licence lets you "
+                             "train on it")
+        for p in self.provenance:
+            if not p["license"]:
+                p["license"], p["license_from"] = licence, "--licence"
         self.counts: Counter = Counter()
 
     # -- which modules, which split ---------------------------------------------------------
@@ -258,6 +263,10 @@ class FunctionsBuilder:
         if self.limit is not None:
             mine = mine[: self.limit]
         key = lambda u: f"{self.provenance[u[0]]['corpus']}/{u[1]}"  # noqa: E731
+        options = {"mutants": self.n_mutants, "input_mutants": self.n_inputs, "seed": self.seed,
+                   "timeout": self.timeout, "max_steps": self.max_steps, "lineage": self.lineage,
+                   "humaneval": os.path.basename(self.filter.path) if self.filter.path else None}
+        record_build(self.out, "functions", self.shard, options, self.roots, len(mine))
         journal = Journal(os.path.join(self.out, "journal.jsonl"))
         journal.check_python()
         todo = [u for u in mine if key(u) not in journal.done]

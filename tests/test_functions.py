@@ -255,6 +255,32 @@ def test_build_resumes_without_duplicates(package, built, tmp_path):
     assert again["datasets"] == whole["datasets"]
 
 
+def test_a_package_is_stamped_with_the_licence_it_ships_and_refused_without_one(tmp_path):
+    from codeexecutor.errors import UsageError
+    from curricula.licences import find_licence
+
+    bare = tmp_path / "bare" / "pkg"
+    bare.mkdir(parents=True)
+    (bare / "m.py").write_text('def f(x):\n    """\n    >>> f(1)\n    2\n    """\n    return x + 1\n')
+    with pytest.raises(UsageError, match="no licence found for .*--licence NAME"):
+        FunctionsBuilder([str(bare)], str(tmp_path / "out"), humaneval=None)
+    assert not (tmp_path / "out").exists()
+    named = FunctionsBuilder([str(bare)], str(tmp_path / "out"), humaneval=None, licence="Apache-2.0")
+    assert named.provenance[0]["license"] == "Apache-2.0" and named.provenance[0]["license_from"] == "--licence"
+    # a package inside src/ of a BSD repository; an installed package with its dist-info beside it
+    (tmp_path / "bare" / "LICENSE.txt").write_text("Copyright (c) 2020 X\n\nRedistribution and use in source and binary "
+                                                    "forms ... Neither the name of the copyright holder ...\n")
+    assert find_licence(str(bare))[0] == "BSD-3-Clause"
+    site = tmp_path / "site-packages"
+    (site / "tool").mkdir(parents=True)
+    (site / "tool-1.0.dist-info").mkdir()
+    (site / "tool-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: tool\n"
+                                                          "Classifier: License :: OSI Approved :: MIT License\n\nbody\n")
+    (site / "tool-1.0.dist-info" / "top_level.txt").write_text("tool\n")
+    licence, where = find_licence(str(site / "tool"))
+    assert licence == "MIT License" and where.endswith("METADATA")
+
+
 def test_cli_refuses_a_missing_folder(tmp_path):
     out = subprocess.run([sys.executable, "-m", "codeexecutor", "build", "functions", "--from", str(tmp_path / "nowhere"),
                           "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT)
@@ -282,18 +308,81 @@ def test_shared_function_corpora_give_programs():
     assert made >= 20
 
 
-def test_shards_merge_into_the_whole_build(package, built, tmp_path):
+def test_shards_merge_into_the_whole_build(built, shards, tmp_path):
     from curricula.codenet import merge_shards
 
     _, whole = built
+    merged = merge_shards(str(tmp_path / "merged"), [str(s) for s in shards])
+    assert merged["datasets"] == whole["datasets"] and merged["sources"][0]["corpus"] == "mypkg"
+
+
+@pytest.fixture(scope="module")
+def shards(package, tmp_path_factory) -> list[pathlib.Path]:
     parts = []
     for i in range(2):
-        part = tmp_path / f"shard{i}"
+        part = tmp_path_factory.mktemp(f"shard{i}")
         FunctionsBuilder([str(package)], str(part), mutants=4, input_mutants=2, workers=1, humaneval=None,
                          shard=(i, 2)).run(progress=False)
-        parts.append(str(part))
-    merged = merge_shards(str(tmp_path / "merged"), parts)
-    assert merged["datasets"] == whole["datasets"] and merged["sources"][0]["corpus"] == "mypkg"
+        parts.append(part)
+    return parts
+
+
+def _refused(call) -> str:
+    from codeexecutor.errors import UsageError
+
+    with pytest.raises(UsageError) as info:
+        call()
+    return str(info.value)
+
+
+def test_merge_refuses_shards_that_are_not_one_whole_build(package, shards, tmp_path):
+    import shutil
+
+    from curricula.codenet import merge_shards
+
+    message = _refused(lambda: merge_shards(str(tmp_path / "m1"), [str(shards[0])]))
+    assert "1/2 missing" in message and "--partial" in message
+    assert not (tmp_path / "m1" / "functions").exists()  # refused before anything was written
+    assert sum(merge_shards(str(tmp_path / "m2"), [str(shards[0])], partial=True)["datasets"]["functions"].values()) > 0
+    message = _refused(lambda: merge_shards(str(tmp_path / "m3"), [str(shards[0]), str(shards[0])]))
+    assert "given twice" in message
+    other = tmp_path / "other"
+    FunctionsBuilder([str(package)], str(other), mutants=2, input_mutants=2, workers=1, humaneval=None,
+                     shard=(1, 2)).run(progress=False)
+    message = _refused(lambda: merge_shards(str(tmp_path / "m4"), [str(shards[0]), str(other)]))
+    assert "--mutants 4" in message and "--mutants 2" in message and str(other) in message
+    # a shard whose build was killed: its journal holds fewer finished units than it has
+    cut = tmp_path / "cut"
+    shutil.copytree(shards[1], cut)
+    lines = (cut / "journal.jsonl").read_bytes().splitlines(keepends=True)
+    first_done = next(i for i, line in enumerate(lines) if line.startswith(b'{"_done"'))
+    (cut / "journal.jsonl").write_bytes(b"".join(lines[: first_done + 1]))
+    message = _refused(lambda: merge_shards(str(tmp_path / "m5"), [str(shards[0]), str(cut)]))
+    assert "unfinished (1 of its" in message and "resume it" in message
+    # resumed with other options: refused, the folder's rows stay one build's
+    message = _refused(lambda: FunctionsBuilder([str(package)], str(cut), mutants=3, input_mutants=2, workers=1,
+                                                humaneval=None, shard=(1, 2)).run(progress=False))
+    assert "--mutants 4" in message and "new --out" in message
+
+
+def test_a_merge_killed_midway_goes_on_when_run_again(built, shards, tmp_path):
+    from curricula.codenet import merge_shards
+
+    _, whole = built
+    out = tmp_path / "merged"
+    merge_shards(str(out), [str(s) for s in shards])
+    data = (out / "journal.jsonl").read_bytes()
+    (out / "journal.jsonl").write_bytes(data[: len(data) // 2])  # killed while copying units: a torn last unit
+    again = merge_shards(str(out), [str(s) for s in shards])
+    assert again["datasets"] == whole["datasets"]
+    assert (out / "journal.jsonl").read_bytes().count(b'{"_done"') == data.count(b'{"_done"')
+
+
+def test_cli_merge_of_a_missing_shard_is_one_line(shards, tmp_path):
+    out = subprocess.run([sys.executable, "-m", "codeexecutor", "build", "merge", str(shards[1]), "--out",
+                          str(tmp_path / "m")], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2 and "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert "0/2 missing" in out.stderr
 
 
 def test_snapshots_of_one_repository_split_by_module_path(tmp_path):
@@ -307,9 +396,9 @@ def test_snapshots_of_one_repository_split_by_module_path(tmp_path):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(f'def f{k}(x):\n    """\n    >>> f{k}(2)\n    {2 + k}\n    """\n    return x + {k}\n')
     roots = [str(tmp_path / "2020"), str(tmp_path / "2024")]
-    linked = FunctionsBuilder(roots, str(tmp_path / "out"), humaneval=None, lineage=True).splits()
+    linked = FunctionsBuilder(roots, str(tmp_path / "out"), humaneval=None, lineage=True, licence="MIT").splits()
     assert set(linked) == {f"pkg/mod{k}.py" for k in range(40)}
-    apart = FunctionsBuilder(roots, str(tmp_path / "out2"), humaneval=None).splits()
+    apart = FunctionsBuilder(roots, str(tmp_path / "out2"), humaneval=None, licence="MIT").splits()
     assert len(apart) == 80 and any(apart[f"2020/pkg/mod{k}.py"] != apart[f"2024/pkg/mod{k}.py"] for k in range(40))
 
 
@@ -339,3 +428,18 @@ def test_module_qualified_calls_and_a_tests_setup_become_programs(tmp_path, pool
     assert outputs == ["8\n", "6\n", "10\n"], (outputs, programs)
     assert "class u:\n    double = staticmethod(double)" in programs[1] and "xs = [3, 4]" in programs[1]
     assert "xs = " not in programs[2]  # a call that reads nothing the test bound gets no setup
+
+
+def test_a_full_disk_is_one_line_and_the_command_to_rerun(monkeypatch, tmp_path, capsys):
+    import errno
+
+    import curricula.codenet
+    from codeexecutor.cli import main
+
+    def full(out, shards, partial=False):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "m" / "journal.jsonl"))
+
+    monkeypatch.setattr(curricula.codenet, "merge_shards", full)
+    assert main(["build", "merge", str(tmp_path / "s0"), "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no space left" in err and "journal.jsonl" in err and "same command" in err
