@@ -306,3 +306,27 @@ def test_split_digits_tokenizer_gives_one_token_per_digit_and_round_trips(tmp_pa
     assert load_tokenizer(str(tmp_path)).encode(target, add_special_tokens=False) == split.encode(target, add_special_tokens=False)
     cur = Curriculum.from_dict({"model": {"split_digits": True}, "stages": [{"name": "s", "steps": 1, "sources": [{"path": "x", "task": "singleline"}]}]})
     assert cur.model.split_digits is True
+
+
+def test_token_anchors_train_long_and_short_examples_about_equally_often():
+    """With anchors drawn per example, a budget holds many short examples and they are
+    trained on several times as often as long ones; drawn per token, about as often."""
+    import numpy as np
+
+    from codeexecutor.training.data import StageData
+
+    rng = np.random.default_rng(0)
+    code = rng.integers(20, 120, 5000)
+    trace = rng.lognormal(4.0, 0.9, 5000).astype(int).clip(8, 700)  # a long tail, as real traces
+    total = code + trace
+    short, long = total <= np.quantile(total, 0.25), total >= np.quantile(total, 0.75)
+    ratios = {}
+    for anchor in ("example", "token"):
+        data = StageData.from_lengths("s", code, trace, max_tokens=2048, anchor=anchor)
+        seen = np.zeros(len(total))
+        for step in range(4000):
+            _, idx = data.indices(0, step, 0, 0, 8)
+            assert len(idx) * max(total[idx]) <= 2048 or len(idx) == 1
+            np.add.at(seen, idx, 1)
+        ratios[anchor] = seen[short].mean() / seen[long].mean()
+    assert ratios["example"] > 2.0 and 0.6 < ratios["token"] < 1.6, ratios

@@ -55,6 +55,7 @@ class TrainArgs:
     max_tokens: int | None = None  # token budget per micro-batch (packed code + trace); None: micro_batch_size examples.
     # An example longer than the budget is a batch of its own, so peak memory follows
     # max(max_tokens, max_code_length + max_trace_length).
+    anchor: str = "example"  # how a token-budget batch's first example is drawn: "example" or "token" (training/data.py)
     eval_every: int = 0  # evaluate every N steps (0: at each stage end only)
     eval_examples: int = 128  # valid examples per source for the held-out loss (0: no evaluation)
     eval_decode_examples: int = 32  # of those, greedily decoded for trace/output accuracy
@@ -187,6 +188,8 @@ class Curriculum:
                      f"got {self.train.max_tokens}")
         if self.train.eval_every < 0 or self.train.eval_examples < 0 or self.train.eval_decode_examples < 0:
             p.append("train.eval_every, eval_examples and eval_decode_examples must be >= 0")
+        if self.train.anchor not in ("example", "token"):
+            p.append(f"train.anchor must be example or token, got {self.train.anchor!r}")
         if self.train.autocast not in (None, "bf16"):
             p.append(f"train.autocast must be bf16 or left out, got {self.train.autocast!r}")
         if not self.stages:

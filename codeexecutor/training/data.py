@@ -24,20 +24,26 @@ class StageData:
     `Encoder.collate_packed`, `CodeExecutorModel.forward_packed`): each source's examples
     are ordered by total length (in 8-token buckets, shuffled within each), and a batch
     grows from a random anchor in that order while `n x longest` fits (an anchor longer
-    than the budget is a batch of its own). Without it, `size` examples are drawn
-    uniformly and code and trace are padded apart, as before. Either way one source per
-    batch, drawn by the stage's weights.
+    than the budget is a batch of its own). `anchor` says how the anchor is drawn:
+    "example", uniformly over examples, so a batch of short examples holds many and a
+    short example is trained on about as many times more often as it is shorter;
+    "token", with probability proportional to its length (a token drawn uniformly, its
+    example the anchor), which makes every example about equally likely to be trained on
+    whatever its length. Without `max_tokens`, `size` examples are drawn uniformly and
+    code and trace are padded apart, as before. Either way one source per batch, drawn
+    by the stage's weights.
     """
 
     def __init__(self, stage: Stage, encoder, base_dir: str, subsets: dict[int, list[int]] | None = None,
-                 max_tokens: int | None = None) -> None:
+                 max_tokens: int | None = None, anchor: str = "example") -> None:
         import datasets
         import numpy as np
 
         self.stage = stage
         self.encoder = encoder
-        self.max_tokens = max_tokens
+        self.max_tokens, self.anchor = max_tokens, anchor
         self.tables, self.code_len, self.trace_len, self.order, self.sorted_total = [], [], [], [], []
+        self.token_ends = []  # per source: cumulative lengths in that order, to draw an anchor by its tokens
         self.fits: dict[str, dict[str, int]] = {}
         for j, src in enumerate(stage.sources):
             path = os.path.join(base_dir, src.path)
@@ -62,18 +68,38 @@ class StageData:
             if len(table) == 0:
                 raise ConfigError(f"stage {stage.name}: no example of {src.path} fits max_trace_length ({fits})")
             self.fits[src.path] = fits
-            code, trace = np.asarray(table["code_len"]), np.asarray(table["trace_len"])
             self.tables.append(table)
-            self.code_len.append(code)
-            self.trace_len.append(trace)
-            # Total length in buckets of LENGTH_BUCKET tokens, shuffled within a bucket (fixed
-            # seed): a run of the order then mixes programs instead of holding the many
-            # same-length mutants of one program side by side.
-            shuffle = np.random.default_rng(len(table)).permutation(len(table))
-            self.order.append(np.lexsort((shuffle, (code + trace) // LENGTH_BUCKET)))
-            self.sorted_total.append((code + trace)[self.order[-1]].tolist())  # lengths in that order, read per batch
+            self._index(np.asarray(table["code_len"]), np.asarray(table["trace_len"]))
         total = sum(s.weight for s in stage.sources)
         self.weights = [s.weight / total for s in stage.sources]
+
+    def _index(self, code, trace) -> None:
+        import numpy as np
+
+        self.code_len.append(code)
+        self.trace_len.append(trace)
+        # Total length in buckets of LENGTH_BUCKET tokens, shuffled within a bucket (fixed
+        # seed): a run of the order then mixes programs instead of holding the many
+        # same-length mutants of one program side by side.
+        shuffle = np.random.default_rng(len(code)).permutation(len(code))
+        self.order.append(np.lexsort((shuffle, (code + trace) // LENGTH_BUCKET)))
+        self.sorted_total.append((code + trace)[self.order[-1]].tolist())  # lengths in that order, read per batch
+        self.token_ends.append(np.cumsum((code + trace)[self.order[-1]], dtype=np.int64))
+
+    @classmethod
+    def from_lengths(cls, name: str, code_len, trace_len, max_tokens: int, anchor: str = "example") -> "StageData":
+        """A sampler over one source given only its examples' code and trace lengths (no
+        ids, no `batch`): what `indices` draws, for measuring it."""
+        import numpy as np
+
+        from codeexecutor.training.config import Source, Stage
+
+        self = cls.__new__(cls)
+        self.stage, self.encoder, self.max_tokens, self.anchor = Stage(name, [Source(name, name)], 1), None, max_tokens, anchor
+        self.code_len, self.trace_len, self.order, self.sorted_total, self.token_ends, self.fits = [], [], [], [], [], {}
+        self._index(np.asarray(code_len), np.asarray(trace_len))
+        self.tables, self.weights = [self.order[0]], [1.0]  # `indices` reads a source's size off its table
+        return self
 
     def indices(self, seed: int, step: int, micro: int, rank: int, size: int) -> tuple[int, list[int]]:
         """(source, example indices) of one micro-batch."""
@@ -83,7 +109,10 @@ class StageData:
         if not self.max_tokens:
             return j, [rng.randrange(n) for _ in range(size)]
         order, total = self.order[j], self.sorted_total[j]  # no pass over the source: O(batch) per micro-batch
-        lo = hi = rng.randrange(n)
+        if self.anchor == "token":  # the example holding a uniformly drawn token: O(log n)
+            lo = hi = int(self.token_ends[j].searchsorted(rng.randrange(int(self.token_ends[j][-1])), side="right"))
+        else:
+            lo = hi = rng.randrange(n)
         hi += 1
         longest = total[lo]
         while True:  # forward while the budget holds, then backward

@@ -233,7 +233,7 @@ def _stage_data(cur: Curriculum, si: int, stage: Stage, engine, encoder, base_di
             with open(mined) as f:
                 subsets[j] = json.load(f)
             log.info("stage %s: %d hardest examples of %s", stage.name, len(subsets[j]), src.path)
-    data = StageData(stage, encoder, base_dir, subsets, cur.train.max_tokens)
+    data = StageData(stage, encoder, base_dir, subsets, cur.train.max_tokens, cur.train.anchor)
     if rank == 0:
         stats_path = os.path.join(out, "data_stats.json")
         stats = json.load(open(stats_path)) if os.path.exists(stats_path) else {}
