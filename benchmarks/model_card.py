@@ -15,6 +15,11 @@ DATA = """- CodeNetMut: mutants of real Python contest programs (the two CodeNet
   program with its definitions inlined, and mutants of them."""
 
 
+def _num(value) -> str:
+    """A score as the card shows it: two decimals at most, "-" where a set has none."""
+    return "-" if value is None else f"{round(float(value), 2):g}"
+
+
 def write_card(dest: pathlib.Path, scores: dict, device: str, recipe: str | None, steps: dict | None, minutes: float,
                command: str, parameters: int | None = None, note: str = "") -> pathlib.Path:
     """README.md in `dest`: what the model is, its data and licence, how it was trained
@@ -24,10 +29,15 @@ def write_card(dest: pathlib.Path, scores: dict, device: str, recipe: str | None
     rows = []
     for name in [n for n in ORDER if n in sets] + [n for n in sets if n not in ORDER]:
         s = sets[name]
-        aligned = (s.get("aligned") or s.get("ours_aligned") or {}).get("output_accuracy")
-        rows.append(f"| {name} | {s.get('examples')} | {s.get('trace_accuracy')} | {s.get('output_accuracy')} | "
-                    f"{aligned if aligned is not None else '-'} | {s.get('line_f1', '-')} |")
+        aligned = s.get("aligned") or s.get("ours_aligned") or {}
+        aligned = aligned.get("aligned_output_accuracy", aligned.get("output_accuracy"))
+        rows.append(f"| {name} | {s.get('examples')} | {_num(s.get('trace_accuracy'))} | {_num(s.get('output_accuracy'))} | "
+                    f"{_num(aligned)} | {_num(s.get('line_f1'))} |")
     errors = scores.get("runtime_errors") or {}
+    try:  # the folder as a user of a clone names it
+        shown = dest.resolve().relative_to(pathlib.Path(__file__).resolve().parent.parent).as_posix()
+    except ValueError:
+        shown = dest.as_posix()
     text = f"""---
 license: mit
 library_name: transformers
@@ -41,13 +51,13 @@ A CodeExecutor-style model of this project: given a Python program (stdin inline
 the program's execution trace — the lines it runs, the variables after each, what it prints,
 and the exception with its line where it crashes. Use it with this repository's CLI, offline:
 
-    codeexecutor trace prog.py --stdin in.txt --model {dest.as_posix()} --compare
+    codeexecutor trace prog.py --stdin in.txt --model {shown} --compare
 
 - architecture: RoBERTa encoder as a prefix-LM (`model_type: codeexecutor`), {config.get('num_hidden_layers')} layers of
-  {config.get('hidden_size')}, {parameters or '?'} parameters, vocabulary {config.get('vocab_size')}, weights in bfloat16;
+  {config.get('hidden_size')}, {f"{parameters:,}" if parameters else '?'} parameters, vocabulary {config.get('vocab_size')}, weights in bfloat16;
 - trace format: profile `{config.get('format_profile')}`, states `{config.get('trace_state')}`, step order
   `{config.get('step_order')}` (docs/trace-format.md); traces made by Python {config.get('trace_python') or '3.11'};
-- trained on {device}, {minutes} minutes of training, recipe `{recipe}`, steps {steps}, by
+- trained on {device}, {minutes} minutes of training, recipe `{recipe}`, steps {' / '.join(f'{k} {v:,}' for k, v in (steps or {}).items()) or '?'}, by
   `{command}`.
 
 ## Data
@@ -65,7 +75,7 @@ sample of each held-out set (`evaluate --limit 300`); aligned output accuracy is
 {chr(10).join(rows)}
 
 Runtime errors (crashing programs against the CodeNetMut ones): detection
-{errors.get('detection_accuracy', '-')}%, localisation {errors.get('localisation_accuracy', errors.get('localization_accuracy', '-'))}%.
+{_num(errors.get('detection_accuracy'))}%, localisation {_num(errors.get('localisation_accuracy', errors.get('localization_accuracy')))}%.
 {note}
 ## Licence
 

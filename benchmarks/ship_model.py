@@ -25,14 +25,31 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--run", required=True, help="a training run's folder (its final/ model is shipped)")
-    ap.add_argument("--data", required=True, help="the built datasets whose test sets score it")
+    ap.add_argument("--run", help="a training run's folder (its final/ model is shipped)")
+    ap.add_argument("--data", help="the built datasets whose test sets score it")
     ap.add_argument("--name", required=True, help="the folder under models/")
     ap.add_argument("--device", default="cpu", help="what it was trained on, for the card")
     ap.add_argument("--command", default="", help="the command that trained it, for the card")
     ap.add_argument("--recipe", default="curricula/recipes/cpu-hour.yaml", help="the recipe it was trained by, for the card")
     ap.add_argument("--limit", type=int, default=300)
+    ap.add_argument("--trace-python", help="the interpreter that traced the training data, where the run's config does "
+                    "not say (a run from before models kept it)")
+    ap.add_argument("--note", default="", help="a paragraph for the card's scores section")
+    ap.add_argument("--card-only", action="store_true", help="rewrite models/NAME/README.md from the scores already in "
+                    "benchmarks/results/NAME.json (nothing evaluated again)")
     args = ap.parse_args()
+    if args.card_only:
+        from model_card import write_card
+
+        saved = json.loads((ROOT / "benchmarks" / "results" / f"{args.name}.json").read_text())
+        command = saved.get("training_command") or args.command
+        write_card(ROOT / "models" / args.name, scores=saved, device=saved["device"], recipe=args.recipe,
+                   steps=saved["steps"], minutes=saved["training_minutes"], command=command,
+                   parameters=saved["parameters"], note=args.note)
+        print(f"rewrote {ROOT / 'models' / args.name / 'README.md'}")
+        return
+    if not args.run or not args.data:
+        ap.error("--run and --data are needed (all but --card-only)")
     from codeexecutor.progress import quiet_libraries
     from codeexecutor.training.export import save_bf16
     from eval.evaluate import evaluate_model
@@ -45,6 +62,12 @@ def main() -> None:
         sys.exit(2)
     dest = ROOT / "models" / args.name
     params = save_bf16(str(run / "final"), str(dest))
+    config = json.loads((dest / "config.json").read_text())
+    if not config.get("trace_python"):
+        from curricula.common import dataset_python
+
+        config["trace_python"] = args.trace_python or dataset_python(str(pathlib.Path(args.data) / "codenetmut" / "codenetmut"))
+        (dest / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     start = time.perf_counter()
     report = evaluate_model(str(dest), args.data, split="test", limit=args.limit, batch_size=16, progress=True)
     seconds = time.perf_counter() - start
@@ -61,9 +84,10 @@ def main() -> None:
               "metric": report["metric"], "beam": report["beam"], "limit": args.limit}
     write_card(dest, scores=scores, device=args.device, recipe=args.recipe, steps=steps,
                minutes=round(train_seconds / 60, 1), command=args.command or f"benchmarks/ship_model.py --run {args.run}",
-               parameters=params)
+               parameters=params, note=args.note)
     out = {"model": str(dest.relative_to(ROOT)), "parameters": params, "device": args.device, "steps": steps,
            "training_minutes": round(train_seconds / 60, 1), "eval_seconds": round(seconds, 1), **scores,
+           "training_command": args.command,
            "command": " ".join(["benchmarks/ship_model.py"] + sys.argv[1:])}
     (ROOT / "benchmarks" / "results" / f"{args.name}.json").write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps({k: (v["trace_accuracy"], v["output_accuracy"]) for k, v in scores["sets"].items()}))
