@@ -146,19 +146,26 @@ def padding_share(batch: dict) -> float:
     return 1.0 - real / computed
 
 
-def tokenize(ds, encoder, num_proc: int | None = None, keep_in_memory: bool = False):
+def tokenize(ds, encoder, num_proc: int | None = None, keep_in_memory: bool = False, cache_dir: str | None = None,
+             features=None):
     """(ids of a dataset in the encoder's format profile, serialized from the structured
     columns; how many targets were kept whole, cut at a step boundary or dropped).
-    Dropped examples are left out. Cached by `datasets` per profile and tokenizer, unless
-    `keep_in_memory` (a read-only data folder, say)."""
+    Dropped examples are left out. Cached by `datasets` beside the data per profile and
+    tokenizer; in `cache_dir` instead where given (a read-only data folder, a one-off
+    pass), or in memory with `keep_in_memory` (small data only). `features`: the
+    columns' types as written, batch by batch (compact id dtypes)."""
+    def cache(name: str) -> dict:
+        return {"cache_file_name": os.path.join(cache_dir, f"{name}.arrow")} if cache_dir else {}
+
     table = ds.map(encoder.encode_rows, batched=True, remove_columns=ds.column_names, desc="tokenizing",
-                   load_from_cache_file=not keep_in_memory, keep_in_memory=keep_in_memory, num_proc=num_proc)
+                   load_from_cache_file=not (keep_in_memory or cache_dir), keep_in_memory=keep_in_memory,
+                   num_proc=num_proc, features=features, **cache("ids"))
     fits = dict.fromkeys(FIT_OUTCOMES, 0)
-    for outcome in table["fit"]:
-        fits[outcome] += 1
+    for entry in table.data.column("fit").value_counts().to_pylist():  # counted in Arrow: no list of every row's
+        fits[entry["values"]] = entry["counts"]
     if fits["dropped_crash"] or fits["dropped_long_step"]:
         table = table.filter(lambda fit: fit.startswith(("whole", "cut")), input_columns="fit", desc="dropping",
-                             keep_in_memory=keep_in_memory)
+                             keep_in_memory=keep_in_memory, **cache("kept"))
     return table, fits
 
 

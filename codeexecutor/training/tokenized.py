@@ -49,22 +49,30 @@ def write_tokenized(source: str, encoder, out: str, num_proc: int | None = None)
 
     from codeexecutor.training.data import tokenize
 
+    import tempfile
+
     ds = datasets.load_from_disk(source)
     ds = ds["train"] if isinstance(ds, datasets.DatasetDict) else ds
-    table, fits = tokenize(ds, encoder, num_proc=num_proc, keep_in_memory=True)
     small = "int16" if len(encoder.tok) < 2**15 else "int32"
-    table = table.cast(datasets.Features({
+    features = datasets.Features({
         "code_ids": datasets.Sequence(datasets.Value(small)), "trace_ids": datasets.Sequence(datasets.Value(small)),
-        "code_len": datasets.Value("int32"), "trace_len": datasets.Value("int32"), "fit": datasets.Value("string")}))
-    marker = {"format": FORMAT, **identity(encoder), "rows": len(table), "fits": fits, "source": os.path.abspath(source),
-              "source_fingerprint": getattr(ds, "_fingerprint", None)}
-    tmp = out + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    table.save_to_disk(tmp)
-    with open(os.path.join(tmp, MARKER), "w") as f:
-        json.dump(marker, f, indent=2)
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
+        "code_len": datasets.Value("int32"), "trace_len": datasets.Value("int32"), "fit": datasets.Value("string")})
+    parent = os.path.dirname(os.path.abspath(out))
+    os.makedirs(parent, exist_ok=True)
+    work = tempfile.mkdtemp(prefix=".tokenizing-", dir=parent)  # the ids go to disk batch by batch, never all in memory
+    try:
+        table, fits = tokenize(ds, encoder, num_proc=num_proc, cache_dir=work, features=features)
+        marker = {"format": FORMAT, **identity(encoder), "rows": len(table), "fits": fits, "source": os.path.abspath(source),
+                  "source_fingerprint": getattr(ds, "_fingerprint", None)}
+        tmp = out + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        table.save_to_disk(tmp)
+        with open(os.path.join(tmp, MARKER), "w") as f:
+            json.dump(marker, f, indent=2)
+        shutil.rmtree(out, ignore_errors=True)
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return marker
 
 
