@@ -98,10 +98,11 @@ def save_dataset(rows_by_split: dict[str, list[dict]], out_dir: str, extra: tupl
 
 def save_journal_datasets(journal: str, out: str, names: tuple[str, ...], extra: tuple[str, ...] = ()) -> dict:
     """The datasets of a build (`names`: the `_set` its records name) written from its
-    journal with bounded memory: rows go to Arrow in batches as one pass over the journal
-    reads them (`Dataset.from_generator`), then each split is selected and sorted by id on
-    the Arrow table and saved aside and renamed, as `save_dataset` does. Returns the sizes
-    per dataset and split."""
+    journal with bounded memory: one pass over the journal parses each record once and
+    sends the rows of every set to Arrow in batches (`Dataset.from_generator`, the set in
+    a column of its own), then each set's splits are found and sorted by id with Arrow
+    compute on the columns (never row by row) and saved aside and renamed, as
+    `save_dataset` does. Returns the sizes per dataset and split."""
     import tempfile
 
     import datasets
@@ -110,31 +111,37 @@ def save_journal_datasets(journal: str, out: str, names: tuple[str, ...], extra:
     from curricula.journal import read_journal
 
     schema = features(extra)
+    wanted = set(names)
     sizes = {}
-    for name in names:
-        def rows(name=name):
-            for kind, obj in read_journal(journal):
-                if kind == "record" and obj.get("_set") == name:
-                    yield {c: obj[c] for c in schema}
 
-        work = tempfile.mkdtemp(prefix=f".{name}-", dir=os.path.dirname(os.path.abspath(journal)))
-        try:
-            if next(rows(), None) is None:
-                table = datasets.Dataset.from_dict({c: [] for c in schema}, features=schema)
-            else:
-                table = datasets.Dataset.from_generator(rows, features=schema, cache_dir=work)
+    def rows():
+        for kind, obj in read_journal(journal):
+            if kind == "record" and obj.get("_set") in wanted:
+                yield {"_set": obj["_set"], **{c: obj[c] for c in schema}}
+
+    work = tempfile.mkdtemp(prefix=".datasets-", dir=os.path.dirname(os.path.abspath(journal)))
+    try:
+        if next(rows(), None) is None:
+            table = None
+        else:
+            table = datasets.Dataset.from_generator(rows, features=datasets.Features({"_set": datasets.Value("string"),
+                                                                                       **schema}), cache_dir=work)
+        columns = table.data if table is not None else None  # Arrow columns, memory-mapped: no row becomes a Python object
+        for name in names:
             parts = {}
-            for split in SPLITS:
-                part = table.filter(lambda s, split=split: s == split, input_columns="split",
-                                    cache_file_name=os.path.join(work, f"{split}.arrow"))
-                if len(part):
-                    ids = part.with_format("arrow")["id"]  # the id column alone, through the filter's mapping
-                    order = pyarrow.compute.sort_indices(ids).to_pylist()
-                    parts[split] = part.select(order, indices_cache_file_name=os.path.join(work, f"{split}-order.arrow"))
+            for split in SPLITS if table is not None else ():
+                mask = pyarrow.compute.and_(pyarrow.compute.equal(columns.column("_set"), name),
+                                            pyarrow.compute.equal(columns.column("split"), split))
+                rows_at = pyarrow.compute.indices_nonzero(mask)
+                if len(rows_at):
+                    order = pyarrow.compute.sort_indices(pyarrow.compute.take(columns.column("id"), rows_at))
+                    parts[split] = table.select(pyarrow.compute.take(rows_at, order).to_numpy().astype("int64"),
+                                                indices_cache_file_name=os.path.join(work, f"{name}-{split}.arrow")
+                                                ).remove_columns("_set")
             _replace(datasets.DatasetDict(parts), os.path.join(out, name))
             sizes[name] = {s: len(parts[s]) if s in parts else 0 for s in SPLITS}
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return sizes
 
 
