@@ -64,8 +64,9 @@ def _in_folder(folder: str) -> tuple[str, str]:
                 return name_of_text(open(path, encoding="utf-8", errors="replace").read(5000)), path
     for name in ("PKG-INFO", "METADATA"):
         path = os.path.join(folder, name)
-        if os.path.isfile(path) and _from_metadata(path):
-            return _from_metadata(path), path
+        licence = _from_metadata(path) if os.path.isfile(path) else ""
+        if licence:
+            return licence, path
     return "", ""
 
 

@@ -98,14 +98,14 @@ class StageData:
         self.stage, self.encoder, self.max_tokens, self.anchor = Stage(name, [Source(name, name)], 1), None, max_tokens, anchor
         self.code_len, self.trace_len, self.order, self.sorted_total, self.token_ends, self.fits = [], [], [], [], [], {}
         self._index(np.asarray(code_len), np.asarray(trace_len))
-        self.tables, self.weights = [self.order[0]], [1.0]  # `indices` reads a source's size off its table
+        self.tables, self.weights = [], [1.0]
         return self
 
     def indices(self, seed: int, step: int, micro: int, rank: int, size: int) -> tuple[int, list[int]]:
         """(source, example indices) of one micro-batch."""
         rng = random.Random(f"{seed}:{self.stage.name}:{step}:{micro}:{rank}")
-        j = rng.choices(range(len(self.tables)), weights=self.weights)[0]  # one source per batch
-        n = len(self.tables[j])
+        j = rng.choices(range(len(self.order)), weights=self.weights)[0]  # one source per batch
+        n = len(self.order[j])
         if not self.max_tokens:
             return j, [rng.randrange(n) for _ in range(size)]
         order, total = self.order[j], self.sorted_total[j]  # no pass over the source: O(batch) per micro-batch
