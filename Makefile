@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test venv venvs test-versions bench clean browser
 # The other interpreters the model-free code must agree on (light environments, no torch).
 OTHER_PYTHONS := 3.12 3.13
-MODEL_FREE_TESTS := tests/test_tracer.py tests/test_sandbox.py tests/test_sandbox_reads.py tests/test_zygote.py \
+MODEL_FREE_TESTS := tests/test_tracer.py tests/test_sandbox.py tests/test_sandbox_reads.py tests/test_zygote.py tests/test_function_sources.py \
 	tests/test_render.py tests/test_inline.py tests/test_mutation.py tests/test_functions.py tests/test_curricula.py \
 	tests/test_bad_input.py tests/test_batch.py tests/test_cli.py tests/test_format.py tests/test_versions.py
 

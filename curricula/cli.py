@@ -24,7 +24,8 @@ def _build_args(p: argparse.ArgumentParser) -> None:
     c.add_argument("--no-heldout-mutants", action="store_true", help="valid/test problems give only their original programs")
     f = sub.add_parser("functions", help="functions called on their doctest and unit-test inputs, traced and mutated")
     f.add_argument("--from", dest="roots", required=True, metavar="DIR", nargs="+",
-                   help="folders of Python modules (a package, a repository checkout) with doctests or test files")
+                   help="folders of Python modules (a package, a repository checkout, an unpacked sdist) with doctests "
+                   "or test files; folders of reST documentation with >>> sessions; a puzzle-generator tree")
     f.add_argument("--out", required=True, metavar="DIR", help="output folder (journal, datasets, stats.json)")
     f.add_argument("--mutants", type=int, default=8, help="mutation attempts on each program's definitions (default 8)")
     f.add_argument("--input-mutants", type=int, default=4, help="attempts at new literal arguments of each call (default 4)")
@@ -80,9 +81,10 @@ def _check_inputs(args: argparse.Namespace) -> None:
     elif args.dataset == "functions":
         for root in args.roots:
             if not os.path.isdir(root):
-                raise UsageError(f"--from {root}: not a folder (give folders of Python modules)")
-            if not glob.glob(os.path.join(root, "**", "*.py"), recursive=True):
-                raise UsageError(f"--from {root}: no .py files under it")
+                raise UsageError(f"--from {root}: not a folder (give folders of Python modules, reST documentation "
+                                 "or puzzle generators)")
+            if not (glob.glob(os.path.join(root, "**", "*.py"), recursive=True) or glob.glob(os.path.join(root, "*.rst*"))):
+                raise UsageError(f"--from {root}: no .py files under it and no *.rst / *.rst.txt documentation in it")
         if args.humaneval and not os.path.isfile(args.humaneval):
             raise UsageError(f"--humaneval {args.humaneval}: no such file (HumanEval.jsonl.gz, or --no-decontaminate)")
     elif args.dataset == "tutorial" and args.sources is not None:

@@ -96,13 +96,15 @@ def save_dataset(rows_by_split: dict[str, list[dict]], out_dir: str, extra: tupl
     return {s: len(parts[s]) if s in parts else 0 for s in SPLITS}
 
 
-def save_journal_datasets(journal: str, out: str, names: tuple[str, ...], extra: tuple[str, ...] = ()) -> dict:
+def save_journal_datasets(journal: str, out: str, names: tuple[str, ...], extra: tuple[str, ...] = (),
+                          keep: set[int] | None = None) -> dict:
     """The datasets of a build (`names`: the `_set` its records name) written from its
     journal with bounded memory: one pass over the journal parses each record once and
     sends the rows of every set to Arrow in batches (`Dataset.from_generator`, the set in
     a column of its own), then each set's splits are found and sorted by id with Arrow
     compute on the columns (never row by row) and saved aside and renamed, as
-    `save_dataset` does. Returns the sizes per dataset and split."""
+    `save_dataset` does. `keep`: the ordinals (0-based, among the journal's records) of the
+    records to write; all when None. Returns the sizes per dataset and split."""
     import tempfile
 
     import datasets
@@ -115,8 +117,12 @@ def save_journal_datasets(journal: str, out: str, names: tuple[str, ...], extra:
     sizes = {}
 
     def rows():
+        ordinal = -1
         for kind, obj in read_journal(journal):
-            if kind == "record" and obj.get("_set") in wanted:
+            if kind != "record":
+                continue
+            ordinal += 1
+            if obj.get("_set") in wanted and (keep is None or ordinal in keep):
                 yield {"_set": obj["_set"], **{c: obj[c] for c in schema}}
 
     work = tempfile.mkdtemp(prefix=".datasets-", dir=os.path.dirname(os.path.abspath(journal)))

@@ -49,7 +49,17 @@ class Call:
     line: int  # 1-based line of the call in that file
     setup: tuple[str, ...]  # statements run before it (earlier doctest examples)
     expr: str  # the call expression (or a print statement, kept as it is)
-    origin: str  # doctest | test
+    origin: str  # doctest | test | docs | puzzle
+
+
+@dataclass(frozen=True)
+class Program:
+    """A program a non-package source made (curricula/doc_sessions.py, curricula/puzzles.py)."""
+    call: Call  # where it comes from, and the expression it shows
+    code: str
+    group: str  # its split group, relative to the corpus root: no group in two splits
+    driver: int  # UTF-8 byte offset where its driver starts: definitions before, the inputs after
+    keep_driver: bool  # mutants leave the driver as it is (a call on fixed inputs)
 
 
 def module_name(relpath: str) -> str:

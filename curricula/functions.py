@@ -42,12 +42,14 @@ import time
 import tokenize
 from collections import Counter
 
-from curricula.common import (assign_splits, is_error_trace, log_to_build_folder, make_example, save_dataset,
+from curricula.common import (assign_splits, is_error_trace, log_to_build_folder, make_example, save_journal_datasets,
                               write_json_atomic)
 from curricula.function_calls import (Call, Corpus, ModuleRef, Skip, assemble, assertion_calls, called_function, capped,
                                       doctest_calls, driver_statements, is_test_file, module_name, uses_locals)
+from curricula.doc_sessions import DocsCorpus, is_docs_root
 from curricula.journal import Journal, read_journal, record_units, traced_by
 from curricula.licences import find_licence
+from curricula.puzzles import PuzzleCorpus, puzzle_src
 from curricula.shards import record_build
 
 log = logging.getLogger("curricula.functions")
@@ -103,7 +105,11 @@ class HumanEvalFilter:
 def _provenance(root: str) -> dict:
     """Corpus name, commit and licence of a folder (curricula/licences.py): the commit from
     its MANIFEST.md (the shared corpora's) or from git."""
-    info = {"corpus": os.path.basename(os.path.normpath(root)), "commit": "", "license": ""}
+    name = os.path.basename(os.path.abspath(root))
+    parent = os.path.dirname(os.path.abspath(root))
+    if not os.path.exists(os.path.join(root, "MANIFEST.md")) and os.path.exists(os.path.join(parent, "MANIFEST.md")):
+        name = f"{os.path.basename(parent)}/{name}"  # a corpus's sub-folder: python-library-reference/library
+    info = {"corpus": name, "commit": "", "license": ""}
     manifest = os.path.join(root, "MANIFEST.md")
     if os.path.exists(manifest):
         m = re.search(r"\b[0-9a-f]{40}\b", open(manifest, encoding="utf-8", errors="replace").read())
@@ -134,7 +140,7 @@ class FunctionsBuilder:
         self.timeout, self.max_steps = timeout, max_steps
         self.filter = HumanEvalFilter(humaneval)
         self.lineage = lineage
-        self.corpora = [Corpus(r) for r in self.roots]
+        self.corpora = [_corpus(r) for r in self.roots]
         self.provenance = [_provenance(r) for r in self.roots]
         unlicensed = [r for r, p in zip(self.roots, self.provenance) if not p["license"]]
         if unlicensed and not licence:
@@ -169,14 +175,17 @@ class FunctionsBuilder:
         return self.module_key(ci, call.path)
 
     def splits(self) -> dict[str, str]:
-        return assign_splits((self.module_key(ci, p) for ci, p in self.units() if not is_test_file(p)),
-                             test_pct=8, valid_pct=5)
+        groups = [self.module_key(ci, p) for ci, p in self.units()
+                  if isinstance(self.corpora[ci], Corpus) and not is_test_file(p)]
+        groups += [self.module_key(ci, g) for ci, c in enumerate(self.corpora) if not isinstance(c, Corpus)
+                   for g in c.groups()]
+        return assign_splits(groups, test_pct=8, valid_pct=5)
 
     # -- one module ---------------------------------------------------------------------------
     def process(self, pool, ci: int, relpath: str, splits: dict[str, str]) -> tuple[list[dict], Counter]:
-        from mutation import MutationError, mutate
-
         corpus, counts, rows = self.corpora[ci], Counter(), []
+        if not isinstance(corpus, Corpus):
+            return self.process_programs(pool, ci, relpath, splits)
         mod = corpus.parse(relpath)
         if mod is None:
             counts[f"skip_module:{corpus.unparsed.get(relpath, 'not_python3_or_not_utf8')}"] += 1
@@ -196,51 +205,69 @@ class FunctionsBuilder:
             except RecursionError:
                 counts["skip:recursion_in_extraction"] += 1
                 continue
-            split = splits.get(group)
-            if split is None:
-                counts["skip:test_of_no_module"] += 1
-                continue
-            drawn = _imports(program) & RANDOM
-            if drawn:
-                counts[f"skip:random:{min(drawn)}"] += 1
-                continue
-            reason = self.filter.reason(called_function(call), program)
-            if reason is not None:
-                counts[f"humaneval:{reason}"] += 1
-                continue
-            first, second = pool.execute(program), pool.execute(program)
-            status = first.status.value
-            if (first.stdout, status) != (second.stdout, second.status.value):
-                counts["skip:nondeterministic"] += 1
-                continue
-            if first.error is not None and first.error.type in ARTIFACTS:
-                counts[f"skip:original:{first.error.type}"] += 1
-                continue
-            if status != "ok" and not is_error_trace(first):
-                counts[f"skip:original:{status}"] += 1
-                continue
-            counts["programs_used"] += 1
-            counts[f"original:{status}"] += 1
-            rid = f"{self.provenance[ci]['corpus']}:{relpath}:{call.line}"
-            rows.append(self._row(ci, call, rid, rid, group, split, program, first, "original", ()))
-            span = _call_span(program)
-            variants = []
-            try:
-                variants += [(m, "mutant") for m in mutate(program, n=self.n_mutants, seed=self.seed, protected=(span,))]
-                if self.n_inputs:
-                    head = (0, span[0]) if span[0] else ()
-                    variants += [(m, "input") for m in mutate(program, n=self.n_inputs, seed=self.seed, operators=["CRP"],
-                                                             protected=(head,) if head else ())]
-            except MutationError:
-                counts["skip:mutation_parse"] += 1
-            for k, (m, kind) in enumerate(variants):
-                result = pool.execute(m.code)
-                counts[f"{kind}:{result.status.value}"] += 1
-                if result.error is not None and result.error.type in ARTIFACTS:
-                    continue
-                if result.status.value == "ok" or is_error_trace(result):
-                    rows.append(self._row(ci, call, f"{rid}_m{k:02d}", rid, group, split, m.code, result, kind, m.operators))
+            self.trace(pool, ci, relpath, call, program, group, splits, counts, rows)
         return rows, counts
+
+    def process_programs(self, pool, ci: int, relpath: str, splits: dict[str, str]) -> tuple[list[dict], Counter]:
+        """One unit of a source that makes its own programs (documentation sessions, puzzles)."""
+        counts, rows = Counter(), []
+        for prog in self.corpora[ci].programs(relpath, counts):
+            counts["calls_found"] += 1
+            self.trace(pool, ci, relpath, prog.call, prog.code, self.module_key(ci, prog.group), splits, counts, rows,
+                       prog.driver, prog.keep_driver)
+        return rows, counts
+
+    def trace(self, pool, ci: int, relpath: str, call: Call, program: str, group: str, splits: dict[str, str],
+              counts: Counter, rows: list[dict], driver: int | None = None, keep_driver: bool = True) -> None:
+        """Filters, traces and mutates one program; its rows go to `rows`, its fate to `counts`.
+        `driver`: the byte where the inputs start (default: the last line, the printed call)."""
+        from mutation import MutationError, mutate
+
+        split = splits.get(group)
+        if split is None:
+            counts["skip:test_of_no_module"] += 1
+            return
+        drawn = _imports(program) & RANDOM
+        if drawn:
+            counts[f"skip:random:{min(drawn)}"] += 1
+            return
+        reason = self.filter.reason(called_function(call), program)
+        if reason is not None:
+            counts[f"humaneval:{reason}"] += 1
+            return
+        first, second = pool.execute(program), pool.execute(program)
+        status = first.status.value
+        if (first.stdout, status) != (second.stdout, second.status.value):
+            counts["skip:nondeterministic"] += 1
+            return
+        if first.error is not None and first.error.type in ARTIFACTS:
+            counts[f"skip:original:{first.error.type}"] += 1
+            return
+        if status != "ok" and not is_error_trace(first):
+            counts[f"skip:original:{status}"] += 1
+            return
+        counts["programs_used"] += 1
+        counts[f"original:{status}"] += 1
+        rid = f"{self.provenance[ci]['corpus']}:{relpath}:{call.line}"
+        rows.append(self._row(ci, call, rid, rid, group, split, program, first, "original", ()))
+        size = len(program.encode("utf-8"))
+        start = _call_span(program)[0] if driver is None else driver
+        variants = []
+        try:
+            variants += [(m, "mutant") for m in mutate(program, n=self.n_mutants, seed=self.seed,
+                                                       protected=((start, size),) if keep_driver else ())]
+            if self.n_inputs:
+                variants += [(m, "input") for m in mutate(program, n=self.n_inputs, seed=self.seed, operators=["CRP"],
+                                                         protected=((0, start),) if start else ())]
+        except MutationError:
+            counts["skip:mutation_parse"] += 1
+        for k, (m, kind) in enumerate(variants):
+            result = pool.execute(m.code)
+            counts[f"{kind}:{result.status.value}"] += 1
+            if result.error is not None and result.error.type in ARTIFACTS:
+                continue
+            if result.status.value == "ok" or is_error_trace(result):
+                rows.append(self._row(ci, call, f"{rid}_m{k:02d}", rid, group, split, m.code, result, kind, m.operators))
 
     def _row(self, ci, call: Call, rid, source, group, split, code, result, kind, operators) -> dict:
         row = make_example(rid, group, split, TASK, code, result, kind, tuple(operators), source)
@@ -292,34 +319,49 @@ class FunctionsBuilder:
 
 
 def finalize(out: str, seconds: float, modules: int, meta: dict) -> dict:
-    """The datasets and stats.json of a functions build folder, from its journal: programs
-    deduplicated (a copy in a held-out split wins), clean runs and crashes apart."""
+    """The datasets and stats.json of a functions build folder, from its journal, with memory
+    bounded by the distinct programs, not the rows: a first pass finds, for each normalised
+    program, the copy that stays (a copy in a held-out split wins, then the smallest id), a
+    second writes those records (`save_journal_datasets`); clean runs and crashes apart."""
+    journal = os.path.join(out, "journal.jsonl")
     counts: Counter = Counter()
-    rows: list[dict] = []
-    for kind, obj in read_journal(os.path.join(out, "journal.jsonl")):
+    rank = {"test": 0, "valid": 1, "train": 2}
+    best: dict[bytes, tuple[int, str, int, str]] = {}  # digest -> (split rank, id, ordinal, group) of the copy kept
+    ordinal = -1
+    for kind, obj in read_journal(journal):
         if kind == "done":
             counts.update(obj.get("counts", {}))
-        else:
-            rows.append(obj)
-    rank = {"test": 0, "valid": 1, "train": 2}
-    keep: dict[str, dict] = {}
-    for row in sorted(rows, key=lambda r: (rank[r["split"]], r["id"])):
-        digest = hashlib.sha256(_normalized(row["code"]).encode()).hexdigest()
-        if digest in keep:
-            counts[f"dedup:dropped_{row['split']}"] += 1
-        else:
-            keep[digest] = row
-    sets: dict[str, dict[str, list[dict]]] = {"functions": {}, "functions_errors": {}}
-    for row in keep.values():
-        sets[row.pop("_set")].setdefault(row["split"], []).append(row)
-    sizes = {name: save_dataset(parts, os.path.join(out, name), extra=("provenance", "license")) for name, parts in sets.items()}
-    groups = {split: len({r["problem_id"] for part in sets.values() for r in part.get(split, [])}) for split in rank}
-    stats = {"python": traced_by(os.path.join(out, "journal.jsonl")), "modules": modules, "counts": dict(sorted(counts.items())),
+            continue
+        ordinal += 1
+        digest = hashlib.blake2b(_normalized(obj["code"]).encode(), digest_size=16).digest()
+        mine = (rank[obj["split"]], obj["id"], ordinal, obj["problem_id"])
+        other = best.get(digest)
+        if other is None:
+            best[digest] = mine
+            continue
+        loser = max(other, mine)
+        counts[f"dedup:dropped_{next(s for s, r in rank.items() if r == loser[0])}"] += 1
+        best[digest] = min(other, mine)
+    keep = {v[2] for v in best.values()}
+    groups = {split: len({v[3] for v in best.values() if v[0] == r}) for split, r in rank.items()}
+    del best
+    sizes = save_journal_datasets(journal, out, ("functions", "functions_errors"), extra=("provenance", "license"), keep=keep)
+    stats = {"python": traced_by(journal), "modules": modules, "counts": dict(sorted(counts.items())),
              "datasets": sizes, "modules_per_split": groups,
              **meta, "seconds_this_run": round(seconds, 1)}
     write_json_atomic(stats, os.path.join(out, "stats.json"))
     log.info("functions done: %s", sizes)
     return stats
+
+
+def _corpus(root: str):
+    """The reader of a `--from` folder: a puzzle-generator tree, reST documentation, or
+    Python modules (a package, a collection, an unpacked sdist, site-packages' folder)."""
+    if puzzle_src(root) is not None:
+        return PuzzleCorpus(root)
+    if is_docs_root(root):
+        return DocsCorpus(root)
+    return Corpus(root)
 
 
 def _imports(program: str) -> set[str]:
