@@ -128,9 +128,33 @@ class StageData:
 
     def batch(self, seed: int, step: int, micro: int, rank: int, size: int) -> dict:
         j, idx = self.indices(seed, step, micro, rank, size)
+        if self.max_tokens:
+            return packed_batch(self.tables[j], idx, self.encoder.pad)
         rows = self.tables[j][idx]
         pairs = [{"code_ids": c, "trace_ids": t} for c, t in zip(rows["code_ids"], rows["trace_ids"])]
         return self.encoder.collate_packed(pairs) if self.max_tokens else self.encoder.collate(pairs)
+
+
+def packed_batch(table, idx: list[int], pad_id: int) -> dict:
+    """`Encoder.collate_packed` of rows `idx` of a tokenized table, read as Arrow list
+    columns and placed with numpy (no row becomes a Python list): each row its code ids
+    then its trace ids, padded at the end; with `code_len` and `total_len`."""
+    import numpy as np
+    import pyarrow.compute as pc
+    import torch
+
+    rows = table.with_format("arrow")[idx]
+    code, trace = rows.column("code_ids").combine_chunks(), rows.column("trace_ids").combine_chunks()
+    lc = pc.list_value_length(code).to_numpy(zero_copy_only=False).astype(np.int64)
+    lt = pc.list_value_length(trace).to_numpy(zero_copy_only=False).astype(np.int64)
+    total = lc + lt
+    ids = np.full((len(idx), int(total.max())), pad_id, dtype=np.int64)
+    for lengths, values, shift in ((lc, code.flatten(), 0), (lt, trace.flatten(), lc)):
+        at = np.repeat(np.arange(len(idx)), lengths)  # the row of each value
+        starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        cols = np.arange(len(at)) - starts + (shift[at] if isinstance(shift, np.ndarray) else 0)
+        ids[at, cols] = values.to_numpy(zero_copy_only=False)
+    return {"ids": torch.from_numpy(ids), "code_len": torch.from_numpy(lc), "total_len": torch.from_numpy(total)}
 
 
 def batch_tokens(batch: dict) -> tuple[int, int]:
