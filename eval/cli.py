@@ -34,6 +34,9 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--resource-descriptions", metavar="problems.jsonl", help="also evaluate runtime errors with input specs as docstrings")
     p.add_argument("--out", help="report path (default DATA/evaluation.json or FILE.evaluation.json; predictions and a PNG go beside it)")
+    p.add_argument("--shard", metavar="I/N", help="decode only the I-th of N shares into the answers file's shard and "
+                   "stop (one process per device, e.g. I=$RANK N=$WORLD_SIZE); a run without --shard then scores "
+                   "everything the shards decoded")
     p.add_argument("--html", metavar="DIR", help="write the trace viewer's pages there: each prediction beside its "
                    "reference, and index.html, sortable by score (worst first)")
 
@@ -47,12 +50,21 @@ def _eval_run(args: argparse.Namespace) -> int:
         raise UsageError("--limit must be >= 0 and --beam, --batch-size, --max-length >= 1")
     if args.length_penalty < 0:
         raise UsageError("--length-penalty must be >= 0 (0 is the release's ranking; 1 divides by the length)")
+    shard = None
+    if args.shard:
+        from curricula.codenet import shard_arg
+
+        shard = shard_arg(args.shard)
     report = evaluate_model(args.model, args.data, args.split, args.limit or None, args.beam, args.max_length,
                             args.batch_size, resource_descriptions=args.resource_descriptions, task=args.task,
                             names=bool(args.constrain_names), values=bool(args.constrain_values),  # free unless asked
                             exception_bias=args.exception_bias, exception_at=args.exception_at, html=args.html,
                             length_penalty=args.length_penalty,
-                            answers=os.path.splitext(_out_path(args))[0] + ".answers.jsonl")
+                            answers=os.path.splitext(_out_path(args))[0] + ".answers.jsonl", shard=shard)
+    if shard is not None:
+        print(f"shard {report['shard']}: {report['decoded']} answers decoded this run, {report['examples']} examples "
+              f"in all, in {report['answers']}; when every shard is done, run the same command without --shard to score")
+        return 0
     out = _out_path(args)
     predictions = report.pop("predictions")
     _write_jsonl(predictions, os.path.splitext(out)[0] + ".predictions.jsonl")

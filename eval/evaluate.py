@@ -147,13 +147,15 @@ def read_release_file(path: str) -> list[dict]:
 
 
 def _generate(gen, inputs: list[str], beam: int, max_length: int | None, batch_size: int, progress: bool,
-              decoding: dict | None = None, journal: "Answers | None" = None, keys: list[str] | None = None) -> list:
+              decoding: dict | None = None, journal: "Answers | None" = None, keys: list[str] | None = None,
+              shard: tuple[int, int] | None = None) -> list:
     """The Generated answers (text, and whether it ended before the length cap), in input order;
     `decoding`: TraceGenerator.generate's rules (names, values, exception_bias). With a
     `journal`, answers it holds for these `keys` are taken from it and each new batch is
-    appended to it as it finishes (a stopped evaluation resumes where it was)."""
+    appended to it as it finishes (a stopped evaluation resumes where it was). `shard` (i, n):
+    only the inputs at positions i, i + n, ... are decoded; the others stay None."""
     outs: list = [journal.get(k) if journal is not None else None for k in (keys or [None] * len(inputs))]
-    todo = [i for i, o in enumerate(outs) if o is None]
+    todo = [i for i, o in enumerate(outs) if o is None and (shard is None or i % shard[1] == shard[0])]
     it = range(0, len(todo), batch_size)
     if progress:
         from codeexecutor.progress import bar
@@ -173,30 +175,43 @@ def _generate(gen, inputs: list[str], beam: int, max_length: int | None, batch_s
 class Answers:
     """Generated answers appended to a JSON Lines file as each batch finishes, keyed by the
     example and by everything that decides the answer (model, decoding, length cap): an
-    evaluation started again with the same settings decodes only what is missing."""
+    evaluation started again with the same settings decodes only what is missing.
+    `shard` (i, n): this process decodes the i-th of n shares and appends to
+    `PATH.shard-i-of-n` of its own; every process reads the answers of all the files
+    beside it, so a run without a shard scores what the shards decoded."""
 
-    def __init__(self, path: str, settings: dict) -> None:
+    def __init__(self, path: str, settings: dict, shard: tuple[int, int] | None = None) -> None:
+        import glob
         import hashlib
 
-        self.path = path
+        self.path = path if shard is None else f"{path}.shard-{shard[0]}-of-{shard[1]}"
         self.tag = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
         self.known: dict[str, dict] = {}
-        if os.path.exists(path):
-            good = 0
-            with open(path, "rb") as f:
-                for line in f:
-                    try:
-                        row = json.loads(line)
-                    except ValueError:
-                        break  # a line cut by a kill: it and what follows are redone
-                    if not line.endswith(b"\n"):
-                        break
-                    good += len(line)
-                    if row.get("tag") == self.tag:
-                        self.known[row["key"]] = row["answer"]
-            with open(path, "r+b") as f:
+        for other in sorted({path, *glob.glob(glob.escape(path) + ".shard-*-of-*")} - {self.path}):
+            self._read(other)  # another shard's file, perhaps still being written: read, never cut
+        good = self._read(self.path)
+        if os.path.exists(self.path):
+            with open(self.path, "r+b") as f:
                 f.truncate(good)
         self.resumed = len(self.known)
+
+    def _read(self, path: str) -> int:
+        """Loads the complete lines of one file; returns their length in bytes."""
+        good = 0
+        if not os.path.exists(path):
+            return good
+        with open(path, "rb") as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    break  # a line cut by a kill: it and what follows are redone
+                if not line.endswith(b"\n"):
+                    break
+                good += len(line)
+                if row.get("tag") == self.tag:
+                    self.known[row["key"]] = row["answer"]
+        return good
 
     def get(self, key: str):
         from codeexecutor.generation.search import Generated
@@ -271,7 +286,8 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
                    max_length: int | None = None, batch_size: int = 8, resource_descriptions: str | None = None,
                    progress: bool = True, task: str | None = None, names: bool = False, values: bool = False,
                    exception_bias: float = 0.0, exception_at: str = "step", html: str | None = None,
-                   length_penalty: float = 0.0, answers: str | None = None) -> dict:
+                   length_penalty: float = 0.0, answers: str | None = None,
+                   shard: tuple[int, int] | None = None) -> dict:
     """Scores a model on built datasets (or a release-format test file). `names`, `values`:
     decode with the state rules (generation/constraints.py); `exception_bias`: favour
     `<exception>` at step ends (generation/verdict.py). The release uses neither. Each
@@ -282,7 +298,10 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
     `html`: a folder for the trace viewer's pages, one per example (prediction beside
     reference) and an index sortable by score (generation/html.py). `answers`: a JSON Lines
     file the answers are appended to as each batch is decoded; started again with the same
-    settings, the evaluation decodes only the examples it lacks (`Answers`)."""
+    settings, the evaluation decodes only the examples it lacks (`Answers`). `shard` (i, n):
+    decode only the i-th of n shares of every dataset into the answers file's shard and
+    return what was decoded, unscored (one process per rank or device); a run without a
+    shard then reads every shard's answers and scores the whole."""
     from codeexecutor.errors import UsageError
     from codeexecutor.generation import TraceGenerator
 
@@ -309,10 +328,13 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
     decoding = {"names": names, "values": values, "exception_bias": exception_bias, "exception_at": exception_at,
                 "length_penalty": length_penalty}
     journal = None
+    if shard is not None and not answers:
+        raise UsageError("a sharded evaluation needs an answers file to decode into")
+    decoded = {"shard": f"{shard[0]}/{shard[1]}", "decoded": 0, "examples": 0} if shard else None
     if answers:
         weights = os.path.join(model, "model.safetensors")
         stamp = os.path.getmtime(weights) if os.path.exists(weights) else None
-        journal = Answers(answers, {"model": os.path.abspath(model) if os.path.exists(model) else model, "stamp": stamp,
+        journal = Answers(answers, shard=shard, settings={"model": os.path.abspath(model) if os.path.exists(model) else model, "stamp": stamp,
                                     "beam": beam, "max_length": max_length, **decoding})
         report["answers"] = {"file": answers, "resumed": journal.resumed}
     predictions: list[dict] = []
@@ -323,7 +345,10 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
         inputs = [f"<{name}> " + " ".join(r["code_tokens"]) for r in rows]
         golds = [enc.gold(" ".join(r["trace_tokens"])) for r in rows]
         keys = [f"{name}/{r.get('id', i)}" for i, r in zip(sample(len(rows_of_file), limit), rows)]
-        outs = _generate(gen, inputs, beam, max_length, batch_size, progress, decoding, journal, keys)
+        outs = _generate(gen, inputs, beam, max_length, batch_size, progress, decoding, journal, keys, shard)
+        if decoded is not None:
+            return {**decoded, "answers": journal.path, "examples": len(outs),
+                    "decoded": sum(o is not None for o in outs) - journal.resumed}
         preds, ended = _scored(enc, outs), [o.finished for o in outs]
         codes = [r.get("code", "") for r in rows]
         report["datasets"][name] = _score(name, os.path.basename(data), codes, preds, golds, gen.parse, name == "singleline", ended)
@@ -352,7 +377,11 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
         pairs = [profile.full.example(r) for r in rows]  # references with whole states, whatever the model writes
         golds = [enc.gold(t) for _, t in pairs]
         outs = _generate(gen, [c for c, _ in pairs], beam, max_length, batch_size, progress, decoding,  # code alike in both
-                         journal, [f"{name}/{use}/{r['id']}" for r in rows])
+                         journal, [f"{name}/{use}/{r['id']}" for r in rows], shard)
+        if decoded is not None:
+            decoded["examples"] += len(outs)
+            decoded["decoded"] += sum(o is not None for o in outs)
+            continue
         preds, ended = _scored(enc, outs), [o.finished for o in outs]
         singleline = rows[0]["task"] == "singleline"
         report["datasets"][name] = _score(name, use, [r["code"] for r in rows], preds, golds, gen.parse, singleline, ended)
@@ -386,6 +415,8 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
             if docs and family == "plain":
                 error_pairs["described"] += list(zip(_described(gen, rows, docs, beam, max_length, batch_size, progress,
                                                                 decoding), refs))
+    if decoded is not None:
+        return {**decoded, "answers": journal.path, "decoded": decoded["decoded"] - journal.resumed}
     for family, key in (("plain", "runtime_errors"), ("functions", "runtime_errors_functions")):
         if error_pairs[family]:
             report[key] = _crash_report(*zip(*error_pairs[family]))

@@ -243,3 +243,25 @@ def test_an_evaluation_appends_its_answers_and_resumes_from_them(overfit_model, 
     rows = [json.loads(line) for line in answers.read_text().splitlines()]  # every line whole after the resume
     assert len(rows) == len(lines) + len(other["predictions"])
     assert set(sample(1000, 50)) < set(sample(1000, 300)) and set(sample(80, 5)) < set(sample(80, 30))
+
+
+def test_shards_decode_apart_and_a_plain_run_scores_their_answers(overfit_model, demo_data, tmp_path):
+    """Two shards decode disjoint halves into files of their own; the run without a shard
+    decodes nothing more and scores as one unsharded evaluation does."""
+    from eval.evaluate import evaluate_model
+
+    model, _ = overfit_model
+    whole = evaluate_model(str(model), str(demo_data), limit=4, beam=1, max_length=24, progress=False, batch_size=2,
+                           answers=str(tmp_path / "whole.jsonl"))
+    answers = tmp_path / "answers.jsonl"
+    parts = [evaluate_model(str(model), str(demo_data), limit=4, beam=1, max_length=24, progress=False, batch_size=2,
+                            answers=str(answers), shard=(i, 2)) for i in range(2)]
+    assert "predictions" not in parts[0] and parts[0]["answers"].endswith(".shard-0-of-2")
+    keys = [{json.loads(line)["key"] for line in open(p["answers"])} for p in parts]
+    assert keys[0] and keys[1] and not keys[0] & keys[1]
+    assert sum(p["decoded"] for p in parts) == len(whole["predictions"])
+    scored = evaluate_model(str(model), str(demo_data), limit=4, beam=1, max_length=24, progress=False, batch_size=2,
+                            answers=str(answers))
+    assert scored["answers"]["resumed"] == len(whole["predictions"])
+    assert [p["prediction"] for p in scored["predictions"]] == [p["prediction"] for p in whole["predictions"]]
+    assert not answers.exists() or answers.read_text() == ""  # nothing left to decode: nothing appended
