@@ -47,8 +47,11 @@ _PROMPT = re.compile(r"^(\s*)(>>>|\.\.\.)( |$)")
 
 
 def is_docs_root(root: str) -> bool:
-    return any(f.endswith((".rst.txt", ".rst")) for f in os.listdir(root)) and not any(
-        f.endswith(".py") for f in os.listdir(root))
+    """reST files at the top and no Python module anywhere below (a package with a README.rst
+    is a package)."""
+    if not any(f.endswith((".rst.txt", ".rst")) for f in os.listdir(root)):
+        return False
+    return not any(f.endswith(".py") for _, _, files in os.walk(root) for f in files)
 
 
 def _categories(root: str) -> dict[str, str]:

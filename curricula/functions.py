@@ -325,16 +325,22 @@ def finalize(out: str, seconds: float, modules: int, meta: dict) -> dict:
     second writes those records (`save_journal_datasets`); clean runs and crashes apart."""
     journal = os.path.join(out, "journal.jsonl")
     counts: Counter = Counter()
+    names = sorted((s["corpus"] for s in meta.get("sources", [])), key=len, reverse=True)
+    per_source: dict[str, Counter] = {}
     rank = {"test": 0, "valid": 1, "train": 2}
-    best: dict[bytes, tuple[int, str, int, str]] = {}  # digest -> (split rank, id, ordinal, group) of the copy kept
+    best: dict[bytes, tuple[int, str, int, str, str, str]] = {}  # digest -> split rank, id, ordinal, group, source, set
     ordinal = -1
     for kind, obj in read_journal(journal):
         if kind == "done":
             counts.update(obj.get("counts", {}))
+            unit = obj.get("_done", "")
+            source = next((n for n in names if unit.startswith(n + "/")), unit.split("/")[0])
+            per_source.setdefault(source, Counter()).update(
+                {k: v for k, v in obj.get("counts", {}).items() if k in _PER_SOURCE or k.startswith(("skip", "humaneval"))})
             continue
         ordinal += 1
         digest = hashlib.blake2b(_normalized(obj["code"]).encode(), digest_size=16).digest()
-        mine = (rank[obj["split"]], obj["id"], ordinal, obj["problem_id"])
+        mine = (rank[obj["split"]], obj["id"], ordinal, obj["problem_id"], obj["id"].split(":")[0], obj["_set"])
         other = best.get(digest)
         if other is None:
             best[digest] = mine
@@ -344,14 +350,20 @@ def finalize(out: str, seconds: float, modules: int, meta: dict) -> dict:
         best[digest] = min(other, mine)
     keep = {v[2] for v in best.values()}
     groups = {split: len({v[3] for v in best.values() if v[0] == r}) for split, r in rank.items()}
+    for v in best.values():
+        per_source.setdefault(v[4], Counter())["rows_kept_crashing" if v[5] == "functions_errors" else "rows_kept_clean"] += 1
     del best
     sizes = save_journal_datasets(journal, out, ("functions", "functions_errors"), extra=("provenance", "license"), keep=keep)
     stats = {"python": traced_by(journal), "modules": modules, "counts": dict(sorted(counts.items())),
              "datasets": sizes, "modules_per_split": groups,
+             "per_source": {k: dict(sorted(v.items())) for k, v in sorted(per_source.items())},
              **meta, "seconds_this_run": round(seconds, 1)}
     write_json_atomic(stats, os.path.join(out, "stats.json"))
     log.info("functions done: %s", sizes)
     return stats
+
+
+_PER_SOURCE = ("calls_found", "programs_used", "original:ok", "original:error")  # with every skip: the per-source report
 
 
 def _corpus(root: str):

@@ -101,6 +101,18 @@ def test_a_session_gets_the_earlier_statements_it_needs_and_shows_values(docs):
     exec(compile(later, "later", "exec"), {})  # it runs: 9 + 2 printed
 
 
+def test_a_package_with_a_readme_is_read_as_a_package(tmp_path, docs):
+    from curricula.doc_sessions import is_docs_root
+    from curricula.functions import _corpus
+
+    pkg = tmp_path / "pkg-1.0"
+    (pkg / "pkg").mkdir(parents=True)
+    (pkg / "README.rst").write_text(">>> import pkg\n")
+    (pkg / "pkg" / "__init__.py").write_text("def f(x):\n    return x\n")
+    assert not is_docs_root(str(pkg)) and type(_corpus(str(pkg))).__name__ == "Corpus"
+    assert is_docs_root(str(docs)) and type(_corpus(str(docs))).__name__ == "DocsCorpus"
+
+
 def test_needed_setup_follows_names_backwards():
     earlier = ast.parse("import math\nx = [3]\ny = 5\nx.append(math.pi)\nz = x\n").body
     keep = needed_setup(earlier, ast.parse("print(z)").body)
@@ -117,6 +129,9 @@ def test_docs_and_puzzles_build_with_their_licences(docs, tmp_path):
     assert {json.loads(r["provenance"])["origin"] for r in rows} == {"docs"}
     assert {r["license"] for r in rows} == {"Zero-Clause BSD"}
     assert stats["sources"][0]["license_from"].endswith("LICENSE")
+    source = stats["per_source"]["pages"]  # per source: what was found, kept, skipped
+    assert source["rows_kept_clean"] == len(rows) and source["original:ok"] == 2
+    assert source["skip:docs_touches:socket"] == 1 and source["skip_module:category:network"] == 1
 
 
 @pytest.mark.data
