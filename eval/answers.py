@@ -1,0 +1,92 @@
+"""Answers of a model to an evaluation's inputs: decoded in batches, appended to a JSON
+Lines file as each batch finishes (a stopped evaluation resumes), and shared out over
+processes (`shard`): each decodes its part into a file of its own, which the others read."""
+
+from __future__ import annotations
+
+import json
+import os
+
+
+def generate_answers(gen, inputs: list[str], beam: int, max_length: int | None, batch_size: int, progress: bool,
+              decoding: dict | None = None, journal: "Answers | None" = None, keys: list[str] | None = None,
+              shard: tuple[int, int] | None = None) -> list:
+    """The Generated answers (text, and whether it ended before the length cap), in input order;
+    `decoding`: TraceGenerator.generate's rules (names, values, exception_bias). With a
+    `journal`, answers it holds for these `keys` are taken from it and each new batch is
+    appended to it as it finishes (a stopped evaluation resumes where it was). `shard` (i, n):
+    only the inputs at positions i, i + n, ... are decoded; the others stay None."""
+    outs: list = [journal.get(k) if journal is not None else None for k in (keys or [None] * len(inputs))]
+    todo = [i for i, o in enumerate(outs) if o is None and (shard is None or i % shard[1] == shard[0])]
+    it = range(0, len(todo), batch_size)
+    if progress:
+        from codeexecutor.progress import bar
+
+        it = bar(it, desc="generating", unit="batch")
+    for start in it:
+        batch = todo[start : start + batch_size]
+        made = gen.generate([inputs[i] for i in batch], beam=beam, max_length=max_length, batch_size=batch_size,
+                            **(decoding or {}))
+        for i, o in zip(batch, made):
+            outs[i] = o
+        if journal is not None:
+            journal.add([(keys[i], o) for i, o in zip(batch, made)])
+    return outs
+
+
+class Answers:
+    """Generated answers appended to a JSON Lines file as each batch finishes, keyed by the
+    example and by everything that decides the answer (model, decoding, length cap): an
+    evaluation started again with the same settings decodes only what is missing.
+    `shard` (i, n): this process decodes the i-th of n shares and appends to
+    `PATH.shard-i-of-n` of its own; every process reads the answers of all the files
+    beside it, so a run without a shard scores what the shards decoded."""
+
+    def __init__(self, path: str, settings: dict, shard: tuple[int, int] | None = None) -> None:
+        import glob
+        import hashlib
+
+        self.path = path if shard is None else f"{path}.shard-{shard[0]}-of-{shard[1]}"
+        self.tag = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        self.known: dict[str, dict] = {}
+        for other in sorted({path, *glob.glob(glob.escape(path) + ".shard-*-of-*")} - {self.path}):
+            self._read(other)  # another shard's file, perhaps still being written: read, never cut
+        good = self._read(self.path)
+        if os.path.exists(self.path):
+            with open(self.path, "r+b") as f:
+                f.truncate(good)
+        self.resumed = len(self.known)
+
+    def _read(self, path: str) -> int:
+        """Loads the complete lines of one file; returns their length in bytes."""
+        good = 0
+        if not os.path.exists(path):
+            return good
+        with open(path, "rb") as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    break  # a line cut by a kill: it and what follows are redone
+                if not line.endswith(b"\n"):
+                    break
+                good += len(line)
+                if row.get("tag") == self.tag:
+                    self.known[row["key"]] = row["answer"]
+        return good
+
+    def get(self, key: str):
+        from codeexecutor.generation.search import Generated
+
+        row = self.known.get(key)
+        return Generated(**row) if row is not None else None
+
+    def add(self, pairs: list) -> None:
+        import dataclasses
+
+        with open(self.path, "a", encoding="utf-8") as f:
+            for key, answer in pairs:
+                f.write(json.dumps({"tag": self.tag, "key": key, "answer": dataclasses.asdict(answer)}, ensure_ascii=False)
+                        + "\n")
+            f.flush()
+            os.fsync(f.fileno())
