@@ -98,14 +98,17 @@ def curriculum(args, work: pathlib.Path, arm: str) -> pathlib.Path:
 
 
 def train(path: pathlib.Path, work: pathlib.Path, arm: str) -> float:
+    """Trains one arm (unless it has its final model); its wall seconds, kept beside it."""
+    seconds = work / arm / "train_seconds.txt"
     if (work / arm / "run" / "final").is_dir():
-        return 0.0
+        return float(seconds.read_text()) if seconds.exists() else 0.0
     start = time.perf_counter()
     with open(work / arm / "train.log", "a") as log:
         subprocess.run([sys.executable, "-m", "codeexecutor.training", "--curriculum", str(path), "--ds-config",
                         str(ROOT / "ds_configs" / "single.json")], check=True, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                        env={**os.environ, "PYTHONPATH": str(ROOT), "DS_ACCELERATOR": "cpu"})
-    return time.perf_counter() - start
+    seconds.write_text(f"{time.perf_counter() - start:.1f}")
+    return float(seconds.read_text())
 
 
 def stage_eval(work: pathlib.Path, arm: str, root: str) -> dict:
@@ -153,7 +156,7 @@ def main() -> None:
     report["arms"] = {}
     for arm in ("today", "larger"):
         seconds = train(curriculum(args, work, arm), work, arm)
-        report["arms"][arm] = {"train_seconds_this_run": round(seconds, 1), "valid_loss": stage_eval(work, arm, args.root),
+        report["arms"][arm] = {"train_seconds": round(seconds, 1), "valid_loss": stage_eval(work, arm, args.root),
                                "held_out_package_loss": heldout_loss(work, arm, args.loss_examples)}
         print(arm, json.dumps(report["arms"][arm]), flush=True)
     a, b = report["arms"]["today"], report["arms"]["larger"]
@@ -161,7 +164,8 @@ def main() -> None:
         "valid_loss": {k: round(b["valid_loss"][k] - v, 4) for k, v in a["valid_loss"].items()
                        if v is not None and b["valid_loss"].get(k) is not None},
         "held_out_package_loss": {k: round(b["held_out_package_loss"][k] - v, 4)
-                                  for k, v in a["held_out_package_loss"].items()}}
+                                  for k, v in a["held_out_package_loss"].items()
+                                  if v is not None and b["held_out_package_loss"].get(k) is not None}}
     with open(args.out + ".tmp", "w") as f:
         json.dump(report, f, indent=1)
     os.replace(args.out + ".tmp", args.out)
