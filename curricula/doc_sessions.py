@@ -30,7 +30,7 @@ import re
 import sys
 from collections import Counter
 
-from curricula.function_calls import BUILTINS, Call, Program, _used, plain_source
+from curricula.function_calls import BUILTINS, Call, Program, _used, is_print, plain_source
 
 OUTSIDE = frozenset({
     "os", "sys", "io", "shutil", "tempfile", "pathlib", "glob", "fileinput", "filecmp", "linecache", "zipfile", "tarfile",
@@ -222,12 +222,10 @@ def _session_statements(examples, counts: Counter) -> tuple[list[ast.stmt], list
         except SyntaxError:
             return None
         crashed = want.startswith("Traceback (most recent call last)")
-        if len(body) == 1 and isinstance(body[0], ast.Expr) and want and not crashed:
-            value = body[0].value
-            if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "print"):
-                run += ast.parse(f"print(repr({ast.unparse(value)}))").body
-                setup += body if _changes(body[0]) else []
-                continue
+        if len(body) == 1 and isinstance(body[0], ast.Expr) and want and not crashed and not is_print(body[0].value):
+            run += ast.parse(f"print(repr({ast.unparse(body[0].value)}))").body
+            setup += body if _changes(body[0]) else []
+            continue
         run += body
         if crashed:
             return run, setup
@@ -310,7 +308,6 @@ class DocsCorpus:
 
 
 def _is_display(stmt: ast.stmt) -> bool:
-    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name)
-            and stmt.value.func.id == "print" and len(stmt.value.args) == 1
+    return (isinstance(stmt, ast.Expr) and is_print(stmt.value) and len(stmt.value.args) == 1
             and isinstance(stmt.value.args[0], ast.Call) and isinstance(stmt.value.args[0].func, ast.Name)
             and stmt.value.args[0].func.id == "repr" and len(stmt.value.args[0].args) == 1)

@@ -468,11 +468,14 @@ def driver_statements(call: Call) -> list[ast.stmt]:
         body = ast.parse(call.expr).body
     except SyntaxError:
         raise Skip("doctest_call_does_not_parse") from None
-    if len(body) == 1 and isinstance(body[0], ast.Expr):
-        value = body[0].value
-        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "print"):
-            body = ast.parse(f"print(repr({ast.unparse(value)}))").body
+    if len(body) == 1 and isinstance(body[0], ast.Expr) and not is_print(body[0].value):
+        body = ast.parse(f"print(repr({ast.unparse(body[0].value)}))").body
     return stmts + body
+
+
+def is_print(node: ast.AST) -> bool:
+    """A call of `print`: an example that prints shows its own output, no repr added."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"
 
 
 def called_function(call: Call) -> str | None:

@@ -327,7 +327,8 @@ def finalize(out: str, seconds: float, modules: int, meta: dict) -> dict:
     counts: Counter = Counter()
     names = sorted((s["corpus"] for s in meta.get("sources", [])), key=len, reverse=True)
     per_source: dict[str, Counter] = {}
-    rank = {"test": 0, "valid": 1, "train": 2}
+    order = ("test", "valid", "train")  # a copy in a held-out split wins
+    rank = {split: i for i, split in enumerate(order)}
     best: dict[bytes, tuple[int, str, int, str, str, str]] = {}  # digest -> split rank, id, ordinal, group, source, set
     ordinal = -1
     for kind, obj in read_journal(journal):
@@ -346,7 +347,7 @@ def finalize(out: str, seconds: float, modules: int, meta: dict) -> dict:
             best[digest] = mine
             continue
         loser = max(other, mine)
-        counts[f"dedup:dropped_{next(s for s, r in rank.items() if r == loser[0])}"] += 1
+        counts[f"dedup:dropped_{order[loser[0]]}"] += 1
         best[digest] = min(other, mine)
     keep = {v[2] for v in best.values()}
     groups = {split: len({v[3] for v in best.values() if v[0] == r}) for split, r in rank.items()}

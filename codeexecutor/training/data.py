@@ -132,7 +132,7 @@ class StageData:
             return packed_batch(self.tables[j], idx, self.encoder.pad)
         rows = self.tables[j][idx]
         pairs = [{"code_ids": c, "trace_ids": t} for c, t in zip(rows["code_ids"], rows["trace_ids"])]
-        return self.encoder.collate_packed(pairs) if self.max_tokens else self.encoder.collate(pairs)
+        return self.encoder.collate(pairs)
 
 
 def packed_batch(table, idx: list[int], pad_id: int) -> dict:
