@@ -45,6 +45,41 @@ def test_beam_says_whether_its_answer_ended():
     assert beam.ended()
 
 
+def test_one_select_over_a_batch_matches_each_programs_own_search():
+    """The batched step (one top-k for every program, `record` per beam) against the
+    release's rule written out for one program at a time: same survivors, same finished
+    hypotheses, same answers, also when hypotheses end and get no children."""
+    import torch
+
+    from codeexecutor.generation.beam import NO_CHILDREN, Beam, select
+
+    torch.manual_seed(0)
+    A, size, V, eos = 5, 3, 11, 2
+    beams = [Beam(size, eos) for _ in range(A)]
+    ref_scores = [None] * A
+    ref_tokens: list[list[int]] = [[] for _ in range(A)]
+    scores = last = None
+    for step in range(12):
+        logp = torch.randn(A, size, V).log_softmax(-1)
+        logp[:, :, eos] += 1.0  # hypotheses end often
+        scores, back, token = select(logp, scores, None if last is None else last.eq(eos))
+        for a, beam in enumerate(beams):
+            beam.record(scores[a].tolist(), back[a].tolist(), token[a].tolist())
+            if ref_scores[a] is None:
+                total = logp[a, 0]
+            else:
+                total = logp[a] + ref_scores[a][:, None]
+                total[torch.tensor([t == eos for t in ref_tokens[a]])] = NO_CHILDREN
+            best, idx = total.reshape(-1).topk(size)
+            ref_scores[a], ref_tokens[a] = best, (idx % V).tolist()
+            assert back[a].tolist() == (idx // V).tolist() and token[a].tolist() == ref_tokens[a]
+        last = token
+    assert any(beam.finished for beam in beams) and any(beam.done() for beam in beams)
+    for a, beam in enumerate(beams):
+        expected = max(f[0] for f in beam.finished) if beam.finished else float(ref_scores[a][0])
+        assert beam.best()[0] == expected
+
+
 def test_length_penalty_lets_a_longer_finished_trace_win():
     import math
 

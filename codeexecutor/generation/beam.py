@@ -24,7 +24,9 @@ The caller runs the model; `advance` takes the (size, V) log-probabilities of th
 current hypotheses and returns which hypothesis each survivor extends, so the caller can
 reorder its key/value cache. Given each hypothesis' `margin` at this step
 (generation/verdict.py), a hypothesis also carries the highest margin along its path
-and the margin at its latest step end; `peak()` and `end()` are the answer's.
+and the margin at its latest step end; `peak()` and `end()` are the answer's. A batched
+search calls `select` once for all its programs and hands each beam its row through
+`record`: one transfer to the host a step, not several for every program.
 """
 
 from __future__ import annotations
@@ -36,12 +38,30 @@ import torch
 NO_CHILDREN = -1e20  # Beam.advance: "Don't let EOS have children."
 
 
+def select(logp: torch.Tensor, scores: torch.Tensor | None, ended: torch.Tensor | None):
+    """One search step for A programs at once. logp: (A, size, V) next-token
+    log-probabilities; scores: (A, size) the hypotheses' summed log-probabilities, None at
+    the first step (then only hypothesis 0 expands); ended: (A, size) which hypotheses
+    have just produced `</s>` (they get no children). Returns (best, back, token), each
+    (A, size): the survivors' summed log-probabilities, the hypothesis each extends and
+    its new token."""
+    A, size, V = logp.shape
+    if scores is None:
+        total = logp[:, 0]  # (A, V): every hypothesis is the start token
+    else:
+        total = (logp + scores[..., None]).masked_fill(ended[..., None], NO_CHILDREN).reshape(A, -1)
+    best, idx = total.topk(size, 1, True, True)
+    back = idx // V
+    return best, back, idx - back * V
+
+
 class Beam:
     def __init__(self, size: int, eos: int, length_penalty: float = 0.0) -> None:
         self.size = size
         self.eos = eos
         self.length_penalty = length_penalty  # alpha; 0 ranks by summed log-probability, as the release
-        self.scores: torch.Tensor | None = None  # (size,)
+        self.scores: torch.Tensor | None = None  # (size,), kept by `advance` (a batched search keeps its own)
+        self.top = 0.0  # the top survivor's summed log-probability at the latest step
         self.back: list[list[int]] = []  # per step: the hypothesis each survivor extends
         self.tokens: list[list[int]] = []  # per step: each survivor's new token
         self.finished: list[tuple[float, int, int]] = []  # (score, step, slot)
@@ -56,32 +76,31 @@ class Beam:
         """logp: (size, V) next-token log-probabilities of the current hypotheses;
         margin: their (size,) crash margins here, if tracked.
         Returns (size,) the hypothesis index each survivor extends."""
-        V = logp.shape[-1]
-        if self.tokens:
-            total = logp + self.scores[:, None]  # (size, V)
-            ended = torch.tensor([t == self.eos for t in self.tokens[-1]], device=logp.device)
-            total[ended] = NO_CHILDREN
-        else:
-            total = logp[0]  # (V,): every hypothesis is the start token
-        best, idx = total.reshape(-1).topk(self.size, 0, True, True)
-        self.scores = best
-        back = idx // V
-        token = idx - back * V
-        self.back.append(back.tolist())
-        self.tokens.append(token.tolist())
+        last = torch.tensor([[t == self.eos for t in self.tokens[-1]]], device=logp.device) if self.tokens else None
+        best, back, token = select(logp[None], self.scores[None] if self.tokens else None, last)
+        self.scores = best[0]
+        self.record(best[0].tolist(), back[0].tolist(), token[0].tolist(), margin, back[0])
+        return back[0]
+
+    def record(self, scores: list[float], back: list[int], tokens: list[int], margin: torch.Tensor | None = None,
+               back_t: torch.Tensor | None = None) -> None:
+        """Take one step's survivors as `select` chose them: their summed log-probabilities,
+        the hypothesis each extends, their new tokens; `margin` (size,) and `back_t`, the
+        same back-pointers as a tensor on margin's device, when margins are tracked."""
+        self.back.append(back)
+        self.tokens.append(tokens)
+        self.top = scores[0]
         if margin is not None:
             start = torch.full_like(margin, -math.inf)
             peak, end = (self.peaks[-1], self.ends[-1]) if self.peaks else (start, start)
-            self.peaks.append(torch.maximum(peak, margin)[back])
-            self.ends.append(torch.where(torch.isfinite(margin), margin, end)[back])
-        scores = best.tolist()
+            self.peaks.append(torch.maximum(peak, margin)[back_t])
+            self.ends.append(torch.where(torch.isfinite(margin), margin, end)[back_t])
         step = len(self.tokens)
-        for slot, t in enumerate(self.tokens[-1]):
+        for slot, t in enumerate(tokens):
             if t == self.eos:
                 self.finished.append((scores[slot], step, slot))
-        if self.tokens[-1][0] == self.eos:
+        if tokens[0] == self.eos:
             self.eos_top = True
-        return back
 
     def ended(self) -> bool:
         """Whether `best` is a finished hypothesis; False: the step budget ran out first."""
@@ -94,7 +113,7 @@ class Beam:
         if self.finished:
             a = self.length_penalty
             return sorted(self.finished, key=lambda f: -f[0] / ((5 + f[1]) / 6) ** a if a else -f[0])[0]
-        return float(self.scores[0]), len(self.tokens), 0
+        return self.top, len(self.tokens), 0
 
     def peak(self) -> float | None:
         """The answer's highest crash margin (None: margins were not tracked)."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from transformers.cache_utils import DynamicLayer
 
-from codeexecutor.generation.beam import Beam
+from codeexecutor.generation.beam import Beam, select
 from codeexecutor.generation.constraints import RowConstraints, StateRule, token_chars
 from codeexecutor.generation.verdict import StepEnds
 
@@ -88,6 +88,8 @@ class TraceGenerator:
 
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         path = resolve(model)
+        if dtype is None and self.device.type == "cpu":
+            dtype = torch.float32  # a bf16 checkpoint decoded 1.75x slower in bf16 on an AVX2 CPU (docs/decoding.md)
         self.model = load_model(path, dtype=dtype).to(self.device).eval()
         cfg = self.model.config
         self.profile = profile_of(cfg)
@@ -214,6 +216,7 @@ class TraceGenerator:
         tokens = torch.full((B * size,), enc.mask0, dtype=torch.long, device=dev)
         beams = [Beam(size, enc.eos, length_penalty) for _ in range(B)]
         alive = list(range(B))  # programs in the batch, in row order
+        scores = None  # (A, size) the hypotheses' summed log-probabilities, on the device
         constraint = RowConstraints(rules, size) if rules else None
         for _ in range(max_length):
             # As the release: a generated <pad> is masked out as a key (ids.ne(1)) and gets
@@ -228,19 +231,21 @@ class TraceGenerator:
             margin = None
             if ends:
                 logp, margin = ends(logp)
-                margin = margin.view(len(alive), size)
-            logp = logp.view(len(alive), size, -1)
-            order, new_tokens = [], []
+                margin = margin.view(len(alive), size).cpu()
+            A = len(alive)
+            ended = None if scores is None else tokens.view(A, size).eq(enc.eos)
+            scores, back, token = select(logp.view(A, size, -1), scores, ended)
+            host = torch.stack([back, token]).cpu()  # the step's one wait for the device
+            backs, toks, best = host[0].tolist(), host[1].tolist(), scores.cpu().tolist()
             for a, b in enumerate(alive):
-                back = beams[b].advance(logp[a], None if margin is None else margin[a])
-                order.append(back.to(dev) + a * size)
-                new_tokens += beams[b].last_tokens()
-            order = torch.cat(order)
+                beams[b].record(best[a], backs[a], toks[a], None if margin is None else margin[a], host[0, a])
+            order = (back + torch.arange(A, device=dev)[:, None] * size).reshape(-1)
             if constraint:
-                constraint.advance(order.tolist(), new_tokens)
-            kv.reorder_cache(order)
-            key_mask, fed = key_mask[order], fed[order]
-            tokens = torch.tensor(new_tokens, dtype=torch.long, device=dev)
+                constraint.advance([o + a * size for a in range(A) for o in backs[a]], [t for row in toks for t in row])
+            if size > 1:  # greedy search keeps every row where it is: nothing to reorder
+                kv.reorder_cache(order)
+                key_mask, fed = key_mask[order], fed[order]
+            tokens = token.reshape(-1)
             keep = [a for a, b in enumerate(alive) if not beams[b].done()]
             if len(keep) < len(alive):  # finished programs leave the batch
                 if not keep:
@@ -249,6 +254,7 @@ class TraceGenerator:
                 for layer in kv.layers:
                     layer.keep_rows(rows)
                 key_mask, code_len, fed, tokens = key_mask[rows], code_len[rows], fed[rows], tokens[rows]
+                scores = scores[torch.tensor(keep, device=dev)]
                 if constraint:
                     constraint.keep(rows.tolist())
                 alive = [alive[a] for a in keep]
