@@ -15,6 +15,13 @@ FIT_OUTCOMES = ("whole", "cut_at_step", "dropped_crash", "dropped_long_step")
 LENGTH_BUCKET = 8  # tokens: examples this close in length share a bucket, in shuffled order
 
 
+def column(table, name: str):
+    """One integer column of a dataset as a numpy array, read through Arrow (a subset's
+    row selection kept): a plain `table[name]` went through the rows one by one, 2.4 s
+    instead of 0.06 for 118 k rows, on every training start."""
+    return table.select_columns([name]).with_format("numpy")[:][name]
+
+
 class StageData:
     """Tokenized sources of one stage and deterministic, resumable batch sampling: the
     batch of (stage, step, micro, rank) depends on nothing else.
@@ -69,7 +76,7 @@ class StageData:
                 raise ConfigError(f"stage {stage.name}: no example of {src.path} fits max_trace_length ({fits})")
             self.fits[src.path] = fits
             self.tables.append(table)
-            self._index(np.asarray(table["code_len"]), np.asarray(table["trace_len"]))
+            self._index(column(table, "code_len"), column(table, "trace_len"))
         total = sum(s.weight for s in stage.sources)
         self.weights = [s.weight / total for s in stage.sources]
 
