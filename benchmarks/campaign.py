@@ -82,7 +82,7 @@ def draw() -> int:
                 if model is None:
                     status = "skipped: no trained model"
                 else:
-                    d.score(results[file], model)
+                    status = d.score(results[file], model, log, step_deadline)
             elif name == "export":
                 model = d.trained_model()
                 if model is None:

@@ -37,6 +37,8 @@ def main() -> None:
     ap.add_argument("--pack", default=str(ROOT / ".campaign"), help="the pack the draw ran on (its test samples)")
     ap.add_argument("--limit", type=int, default=50, help="test examples per set scored here (the draw scored 300)")
     ap.add_argument("--install", metavar="models/NAME", help="copy the model there, with a model card")
+    ap.add_argument("--record", metavar="FILE.json", help="also write the draw's JSON files and this scoring into one "
+                    "result file (benchmarks/results/...), the logs' tails cut to 600 characters")
     args = ap.parse_args()
     from codeexecutor.errors import UsageError
     from codeexecutor.progress import quiet_libraries
@@ -59,21 +61,43 @@ def main() -> None:
     theirs = json.loads(scores_path.read_text())
     ours: dict = {}
     for build in sorted(p for p in pathlib.Path(data).iterdir() if p.is_dir()):
-        report = evaluate_model(str(model), str(build), split="test", limit=args.limit, beam=1, batch_size=16, progress=False)
+        # answers journalled beside the draw: a scoring run stopped here resumes where it was
+        report = evaluate_model(str(model), str(build), split="test", limit=args.limit, beam=1, batch_size=64, progress=False,
+                                answers=str(draw / f"here-{build.name}.answers.jsonl"))
         for name, e in report["datasets"].items():
-            ours[name] = {"examples": e["examples"], **e["table3"]}
-    compared = {name: {"draw": {k: theirs["sets"][name].get(k) for k in ("examples", "trace_accuracy", "output_accuracy")},
-                       "here": {k: ours[name].get(k) for k in ("examples", "trace_accuracy", "output_accuracy")}}
-                for name in ours if name in theirs.get("sets", {})}
+            ours[name] = {"examples": e["examples"], **e["table3"], "aligned": e.get("aligned"),
+                          "unfinished": (e.get("unfinished") or {}).get("share")}
+    keys = ("examples", "trace_accuracy", "output_accuracy")
+    drawn = theirs.get("sets", {})
+    compared = {name: {"draw": {k: drawn[name].get(k) for k in keys} if name in drawn else None,  # None: not scored there
+                       "here": ours[name]} for name in ours}
     out = {"model": str(model), "pieces": len(manifest["pieces"]), "bytes": manifest["bytes"], "parameters":
            manifest["parameters"], "limit_here": args.limit, "sets": compared}
     (draw / "unpacked.json").write_text(json.dumps(out, indent=2) + "\n")
     for name, c in compared.items():
-        print(f"{name:<18} draw {c['draw']['trace_accuracy']!s:>6} ({c['draw']['examples']})   "
+        there = c["draw"] or {"trace_accuracy": "-", "examples": 0}
+        print(f"{name:<18} draw {there['trace_accuracy']!s:>6} ({there['examples']})   "
               f"here {c['here']['trace_accuracy']!s:>6} ({c['here']['examples']})")
     if args.install:
         install(model, pathlib.Path(args.install), draw)
+    if args.record:
+        record(draw, pathlib.Path(args.record))
     print(f"report: {draw / 'unpacked.json'}")
+
+
+def record(draw: pathlib.Path, path: pathlib.Path) -> None:
+    """Every JSON file the draw brought back, and unpacked.json, in one result file."""
+    def cut(obj):
+        if isinstance(obj, dict):
+            return {k: (v[-600:] if k == "log_tail" and isinstance(v, str) else cut(v)) for k, v in obj.items()}
+        return [cut(v) for v in obj] if isinstance(obj, list) else obj
+
+    joined = {f.stem: cut(json.loads(f.read_text())) for f in sorted(draw.glob("*.json"))}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(joined, indent=1) + "\n")
+    os.replace(tmp, path)
+    print(f"record: {path}")
 
 
 def unpack_test_samples(draw: pathlib.Path, pack_dir: pathlib.Path) -> str:

@@ -79,14 +79,20 @@ def test_the_smoke_draw_brings_back_a_model_that_loads_here(tmp_path, demo_data)
     assert checks["launcher"]["continuous"] and checks["launcher"]["resumed"]  # run_pretrain.sh stopped and resumed
     assert checks["preflight"]["deepspeed"] and checks["pack"]["python"]
     tput = json.loads((out / "throughput.json").read_text())
-    assert len(tput["runs"]) == 4 and all(r["tokens_per_s"] > 0 for r in tput["runs"])
+    assert len(tput["runs"]) == 3 and all(r["tokens_per_s"] > 0 for r in tput["runs"])
     scores = json.loads((out / "scores.json").read_text())
     assert set(scores["sets"]) == {"singleline", "tutorial", "codenetmut", "errors", "functions", "functions_errors"}
+    assert scores["exit_code"] == 0 and len(scores["builds_scored"]) == 4  # decoded in the child, every build
     back = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "campaign_unpack.py"), str(out), "--pack", str(pack),
-                           "--limit", "2"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+                           "--limit", "2", "--record", str(tmp_path / "record.json")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert back.returncode == 0, back.stderr[-3000:]
     unpacked = json.loads((out / "unpacked.json").read_text())
     assert unpacked["pieces"] >= 1 and set(unpacked["sets"]) == set(scores["sets"])
+    assert all(c["draw"] and c["here"]["examples"] == 2 for c in unpacked["sets"].values())
+    joined = json.loads((tmp_path / "record.json").read_text())
+    assert {"checks", "throughput", "training", "scores", "unpacked"} <= set(joined)
+    assert all(len(s.get("log_tail", "")) <= 600 for s in joined["checks"]["steps"])
 
 
 def test_a_stopped_draw_keeps_the_files_of_its_finished_steps(tmp_path, demo_data):
