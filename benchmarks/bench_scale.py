@@ -19,7 +19,8 @@ memory, at every N in one run (the ratios between sizes hold on a noisy machine)
 
 Memory is reported twice: the peak RSS (VmHWM), which also counts the pages of the
 memory-mapped Arrow files a phase read, and the memory a phase holds (its peak anonymous
-RSS, or its workers' peak where they do the work), which is what must fit in a machine.
+RSS, or its workers' anonymous RSS summed where they do the work), which is what must
+fit in a machine.
 Writes benchmarks/results/bench_scale.json and bench_scale.png (time and memory against N).
 """
 
@@ -71,34 +72,61 @@ def peak_rss_mib() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+def rss_anon_kib(pid: int | str = "self") -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1])
+    except OSError:  # the process has just ended
+        pass
+    return 0
+
+
+def descendants(root: int) -> list[int]:
+    """The processes started by `root`, and theirs (read off /proc/PID/stat's parent ids)."""
+    parent = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = [], [root]
+    while frontier:
+        kids = [pid for pid, ppid in parent.items() if ppid in frontier]
+        found += kids
+        frontier = kids
+    return found
+
+
 class AnonPeak:
-    """The peak of this process's anonymous resident memory (RssAnon), sampled every 20 ms
-    on a thread: what the phase itself holds. VmHWM also counts the pages of memory-mapped
-    Arrow files it read, which the kernel drops when memory is short."""
+    """The peak of this process's anonymous resident memory (RssAnon), and of its child
+    processes' together, sampled every 20 ms on a thread: what the phase and its workers
+    hold. VmHWM, and getrusage's figure for children, also count the pages of
+    memory-mapped Arrow files a process read, which the kernel drops when memory is short."""
 
     def __init__(self) -> None:
         import threading
 
-        self.peak = 0
+        self.peak = self.children_peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
 
-    def _read(self) -> int:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1])
-        return 0
-
     def _watch(self) -> None:
+        me, tick = os.getpid(), 0
         while not self._stop.wait(0.02):
-            self.peak = max(self.peak, self._read())
+            self.peak = max(self.peak, rss_anon_kib())
+            tick += 1
+            if tick % 5 == 0:  # children every 100 ms: reading /proc whole costs more
+                self.children_peak = max(self.children_peak, sum(rss_anon_kib(pid) for pid in descendants(me)))
 
-    def stop(self) -> float:
+    def stop(self) -> tuple[float, float]:
         self._stop.set()
         self._thread.join()
-        return round(max(self.peak, self._read()) / 1024, 1)
+        return round(max(self.peak, rss_anon_kib()) / 1024, 1), round(self.children_peak / 1024, 1)
 
 
 def phase(name: str, work: pathlib.Path) -> dict:
@@ -181,8 +209,9 @@ def run_phase(name: str, work: pathlib.Path) -> dict:
                 raise SystemExit(proc.stderr[-3000:])
             extra[key] = round(time.perf_counter() - t, 2)
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # the trainer, the tokenizing workers
-    return {"peak_rss_mib": peak_rss_mib(), "peak_anon_mib": anon.stop(), "children_peak_rss_mib": round(children, 1),
-            **extra}
+    own, workers = anon.stop()
+    return {"peak_rss_mib": peak_rss_mib(), "peak_anon_mib": own, "children_peak_rss_mib": round(children, 1),
+            "children_peak_anon_mib": workers, **extra}
 
 
 def main() -> None:
@@ -265,9 +294,11 @@ def train_tokenizer_for(work: pathlib.Path, out: pathlib.Path) -> None:
 
 
 def held(row: dict) -> float:
-    """The memory a phase holds (MiB): its own anonymous peak, or its workers' peak RSS
-    where they do the work (tokenizing processes, the trainer)."""
-    return max(row.get("peak_anon_mib", row["peak_rss_mib"]), row["children_peak_rss_mib"])
+    """The memory a phase holds (MiB): its own anonymous peak, or its workers' together
+    where they do the work (tokenizing processes, the trainer); a report from before the
+    workers' anonymous memory was read gives their peak RSS."""
+    workers = row.get("children_peak_anon_mib", row["children_peak_rss_mib"])
+    return max(row.get("peak_anon_mib", row["peak_rss_mib"]), workers)
 
 
 def plot(report: dict, path: pathlib.Path) -> None:
