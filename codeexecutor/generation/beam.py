@@ -26,7 +26,7 @@ reorder its key/value cache. Given each hypothesis' `margin` at this step
 (generation/verdict.py), a hypothesis also carries the highest margin along its path
 and the margin at its latest step end; `peak()` and `end()` are the answer's. A batched
 search calls `select` once for all its programs and hands each beam its row through
-`record`: one transfer to the host a step, not several for every program.
+`record`: two small copies to the host a step, not three for every program.
 """
 
 from __future__ import annotations

@@ -235,14 +235,14 @@ class TraceGenerator:
             A = len(alive)
             ended = None if scores is None else tokens.view(A, size).eq(enc.eos)
             scores, back, token = select(logp.view(A, size, -1), scores, ended)
-            host = torch.stack([back, token]).cpu()  # the step's one wait for the device
+            host = torch.stack([back, token]).cpu()  # with the scores, the step's two copies to the host
             backs, toks, best = host[0].tolist(), host[1].tolist(), scores.cpu().tolist()
             for a, b in enumerate(alive):
                 beams[b].record(best[a], backs[a], toks[a], None if margin is None else margin[a], host[0, a])
-            order = (back + torch.arange(A, device=dev)[:, None] * size).reshape(-1)
             if constraint:
                 constraint.advance([o + a * size for a in range(A) for o in backs[a]], [t for row in toks for t in row])
             if size > 1:  # greedy search keeps every row where it is: nothing to reorder
+                order = (back + torch.arange(A, device=dev)[:, None] * size).reshape(-1)
                 kv.reorder_cache(order)
                 key_mask, fed = key_mask[order], fed[order]
             tokens = token.reshape(-1)
