@@ -28,12 +28,13 @@ import argparse
 import json
 import os
 import pathlib
-import subprocess
 import sys
-import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "experiments"))
+
+from _stage3 import differences, stage3_curriculum, stage_eval, train_arm, write_json  # noqa: E402
 
 
 def _module_path(problem_id: str) -> str:
@@ -70,14 +71,8 @@ def prepare(args, work: pathlib.Path) -> dict:
 
 
 def curriculum(args, work: pathlib.Path, arm: str) -> pathlib.Path:
-    import yaml
-
-    cur = yaml.safe_load(open(os.path.join(args.run, "curriculum.yaml")))
-    stage = cur["stages"][-1]
-    root = pathlib.Path(args.root)
-    for src in stage["sources"]:
-        src["path"] = str(root / src["path"])
-    if arm == "larger":
+    def larger(cur: dict) -> None:  # the functions weights split between today's set and BUILD's rows
+        stage = cur["stages"][0]
         extra = []
         for src in stage["sources"]:
             name = os.path.basename(src["path"])
@@ -85,41 +80,9 @@ def curriculum(args, work: pathlib.Path, arm: str) -> pathlib.Path:
                 src["weight"] = src.get("weight", 1.0) / 2
                 extra.append({**src, "path": str(work / "larger" / name)})
         stage["sources"] += extra
-    stage["steps"] = args.steps or stage["steps"]
-    cur["stages"] = [stage]
-    cur["model"]["init"] = os.path.join(args.run, "stage2-tutorial")
-    cur["model"].pop("tokenizer", None)  # the init's
-    cur["train"].update(output_dir=str(work / arm / "run"), eval_examples=args.loss_examples, eval_decode_examples=0,
-                        save_every=100000)
-    path = work / arm / "curriculum.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(cur, sort_keys=False))
-    return path
 
-
-def train(path: pathlib.Path, work: pathlib.Path, arm: str) -> float:
-    """Trains one arm (unless it has its final model); its wall seconds, kept beside it."""
-    seconds = work / arm / "train_seconds.txt"
-    if (work / arm / "run" / "final").is_dir():
-        return float(seconds.read_text()) if seconds.exists() else 0.0
-    start = time.perf_counter()
-    with open(work / arm / "train.log", "a") as log:
-        subprocess.run([sys.executable, "-m", "codeexecutor.training", "--curriculum", str(path), "--ds-config",
-                        str(ROOT / "ds_configs" / "single.json")], check=True, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                       env={**os.environ, "PYTHONPATH": str(ROOT), "DS_ACCELERATOR": "cpu"})
-    seconds.write_text(f"{time.perf_counter() - start:.1f}")
-    return float(seconds.read_text())
-
-
-def stage_eval(work: pathlib.Path, arm: str, root: str) -> dict:
-    """Held-out loss per source at the stage's end (its valid split), named relative to ROOT or the work folder."""
-    last = {}
-    with open(work / arm / "run" / "train_log.jsonl") as f:
-        for line in f:
-            row = json.loads(line)
-            if "eval" in row:
-                last = row["eval"]
-    return {os.path.relpath(k, root if k.startswith(os.path.abspath(root)) else work): v["loss"] for k, v in last.items()}
+    return stage3_curriculum(args.run, args.root, work, arm, args.steps, args.loss_examples,
+                             larger if arm == "larger" else None)
 
 
 def heldout_loss(work: pathlib.Path, arm: str, examples: int) -> dict:
@@ -155,20 +118,15 @@ def main() -> None:
     report["data"] = json.loads((work / "data.json").read_text())
     report["arms"] = {}
     for arm in ("today", "larger"):
-        seconds = train(curriculum(args, work, arm), work, arm)
+        seconds = train_arm(curriculum(args, work, arm), work, arm)
         report["arms"][arm] = {"train_seconds": round(seconds, 1), "valid_loss": stage_eval(work, arm, args.root),
                                "held_out_package_loss": heldout_loss(work, arm, args.loss_examples)}
         print(arm, json.dumps(report["arms"][arm]), flush=True)
     a, b = report["arms"]["today"], report["arms"]["larger"]
     report["larger_minus_today"] = {
-        "valid_loss": {k: round(b["valid_loss"][k] - v, 4) for k, v in a["valid_loss"].items()
-                       if v is not None and b["valid_loss"].get(k) is not None},
-        "held_out_package_loss": {k: round(b["held_out_package_loss"][k] - v, 4)
-                                  for k, v in a["held_out_package_loss"].items()
-                                  if v is not None and b["held_out_package_loss"].get(k) is not None}}
-    with open(args.out + ".tmp", "w") as f:
-        json.dump(report, f, indent=1)
-    os.replace(args.out + ".tmp", args.out)
+        "valid_loss": differences(a["valid_loss"], b["valid_loss"]),
+        "held_out_package_loss": differences(a["held_out_package_loss"], b["held_out_package_loss"])}
+    write_json(args.out, report)
     print(json.dumps(report["larger_minus_today"], indent=1))
 
 
