@@ -62,11 +62,15 @@ def parse_time(path: str) -> dict:
             "max_rss_mib": round(int(out["max_rss_kib"]) / 1024, 1), "exit": int(out["exit"])}
 
 
+def records(work: pathlib.Path, phase: str) -> list[str]:
+    """The GNU time files of a phase's tries (`time-PHASE.txt`, then `time-PHASE.K.txt`), in order."""
+    later = [p for p in glob.glob(str(work / f"time-{phase}.*.txt")) if re.fullmatch(r"\d+", p.split(".")[-2])]
+    return glob.glob(str(work / f"time-{phase}.txt")) + sorted(later, key=lambda p: int(p.split(".")[-2]))
+
+
 def tries(work: pathlib.Path, phase: str) -> list[dict]:
-    """Every finished try of a phase (`time-PHASE.txt`, then `time-PHASE.K.txt`), in order."""
-    files = sorted(glob.glob(str(work / f"time-{phase}.txt")) + glob.glob(str(work / f"time-{phase}.*.txt")),
-                   key=lambda p: (p.count("."), p))
-    return [t for t in (parse_time(p) for p in files) if t]
+    """Every finished try of a phase, in order."""
+    return [t for t in (parse_time(p) for p in records(work, phase)) if t]
 
 
 def summed(work: pathlib.Path, phase: str) -> dict | None:
@@ -83,7 +87,7 @@ def run_phase(work: pathlib.Path, phase: str, cmd: list[str], env: dict | None =
     if done is not None:
         print(f"{phase}: done before ({done['wall_s']} s)", flush=True)
         return done
-    k = len(glob.glob(str(work / f"time-{phase}*.txt")))
+    k = len(records(work, phase))
     record = work / (f"time-{phase}.txt" if k == 0 else f"time-{phase}.{k}.txt")
     print(f"{phase}: {' '.join(cmd)}", flush=True)
     with open(work / f"{phase}.out", "a") as log:

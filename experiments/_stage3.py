@@ -3,7 +3,8 @@
 Used by the experiments that compare two ways of training the CodeNetMut stage at equal steps
 (functions_recipe.py, anchor_choice.py): each arm starts from RUN's `stage2-tutorial/` export
 (`model.init`, its tokenizer), trains only RUN's last stage with the same seed and steps, and
-keeps its own folder under WORK/ARM; an arm whose `final/` exists is not trained again.
+keeps its own folder under WORK/ARM; an arm whose `final/` exists is not trained again, and
+a killed one resumes from its latest checkpoint when the experiment is started again.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def stage3_curriculum(run: str, root: str, work: pathlib.Path, arm: str, steps: 
     cur["model"]["init"] = os.path.join(run, "stage2-tutorial")
     cur["model"].pop("tokenizer", None)  # the init's
     cur["train"].update(output_dir=str(work / arm / "run"), eval_examples=loss_examples, eval_decode_examples=0,
-                        save_every=100000)
+                        save_every=500)  # a killed arm goes on from its last 500 steps
     if edit is not None:
         edit(cur)
     path = work / arm / "curriculum.yaml"

@@ -40,7 +40,8 @@ def test_phase_records_sum_their_tries_and_a_failed_last_try_is_not_done(tmp_pat
     (tmp_path / "time-shard1.txt").write_text(GNU_TIME_REPORT.format(user="1", wall="0:10.0", rss=4096, exit=0))
     (tmp_path / "time-shard1.1.txt").write_text("\tCommand being timed: \"killed\"\n")  # killed with time itself
     (tmp_path / "time-shard1.2.txt").write_text(GNU_TIME_REPORT.format(user="1", wall="0:20.0", rss=1024, exit=1))
-    assert summed(tmp_path, "shard1") is None  # the last try failed: run it again
+    (tmp_path / "time-shard10.txt").write_text(GNU_TIME_REPORT.format(user="9", wall="9:00.0", rss=9999, exit=0))
+    assert summed(tmp_path, "shard1") is None  # the last try failed: run it again (shard10's record is not shard1's)
     (tmp_path / "time-shard1.3.txt").write_text(GNU_TIME_REPORT.format(user="2", wall="0:30.0", rss=1024, exit=0))
     assert summed(tmp_path, "shard1") == {"wall_s": 60.0, "cpu_s": 5.5, "max_rss_mib": 4.0, "tries": 3}
     assert summed(tmp_path, "shard0")["tries"] == 1 and summed(tmp_path, "merge") is None

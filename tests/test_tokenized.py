@@ -73,6 +73,29 @@ def test_a_tokenized_source_refuses_another_tokenizer(demo_data, tmp_path):
         StageData(ready.stages[0], other, ".")
 
 
+def test_tokenize_started_again_keeps_the_sources_it_finished(demo_data, tmp_path, capsys):
+    import shutil
+
+    from codeexecutor.training.tokenized import tokenize_curriculum, train_curriculum_tokenizer
+
+    cur, _ = _demo_curriculum(demo_data, tmp_path)
+    train_curriculum_tokenizer(cur, ".", str(tmp_path / "tok"), sample=200)
+    train_curriculum_tokenizer(cur, ".", str(tmp_path / "other"), sample=50)
+    first = tokenize_curriculum(cur, ".", str(tmp_path / "tok"), str(tmp_path / "t"))
+    folders = {p: tmp_path / "t" / m["folder"] for p, m in first.items()}
+    stamps = {p: f.stat().st_mtime_ns for p, f in folders.items()}
+    lost = next(iter(folders))
+    shutil.rmtree(folders[lost])  # as if killed while writing that source
+    capsys.readouterr()
+    again = tokenize_curriculum(cur, ".", str(tmp_path / "tok"), str(tmp_path / "t"))
+    err = capsys.readouterr().err
+    assert again == first and err.count("tokenized before") == len(first) - 1
+    assert all(folders[p].stat().st_mtime_ns == stamps[p] for p in folders if p != lost)
+    other = tokenize_curriculum(cur, ".", str(tmp_path / "other"), str(tmp_path / "t"))  # another tokenizer: all again
+    assert "tokenized before" not in capsys.readouterr().err
+    assert all(other[p]["tokenizer"] != first[p]["tokenizer"] for p in first)
+
+
 def test_the_tokenizer_and_tokenize_commands(demo_data, tmp_path):
     import subprocess
     import sys

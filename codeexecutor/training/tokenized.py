@@ -10,6 +10,10 @@ vocabulary fits (2 bytes a token instead of 8), which is what lets a GPU campaig
 whole recipe's data (benchmarks/campaign_pack.py).
 
     codeexecutor tokenize --curriculum C --tokenizer DIR --out DIR   # every source of C, and a curriculum using them
+
+Each source is written atomically as it is done, with a line on stderr before and after it;
+started again (after a kill), `tokenize` keeps the sources already written for the same
+tokenizer, profile and data, and does the rest.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
+import time
 
 from codeexecutor.errors import ConfigError
 
@@ -74,6 +80,23 @@ def write_tokenized(source: str, encoder, out: str, num_proc: int | None = None)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return marker
+
+
+def finished(source: str, encoder, out: str) -> dict | None:
+    """The marker of `out` where it already holds `source`'s ids for this encoder (a
+    tokenize stopped after it finished that source), else None."""
+    import datasets
+
+    if not is_tokenized(out):
+        return None
+    with open(os.path.join(out, MARKER)) as f:
+        marker = json.load(f)
+    ds = datasets.load_from_disk(source)
+    ds = ds["train"] if isinstance(ds, datasets.DatasetDict) else ds
+    fingerprint = getattr(ds, "_fingerprint", None)
+    same = marker.get("format") == FORMAT and all(marker.get(k) == v for k, v in identity(encoder).items())
+    same = same and marker.get("source") == os.path.abspath(source) and fingerprint is not None
+    return marker if same and marker.get("source_fingerprint") == fingerprint else None
 
 
 def load_tokenized(path: str, encoder):
@@ -164,7 +187,17 @@ def tokenize_curriculum(cur, base_dir: str, tokenizer: str, out: str, num_proc: 
         while name in {m["folder"] for m in markers.values()}:
             name += "_"
         target = os.path.join(out, name)
-        markers[path] = {**write_tokenized(os.path.join(base_dir, path), encoder, target, num_proc), "folder": name}
+        source = os.path.join(base_dir, path)
+        start = time.monotonic()
+        marker = finished(source, encoder, target)
+        if marker is not None:
+            print(f"tokenize: {path}: tokenized before, {marker['rows']} rows kept", file=sys.stderr, flush=True)
+        else:
+            print(f"tokenize: {path} ({len(markers) + 1} of {len(_sources(cur))}) ...", file=sys.stderr, flush=True)
+            marker = write_tokenized(source, encoder, target, num_proc)
+            print(f"tokenize: {path}: {marker['rows']} rows in {time.monotonic() - start:.0f} s", file=sys.stderr,
+                  flush=True)
+        markers[path] = {**marker, "folder": name}
         where[path] = os.path.abspath(target)
     raw = dataclasses.asdict(cur)
     raw["model"]["tokenizer"] = os.path.abspath(tokenizer)
