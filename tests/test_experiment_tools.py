@@ -1,4 +1,4 @@
-"""The bookkeeping of two long measurements: anchor_choice's length halves, bench_million's phase records."""
+"""The bookkeeping of long measurements: anchor_choice's length halves, bench_million's phase records, a run's curves."""
 
 import os
 import sys
@@ -58,3 +58,19 @@ def test_a_phase_runs_under_gnu_time_once_and_a_failure_names_its_log(tmp_path):
     with pytest.raises(SystemExit, match="q failed .exit 3.; see .*q.out"):
         run_phase(tmp_path, "q", [sys.executable, "-c", "raise SystemExit(3)"])
     assert ran.read_text() == "x"
+
+
+def test_curves_of_a_run_that_decoded_nothing_plot_without_a_warning(tmp_path):
+    import json
+    import warnings
+
+    from codeexecutor.training.plots import plot_losses
+
+    log = tmp_path / "train_log.jsonl"
+    rows = [{"step": s, "stage": "codenet", "loss": 3.0 / s} for s in (1, 2, 3)]
+    rows.append({"step": 3, "stage": "codenet", "eval": {"data/x": {"split": "valid", "loss": 1.5}}})  # loss only
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plot_losses(str(log), str(tmp_path / "loss.png"))
+    assert (tmp_path / "loss.png").stat().st_size > 0

@@ -44,7 +44,8 @@ def plot_losses(log_path: str, png: str) -> None:
         ax2.set_xlabel("optimizer step")
         ax2.set_ylabel("trace accuracy (%), greedy, release metric")
         ax2.set_ylim(0, 100)
-        ax2.legend(fontsize=7)
+        if ax2.get_legend_handles_labels()[0]:  # no decoded sample (eval_decode_examples: 0): nothing to name
+            ax2.legend(fontsize=7)
         ax2.set_title("valid sample")
     fig.tight_layout()
     fig.savefig(png, dpi=110)
