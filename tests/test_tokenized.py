@@ -1,6 +1,7 @@
 """Tokenizer in a step of its own, and sources tokenized once (training/tokenized.py)."""
 
 import json
+import pathlib
 
 import pytest
 import yaml
@@ -94,6 +95,35 @@ def test_tokenize_started_again_keeps_the_sources_it_finished(demo_data, tmp_pat
     other = tokenize_curriculum(cur, ".", str(tmp_path / "other"), str(tmp_path / "t"))  # another tokenizer: all again
     assert "tokenized before" not in capsys.readouterr().err
     assert all(other[p]["tokenizer"] != first[p]["tokenizer"] for p in first)
+
+
+def test_a_run_on_tokenized_sources_evaluates_on_the_built_valid_rows(demo_data, tmp_path):
+    import json
+
+    from codeexecutor.modeling.tokenizer import Encoder, load_tokenizer
+    from codeexecutor.training.config import Curriculum
+    from codeexecutor.training.evaluation import StageEvaluator
+    from codeexecutor.training.setup import resolve_profile
+    from codeexecutor.training.tokenized import tokenize_curriculum, train_curriculum_tokenizer
+
+    cur, _ = _demo_curriculum(demo_data, tmp_path)
+    train_curriculum_tokenizer(cur, ".", str(tmp_path / "tok"), sample=200)
+    markers = tokenize_curriculum(cur, ".", str(tmp_path / "tok"), str(tmp_path / "t"))
+    ready = Curriculum.load(str(tmp_path / "t" / "curriculum.yaml"))
+    profile = resolve_profile(cur)
+    encoder = Encoder(load_tokenizer(str(tmp_path / "tok"), exception=profile.exception_step, delta=profile.delta),
+                      cur.model.max_code_length, cur.model.max_trace_length, profile)
+    stage = ready.stages[-1]
+    built = StageEvaluator(cur.stages[-1], encoder, ".", loss_examples=8, decode_examples=2)
+    tokenized = StageEvaluator(stage, encoder, ".", loss_examples=8, decode_examples=2)
+    assert built.sources and len(tokenized.sources) == len(built.sources)
+    assert [v["split"] for v in tokenized.sources.values()] == [v["split"] for v in built.sources.values()]
+    gone = stage.sources[0].path  # its built dataset moved away: that source is not evaluated, the others are
+    marker = pathlib.Path(gone) / "tokenized.json"
+    marker.write_text(json.dumps({**json.loads(marker.read_text()), "source": str(tmp_path / "moved")}))
+    left = StageEvaluator(stage, encoder, ".", loss_examples=8, decode_examples=2)
+    assert len(left.sources) == len(tokenized.sources) - 1 and all(gone not in k for k in left.sources)
+    assert markers
 
 
 def test_the_tokenizer_and_tokenize_commands(demo_data, tmp_path):

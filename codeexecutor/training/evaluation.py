@@ -1,4 +1,5 @@
-"""Evaluation while training: per source of a stage, on a fixed sample of its valid split,
+"""Evaluation while training: per source of a stage, on a fixed sample of its valid split
+(for a tokenized source, of the built dataset it was made from, where that is at hand),
 the held-out loss and the greedy-decoded trace and output accuracy (the release's metric,
 eval/trace_metrics.py; its SingleLine variant for SingleLine)."""
 
@@ -8,6 +9,8 @@ import os
 import random
 
 import torch
+
+from codeexecutor.training.tokenized import built_source, is_tokenized
 
 
 class StageEvaluator:
@@ -19,7 +22,12 @@ class StageEvaluator:
         self.batch_size = batch_size
         self.sources: dict[str, dict] = {}
         for src in stage.sources:
-            dd = datasets.load_from_disk(os.path.join(base_dir, src.path))
+            path = os.path.join(base_dir, src.path)
+            if is_tokenized(path):  # training rows only: the held-out rows are in the dataset it was made from
+                path = built_source(path)
+                if path is None:
+                    continue
+            dd = datasets.load_from_disk(path)
             split = next((s for s in ("valid", "test") if isinstance(dd, datasets.DatasetDict) and s in dd), None)
             if split is None:
                 continue

@@ -99,6 +99,14 @@ def finished(source: str, encoder, out: str) -> dict | None:
     return marker if same and marker.get("source_fingerprint") == fingerprint else None
 
 
+def built_source(path: str) -> str | None:
+    """The built dataset a tokenized folder was made from, where it is still there (its
+    valid and test splits, which the folder does not keep), else None."""
+    with open(os.path.join(path, MARKER)) as f:
+        source = json.load(f).get("source")
+    return source if source and os.path.isdir(source) else None
+
+
 def load_tokenized(path: str, encoder):
     """(table, fits) of a tokenized folder, after checking it was made for this encoder."""
     import datasets
