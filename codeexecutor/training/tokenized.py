@@ -94,9 +94,15 @@ def finished(source: str, encoder, out: str) -> dict | None:
     ds = datasets.load_from_disk(source)
     ds = ds["train"] if isinstance(ds, datasets.DatasetDict) else ds
     fingerprint = getattr(ds, "_fingerprint", None)
-    same = marker.get("format") == FORMAT and all(marker.get(k) == v for k, v in identity(encoder).items())
-    same = same and marker.get("source") == os.path.abspath(source) and fingerprint is not None
-    return marker if same and marker.get("source_fingerprint") == fingerprint else None
+    same = not _differences(marker, encoder) and marker.get("source") == os.path.abspath(source)
+    return marker if same and fingerprint is not None and marker.get("source_fingerprint") == fingerprint else None
+
+
+def _differences(marker: dict, encoder) -> list[str]:
+    """What a tokenized folder's marker and this encoder disagree on: `format`, or identity keys."""
+    if marker.get("format") != FORMAT:
+        return ["format"]
+    return [k for k, v in identity(encoder).items() if marker.get(k) != v]
 
 
 def built_source(path: str) -> str | None:
@@ -114,9 +120,10 @@ def load_tokenized(path: str, encoder):
     with open(os.path.join(path, MARKER)) as f:
         marker = json.load(f)
     want = identity(encoder)
-    differ = [k for k, v in want.items() if marker.get(k) != v]
-    if marker.get("format") != FORMAT or differ:
-        named = ", ".join(f"{k} {marker.get(k)!r} (this run: {want[k]!r})" for k in differ) or f"format {marker.get('format')}"
+    differ = _differences(marker, encoder)
+    if differ:
+        named = ", ".join(f"{k} {marker.get(k)!r} (this run: {want[k]!r})" for k in differ if k in want) \
+            or f"format {marker.get('format')}"
         raise ConfigError(f"{path} was tokenized for another run: {named}; tokenize it again for this run "
                           "(codeexecutor tokenize) or point the source at the built dataset")
     return datasets.load_from_disk(path), marker["fits"]
@@ -189,7 +196,8 @@ def tokenize_curriculum(cur, base_dir: str, tokenizer: str, out: str, num_proc: 
     encoder = Encoder(tok, cur.model.max_code_length, cur.model.max_trace_length, profile)
     os.makedirs(out, exist_ok=True)
     where, markers = {}, {}
-    for path in _sources(cur):
+    sources = _sources(cur)
+    for path in sources:
         parts = [p for p in re.split(r"[\\/]+", path) if p][-2:]  # DATA/codenetmut/errors -> codenetmut-errors
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts))
         while name in {m["folder"] for m in markers.values()}:
@@ -201,7 +209,7 @@ def tokenize_curriculum(cur, base_dir: str, tokenizer: str, out: str, num_proc: 
         if marker is not None:
             print(f"tokenize: {path}: tokenized before, {marker['rows']} rows kept", file=sys.stderr, flush=True)
         else:
-            print(f"tokenize: {path} ({len(markers) + 1} of {len(_sources(cur))}) ...", file=sys.stderr, flush=True)
+            print(f"tokenize: {path} ({len(markers) + 1} of {len(sources)}) ...", file=sys.stderr, flush=True)
             marker = write_tokenized(source, encoder, target, num_proc)
             print(f"tokenize: {path}: {marker['rows']} rows in {time.monotonic() - start:.0f} s", file=sys.stderr,
                   flush=True)
