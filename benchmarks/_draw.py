@@ -21,36 +21,42 @@ SMOKE = os.environ.get("CAMPAIGN_SMOKE") == "1"
 OUT = pathlib.Path(os.environ.get("OUT") or ROOT / "runs" / "campaign" / "out")
 WORK = pathlib.Path(os.environ.get("CAMPAIGN_WORK") or ROOT / "runs" / "campaign")
 PACK = pathlib.Path(os.environ.get("CAMPAIGN_PACK") or ROOT / ".campaign")
-TEST_GPU_SHARE = 45.0  # seconds of the checks step for tests/test_gpu.py, the rest for the training runs
 PIECE = int(float(os.environ.get("CAMPAIGN_PIECE_MIB", "16")) * 2**20)  # the largest file a draw brings back
 STAGE_SHARES = {"singleline": 0.55, "tutorial": 0.2, "codenet": 0.25}  # the recipe's (bench_quality.STAGE_SHARES)
 PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "V100": 125.0, "L4": 121.0}  # dense bf16 (V100: fp16)
 # The sizes the draw works at: on the accelerator, and at toy scale on the CPU.
 SIZES = {
-    # tput_runs: (preset, tokens a step) measured by the throughput step; on the H100 a step of
-    # the small model cost 0.11 to 0.23 s whether it held 6 k or 12 k tokens (its host work, not
-    # the GPU's), so the larger budget is 4x the tokens at about the same time a step
-    False: {"presets": ("small", "base"), "budgets": (12288, 49152), "train_preset": "small", "tput_steps": 20,
-            "tput_runs": (("small", 12288), ("small", 49152), ("base", 49152)),
-            "launch_steps": 6, "fp16_steps": 40, "ds": "zero2_bf16.json", "autocast": None, "score_limit": 300,
-            "batch": 320, "flex": True},
+    # tput_runs: (preset, tokens a step) measured by the throughput step. On the H100 a step
+    # cost about the same at 6 k, 12 k and 49 k tokens (the host's work, not the GPU's), so
+    # the draw trains at the largest budget; its first 20 steps ran at 0.21 s a step and the
+    # training that followed at 0.10 to 0.13 s, so the speed is read after a warm-up
+    False: {"presets": ("small", "base"), "budgets": (12288, 49152), "train_preset": "small", "tput_steps": 40,
+            "tput_from": 20, "tput_runs": (("small", 49152), ("base", 49152)),
+            "launch_steps": 6, "fp16_steps": 40, "ds": "zero2_bf16.json", "autocast": None, "score_limit": 100,
+            "batch": 320, "flex": True, "launch_need": 110, "fp16_need": 45},
     True: {"presets": ("tiny", "mini"), "budgets": (512, 1024), "train_preset": "tiny", "tput_steps": 4,
-           "tput_runs": (("tiny", 512), ("tiny", 1024), ("mini", 1024)),
+           "tput_from": 2, "tput_runs": (("tiny", 512), ("tiny", 1024), ("mini", 1024)),
            "launch_steps": 4, "fp16_steps": 0, "ds": "cpu.json", "autocast": None, "score_limit": 4, "batch": 8,
-           "flex": False},
+           "flex": False, "launch_need": 0, "fp16_need": 0},
 }[SMOKE]
-# step: (seconds on the accelerator, seconds in the CPU smoke run, the file it writes, what it does);
-# the GPU seconds follow the first draw's (H100, 2026-11-26): preflight took 19 s, unpack 1,
-# each training process about 20 s before its first step; training has the largest share
+# step: (seconds on the accelerator, seconds in the CPU smoke run, the file it writes, what it does),
+# in the order they run: what a draw exists for (a trained model, back here) first, the checks
+# that earlier draws already answered last, on the time left. The GPU seconds follow the second
+# draw's (H100, 2026-11-27): preflight 21 s, test_gpu.py 23 s, each training process about 20 s
+# before its first step, a deepspeed-launcher run 50 to 80 s, 300 test programs 65 to 130 s.
 STEPS = {
     "preflight": (30, 90, "checks.json", "versions, imports, the accelerator, ds_report, a matmul's TFLOP/s, the pack"),
     "unpack": (10, 30, "checks.json", "the packed tokenizer, tokenized sources and test samples into the work folder"),
-    "checks": (130, 400, "checks.json", "test_gpu.py; run_pretrain.sh: ZeRO-2 bf16 stopped and resumed; fp16 loss scale"),
-    "throughput": (95, 400, "throughput.json", "tokens/s and MFU of the training loop: small and base, two budgets, flex"),
-    "train": (215, 120, "training.json", "the recipe on the packed data, steps from the measured speed"),
-    "score": (45, 240, "scores.json", "the six test samples, greedy, batched, in a child stopped at the limit"),
-    "export": (15, 60, "model-meta.tar", "the model in bf16 safetensors pieces of 16 MiB"),
+    "gpu_tests": (35, 30, "checks.json", "tests/test_gpu.py: FlexAttention against the dense mask, a bf16 step, SDPA kernels"),
+    "throughput": (100, 300, "throughput.json", "tokens/s and MFU of the training loop after a warm-up; FlexAttention"),
+    "train": (230, 120, "training.json", "the recipe on the packed data, steps from the measured speed and the time left"),
+    "export": (10, 60, "model-meta.tar", "the model in bf16 safetensors pieces of 16 MiB"),
+    "score": (90, 240, "scores.json", "the six test samples, greedy, batched, cheapest first, in a child stopped at the limit"),
+    "checks": (35, 400, "checks.json", "if time is left: run_pretrain.sh stopped and resumed (ZeRO-2 bf16); fp16's loss scale"),
 }
+PROFILE_STEPS = 5  # steps of the first throughput run under the PyTorch profiler, after its measured ones
+RESERVED_AFTER_TRAIN = ("export", "score")  # steps the training leaves their time to; `checks` takes what is left
+SCORE_ORDER = ("singleline", "tutorial", "codenetmut", "functions")  # test builds by decoding cost, cheapest first
 
 
 class Refused(Exception):
@@ -223,21 +229,30 @@ def train_log(run: pathlib.Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def launcher_checks(checks: dict, log: pathlib.Path, deadline: float) -> None:
-    """tests/test_gpu.py first, under its own share of the step (the first draw's ran out of
-    time behind the training runs), less its launcher test, which this step runs on the
-    packed data: run_pretrain.sh as a cluster user runs it (the deepspeed launcher, ZeRO-2)
-    stopped by --max-steps and started again, the logged step sequence continuous; then
-    ZeRO-2 fp16 (the V100 path), its dynamic loss scale and skipped steps."""
-    import random
-
+def gpu_tests(checks: dict, log: pathlib.Path, deadline: float) -> None:
+    """tests/test_gpu.py (its launcher test left out: the `checks` step runs the launcher on
+    the packed data), its counts and failures from the JUnit report."""
     junit = WORK / "test_gpu.xml"
     junit.unlink(missing_ok=True)
     code = sh([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "tests/test_gpu.py",
-               "-k", "not launcher", f"--junitxml={junit}"], min(TEST_GPU_SHARE, deadline - time.time()), log)
+               "-k", "not launcher", f"--junitxml={junit}"], deadline - time.time(), log)
     checks["test_gpu"] = {"exit_code": code, **junit_counts(junit)}
     write_json("checks.json", checks)
 
+
+def launcher_checks(checks: dict, log: pathlib.Path, deadline: float) -> str:
+    """On the time the draw has left (the first two draws answered both): run_pretrain.sh
+    as a cluster user runs it (the deepspeed launcher, ZeRO-2) stopped by --max-steps and
+    started again, the logged step sequence continuous; then ZeRO-2 fp16 (the V100 path),
+    its dynamic loss scale and skipped steps. A check that would not fit is skipped and
+    says so. Returns the step's status."""
+    import random
+
+    left = deadline - time.time()
+    if left < SIZES["launch_need"]:
+        checks["launcher"] = {"skipped": f"{left:.0f} s left of the {SIZES['launch_need']} s two launcher runs take"}
+        write_json("checks.json", checks)
+        return f"skipped: {left:.0f} s left"
     stages = [{"name": "singleline", "steps": SIZES["launch_steps"], "lr": 2.0e-4, "warmup": 1,
                "sources": [dict(recipe_stages()[0]["sources"][0], weight=1.0)]}]
     cur = curriculum("launch", stages, SIZES["presets"][0], SIZES["budgets"][0])
@@ -253,7 +268,10 @@ def launcher_checks(checks: dict, log: pathlib.Path, deadline: float) -> None:
                           "continuous": steps == list(range(1, SIZES["launch_steps"] + 1)),
                           "final_model": (WORK / "launch" / "final" / "config.json").exists()}
     write_json("checks.json", checks)
-    if SIZES["fp16_steps"]:
+    left = deadline - time.time()
+    if SIZES["fp16_steps"] and left < SIZES["fp16_need"]:
+        checks["fp16"] = {"skipped": f"{left:.0f} s left of the {SIZES['fp16_need']} s an fp16 run takes"}
+    elif SIZES["fp16_steps"]:
         stages[0]["steps"] = SIZES["fp16_steps"]
         cur = curriculum("fp16", stages, SIZES["presets"][0], SIZES["budgets"][0])
         shutil.rmtree(WORK / "fp16", ignore_errors=True)
@@ -268,6 +286,7 @@ def launcher_checks(checks: dict, log: pathlib.Path, deadline: float) -> None:
     else:
         checks["fp16"] = {"skipped": "fp16 training needs CUDA (the CPU smoke run checks the bf16 path only)"}
     write_json("checks.json", checks)
+    return "ok" if checks["launcher"]["continuous"] and checks["launcher"]["final_model"] else "failed: see checks.launcher"
 
 
 def junit_counts(path: pathlib.Path) -> dict:
@@ -281,23 +300,32 @@ def junit_counts(path: pathlib.Path) -> dict:
     return {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")} | {"failed": failed}
 
 
-def measure(name: str, preset: str, max_tokens: int, attention: str, deadline: float, log: pathlib.Path) -> dict:
+def measure(name: str, preset: str, max_tokens: int, attention: str, deadline: float, log: pathlib.Path,
+            profile: bool = False) -> dict:
     """The real training loop on the recipe's last stage (its longest traces) for a few
-    steps: tokens/s and seconds per step between the first and last logged step (the first
-    step's start-up and compilation left out), and MFU at 6 x parameters FLOPs a token."""
-    stage = dict(recipe_stages()[-1], steps=SIZES["tput_steps"] + 1, warmup=1)  # stopped before its end: no export
+    steps: tokens/s and seconds per step from step `tput_from` to `tput_steps` (the
+    start-up, the compilation and the allocator's first shapes left out), and MFU at 6 x
+    parameters FLOPs a token. `profile`: PROFILE_STEPS more steps under the PyTorch
+    profiler (training/profiling.py), after the measured ones: where a step's time goes."""
+    steps = SIZES["tput_steps"] + (PROFILE_STEPS if profile else 0)
+    stage = dict(recipe_stages()[-1], steps=steps + 1, warmup=1)  # stopped before its end: no export
     stage["sources"] = [{k: v for k, v in s.items() if k not in ("hardest", "mine_from")} for s in stage["sources"]]
-    # logged twice, as training logs (a log step waits for the device): the time between the
-    # two is the steady step of the loop the train step will run
+    # logged at the warm-up's end and at the measured window's, as training logs (a log
+    # step waits for the device): the time between the two is the steady step the train
+    # step will run
     cur = curriculum(name, [stage], preset, max_tokens, {"attention": attention}, checkpoints=False,
-                     log_every=max(1, SIZES["tput_steps"] // 2))
+                     log_every=SIZES["tput_from"])
     shutil.rmtree(WORK / name, ignore_errors=True)
+    env = {"CODEEXECUTOR_PROFILE": f"{SIZES['tput_steps']}:{steps}"} if profile else None
     code = sh([sys.executable, "-m", "codeexecutor.training", "--curriculum", cur, "--ds-config", f"ds_configs/{SIZES['ds']}",
-               "--max-steps", SIZES["tput_steps"]], deadline - time.time(), log)
+               "--max-steps", steps], deadline - time.time(), log, env)
     rows = [r for r in train_log(WORK / name) if "loss" in r]
     out = {"preset": preset, "max_tokens": max_tokens, "attention": attention, "exit_code": code, "steps_logged": len(rows)}
-    if len(rows) >= 2:
-        a, b = rows[0], rows[-1]
+    warm = [r for r in rows if SIZES["tput_from"] <= r["step"] <= SIZES["tput_steps"]]
+    if profile and (WORK / name / "profile.json").exists():
+        out["profile"] = json.loads((WORK / name / "profile.json").read_text())
+    if len(warm) >= 2:
+        a, b = warm[0], warm[-1]
         seconds = b["stage_seconds"] - a["stage_seconds"]
         out.update(tokens_per_s=round((b["stage_tokens"] - a["stage_tokens"]) / seconds, 1),
                    seconds_per_step=round(seconds / (b["step"] - a["step"]), 4), padding_share=round(b["padding_share"], 4))
@@ -311,21 +339,31 @@ def measure(name: str, preset: str, max_tokens: int, attention: str, deadline: f
 
 
 def throughput(checks: dict, result: dict, log: pathlib.Path, deadline: float) -> None:
+    """The training preset's budgets first, then FlexAttention at the fastest of them (both
+    decide how the train step runs), then the other presets, each run written as it ends."""
     runs = []
-    for preset, budget in SIZES["tput_runs"]:
-        runs.append(measure(f"tput-{preset}-{budget}", preset, budget, "sdpa", deadline, log))
+
+    def run(preset: str, budget: int, attention: str, profile: bool = False) -> dict:
+        runs.append(measure(f"tput-{preset}-{budget}" + ("-flex" if attention == "flex" else ""), preset, budget,
+                            attention, deadline, log, profile))
         result["runs"] = runs
         write_json("throughput.json", result)
-    best = max((r for r in runs if r["preset"] == SIZES["train_preset"] and "tokens_per_s" in r),
-               key=lambda r: r["tokens_per_s"], default=None)
+        return runs[-1]
+
+    for preset, budget in SIZES["tput_runs"]:
+        if preset == SIZES["train_preset"]:
+            run(preset, budget, "sdpa", profile=not runs)  # the first of them under the profiler too
+    best = max((r for r in runs if "tokens_per_s" in r), key=lambda r: r["tokens_per_s"], default=None)
     budget = best["max_tokens"] if best else SIZES["budgets"][0]
     if SIZES["flex"]:
-        flex = measure(f"tput-flex-{budget}", SIZES["train_preset"], budget, "flex", deadline, log)
-        runs.append(flex)
+        flex = run(SIZES["train_preset"], budget, "flex")
     else:
         flex = {"attention": "flex", "skipped": "FlexAttention's backward needs CUDA (tests/test_model.py checks its "
                                                 "forward on the CPU)"}
         result["flex"] = flex
+    for preset, budget in SIZES["tput_runs"]:
+        if preset != SIZES["train_preset"]:
+            run(preset, budget, "sdpa")
     peak = checks.get("preflight", {}).get("peak_tflops")
     measured = checks.get("preflight", {}).get("matmul_tflops")
     for r in runs:
@@ -338,12 +376,13 @@ def throughput(checks: dict, result: dict, log: pathlib.Path, deadline: float) -
                                      "seconds_per_step": (chosen or {}).get("seconds_per_step")})
 
 
-def train(result: dict, chosen: dict, log: pathlib.Path, deadline: float, budget: float) -> None:
-    """The recipe's three stages, their steps in the recipe's shares of what the time left
-    buys at the measured speed (a stage end's export and the mining leave a margin)."""
+def train(result: dict, chosen: dict, log: pathlib.Path, deadline: float) -> None:
+    """The recipe's three stages, their steps in the recipe's shares of what the time up to
+    `deadline` buys at the measured speed (the steps before it left time over: the train
+    step takes it; a stage end's export and the mining leave a margin)."""
     per_step = chosen.get("seconds_per_step") or (0.5 if SMOKE else 0.15)
-    startup = 50.0 if not SMOKE else 60.0  # process start, three stages' data and exports, the mining pass: 47 s on the H100
-    total = max(len(STAGE_SHARES), int((min(budget, deadline - time.time()) - startup) * 0.85 / per_step))
+    startup = 40.0 if not SMOKE else 60.0  # process start, three stages' data and exports, the mining: 33 s on the H100
+    total = max(len(STAGE_SHARES), int((deadline - time.time() - startup) * 0.9 / per_step))
     stages = recipe_stages()
     for st in stages:
         st["steps"] = max(1, int(total * STAGE_SHARES.get(st["name"], 1 / len(stages))))
@@ -360,7 +399,18 @@ def train(result: dict, chosen: dict, log: pathlib.Path, deadline: float, budget
     start = time.time()
     code = sh([sys.executable, "-m", "codeexecutor.training", "--curriculum", cur, "--ds-config", f"ds_configs/{SIZES['ds']}"],
               deadline - time.time(), log)
-    result.update(exit_code=code, seconds=round(time.time() - start, 1), log=train_log(WORK / "run"))
+    rows = train_log(WORK / "run")
+    result.update(exit_code=code, seconds=round(time.time() - start, 1), log=rows)
+    ends = {}  # each stage's last logged row: its steps and stepping seconds
+    for r in rows:
+        if "loss" in r:
+            ends[r["stage"]] = r
+    stepped = sum(r["stage_seconds"] for r in ends.values())
+    if ends:  # what the plan assumed against what the run did, for the next draw's plan
+        result["measured"] = {"steps": max(r["step"] for r in ends.values()), "stepping_seconds": round(stepped, 1),
+                              "seconds_per_step": round(stepped / max(r["step"] for r in ends.values()), 4),
+                              "overhead_seconds": round(result["seconds"] - stepped, 1),
+                              "tokens": sum(r["stage_tokens"] for r in ends.values())}
 
 
 def trained_model() -> pathlib.Path | None:
@@ -380,7 +430,7 @@ def score(result: dict, model: pathlib.Path, log: pathlib.Path, deadline: float)
     parts = WORK / "scores"
     shutil.rmtree(parts, ignore_errors=True)
     parts.mkdir(parents=True)
-    builds = sorted(p.name for p in (WORK / "data" / "test").iterdir() if p.is_dir())
+    builds = [p.name for p in test_builds()]
     code = sh([sys.executable, ROOT / "benchmarks" / "_draw.py", "score", model, parts], deadline - time.time(), log)
     result.update(model=model.name, metric=None, decoding=f"greedy (beam 1), batches of {SIZES['batch']}", sets={},
                   exit_code=code)
@@ -402,8 +452,16 @@ def score(result: dict, model: pathlib.Path, log: pathlib.Path, deadline: float)
     result["builds_scored"] = done
     write_json("scores.json", result)
     if code == 124:
-        return f"stopped at its time limit: {len(done)} of {len(builds)} test builds scored"
+        return f"cut at its time limit: {len(done)} of {len(builds)} test builds scored"
     return "ok" if code == 0 and len(done) == len(builds) else f"failed: exit {code}, {len(done)} of {len(builds)} scored"
+
+
+def test_builds() -> list[pathlib.Path]:
+    """The packed test builds, cheapest to decode first (SCORE_ORDER; others after, by name):
+    a step cut at its limit has scored the most sets it could."""
+    rank = {name: i for i, name in enumerate(SCORE_ORDER)}
+    builds = [p for p in (WORK / "data" / "test").iterdir() if p.is_dir()]
+    return sorted(builds, key=lambda p: (rank.get(p.name, len(rank)), p.name))
 
 
 def score_sets(model: str, parts: str) -> None:
@@ -411,7 +469,7 @@ def score_sets(model: str, parts: str) -> None:
     as it is done (`parts/BUILD.json`, without the predictions)."""
     from eval.evaluate import evaluate_model
 
-    for build in sorted(p for p in (WORK / "data" / "test").iterdir() if p.is_dir()):
+    for build in test_builds():
         t = time.time()
         report = evaluate_model(model, str(build), split="test", limit=SIZES["score_limit"], beam=1,
                                 batch_size=SIZES["batch"], progress=False)

@@ -29,7 +29,8 @@ def _model(device, attention="sdpa"):
     from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
 
     torch.manual_seed(0)
-    cfg = CodeExecutorConfig.preset("mini", vocab_size=300, attention=attention, max_trace_length=768)
+    cfg = CodeExecutorConfig.preset("mini", vocab_size=300, attention=attention, max_trace_length=768,
+                                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # FlexAttention takes none
     cfg._attn_implementation = "sdpa"
     return CodeExecutorModel(cfg).to(device)
 

@@ -191,3 +191,8 @@ def test_flex_attention_gives_the_dense_masks_losses():
     assert torch.allclose(dense, flex, atol=1e-5), (dense, flex)
     half = run("flex", torch.bfloat16)
     assert ((half - dense).abs() / dense.abs()).max() < 2e-2  # bf16: a few parts in a thousand per op
+
+    m.config.attention = "flex"  # training with attention dropout: refused in one line that names the fix
+    m.train()
+    with pytest.raises(ValueError, match="model.dropout: 0"):
+        m(**batch)

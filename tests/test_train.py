@@ -291,6 +291,9 @@ def test_a_budget_below_the_longest_example_puts_long_examples_alone(demo_data):
         Curriculum.from_dict({**ok, "train": {"max_tokens": 32}})
     with pytest.raises(ConfigError, match=r"model.dropout must be in \[0, 1\)"):
         Curriculum.from_dict({**ok, "model": {"dropout": 1.0}})
+    with pytest.raises(ConfigError, match="flex takes no attention dropout: set model.dropout: 0"):
+        Curriculum.from_dict({**ok, "model": {"attention": "flex"}})  # the default dropout, 0.1
+    assert not Curriculum.from_dict({**ok, "model": {"attention": "flex", "dropout": 0.0}}).validate()
 
 
 def test_split_digits_tokenizer_gives_one_token_per_digit_and_round_trips(tmp_path):
@@ -334,3 +337,14 @@ def test_token_anchors_train_long_and_short_examples_about_equally_often():
             np.add.at(seen, idx, 1)
         ratios[anchor] = seen[short].mean() / seen[long].mean()
     assert ratios["example"] > 2.0 and 0.6 < ratios["token"] < 1.6, ratios
+
+
+def test_a_profiled_window_of_steps_is_refused_unless_it_reads_first_colon_last(tmp_path):
+    from codeexecutor.training.profiling import StepProfiler
+
+    for bad in ("30", "35:30", "a:b"):
+        with pytest.raises(ConfigError, match="FIRST:LAST"):
+            StepProfiler(bad, str(tmp_path), 0)
+    quiet = StepProfiler("1:2", str(tmp_path), 1)  # another rank than 0 profiles nothing
+    quiet.after(1), quiet.after(2)
+    assert not (tmp_path / "profile.json").exists()

@@ -241,6 +241,10 @@ class CodeExecutorModel(PreTrainedModel):
         positions = torch.arange(L, device=ids.device)[None].expand(B, L).clamp(
             max=self.config.max_position_embeddings - POSITION_OFFSET - 1) + POSITION_OFFSET  # (B, L)
         if getattr(self.config, "attention", "sdpa") == "flex":
+            if self.training and self.config.attention_probs_dropout_prob > 0:  # transformers' flex path refuses it
+                raise ValueError(f"FlexAttention takes no attention dropout and this model's is "
+                                 f"{self.config.attention_probs_dropout_prob}: train with model.dropout: 0, or with "
+                                 "model.attention: sdpa")
             impl = self.config._attn_implementation
             self.config._attn_implementation = "flex_attention"  # the layers read it at each call
             try:

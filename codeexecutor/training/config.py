@@ -181,6 +181,9 @@ class Curriculum:
             p.append("model.max_code_length + max_trace_length must be <= 1024 (position embeddings)")
         if not 0 <= self.model.dropout < 1:
             p.append(f"model.dropout must be in [0, 1), got {self.model.dropout}")
+        elif self.model.attention == "flex" and self.model.dropout > 0 and not self.model.init:
+            p.append(f"model.attention flex takes no attention dropout: set model.dropout: 0 (got {self.model.dropout}), "
+                     "or model.attention: sdpa")
         if self.train.micro_batch_size < 1 or self.train.grad_accum < 1:
             p.append("train.micro_batch_size and train.grad_accum must be >= 1")
         if self.train.max_tokens is not None and self.train.max_tokens < MIN_MAX_TOKENS:

@@ -37,6 +37,7 @@ from codeexecutor.training.data import Prefetcher, StageData
 from codeexecutor.training.export import export_model, save_checkpoint
 from codeexecutor.training.mining import mine_hardest
 from codeexecutor.training.plots import plot_losses
+from codeexecutor.training.profiling import StepProfiler
 from codeexecutor.training.setup import autocast, build_model, build_tokenizer, resolve_profile
 
 log = logging.getLogger("codeexecutor.train")
@@ -134,6 +135,7 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
     start_of = 0
     final = os.path.join(out, "final")
     saved_at = global_step if global_step else -1  # the step of the newest checkpoint (one save per step)
+    profiler = StepProfiler.from_env(out, rank)  # CODEEXECUTOR_PROFILE=FIRST:LAST (training/profiling.py)
     for si, stage in enumerate(cur.stages):
         end_of = start_of + stage.steps
         if global_step >= end_of:
@@ -165,6 +167,7 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
                 loss_sum += loss.detach().float()
                 loss_count += 1
             global_step += 1
+            profiler.after(global_step)
             if rank == 0:
                 bar.update(1)
             if global_step % cur.train.log_every == 0 or global_step == end_of or global_step == limit:

@@ -92,7 +92,13 @@ def build_model(cur: Curriculum, tok, profile):
     if cur.model.init:  # any supported layout; embeddings resized to the tokenizer (<exception>, format tokens)
         from codeexecutor.modeling.loading import load_model
 
-        return load_model(cur.model.init, vocab_size=len(tok), overrides=settings)
+        model = load_model(cur.model.init, vocab_size=len(tok), overrides=settings)
+        if cur.model.attention == "flex" and model.config.attention_probs_dropout_prob > 0:
+            from codeexecutor.errors import ConfigError
+
+            raise ConfigError(f"model.attention flex takes no attention dropout and {cur.model.init} has "
+                              f"{model.config.attention_probs_dropout_prob}: use model.attention: sdpa with it")
+        return model
     cfg = CodeExecutorConfig.preset(cur.model.preset, vocab_size=len(tok), pad_token_id=tok.pad_token_id,
                                     bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                                     hidden_dropout_prob=cur.model.dropout, attention_probs_dropout_prob=cur.model.dropout,
