@@ -54,6 +54,35 @@ def test_tokenized_sources_give_the_batches_the_built_ones_give(demo_data, tmp_p
     assert features["code_ids"]["feature"]["dtype"] == "int16"  # 2 bytes a token
 
 
+@pytest.mark.parametrize("profile", [("exact", "delta", "end"), ("official", "full", "start")])
+def test_rows_encoded_in_one_tokenizer_call_get_the_ids_of_one_call_a_text(demo_data, tmp_path, profile):
+    """`Encoder.encode_rows` encodes a batch's texts in one call of the Rust tokenizer: the
+    same ids, lengths and fits as encoding each text on its own."""
+    import datasets
+
+    from codeexecutor.modeling.profiles import Profile
+    from codeexecutor.modeling.tokenizer import Encoder, train_tokenizer
+
+    name, state, order = profile
+    prof = Profile(name, name == "exact", state, order)
+    rows = []
+    for build in ("codenetmut/codenetmut", "codenetmut/errors", "tutorial/tutorial", "singleline/singleline"):
+        train = datasets.load_from_disk(str(demo_data / build))["train"]
+        rows += list(train.select(range(min(40, len(train)))))
+    texts = [t for r in rows for t in prof.example(r)]
+    enc = Encoder(train_tokenizer(texts, vocab_size=600, min_frequency=1, delta=prof.delta), 64, 96, prof)  # short: cuts occur
+    batch = {k: [r[k] for r in rows] for k in rows[0]}
+    got = enc.encode_rows(batch)
+    fits = []
+    for i, row in enumerate(rows):
+        code, target = prof.example(row)
+        trace_ids, fit = enc.fit_trace(target)
+        fits.append(fit)
+        assert got["code_ids"][i] == enc.code(code) and got["trace_ids"][i] == (trace_ids or []), i
+        assert got["fit"][i] == fit and got["trace_len"][i] == len(trace_ids or [])
+    assert {"whole", "cut_at_step"} <= set(fits)  # both kinds of target were compared
+
+
 def test_a_tokenized_source_refuses_another_tokenizer(demo_data, tmp_path):
     from codeexecutor.errors import ConfigError
     from codeexecutor.modeling.tokenizer import Encoder, load_tokenizer

@@ -44,22 +44,33 @@ def frames(code: str) -> dict[int, tuple[int, str]]:
     qualified name, e.g. `Tree.insert`); module-level lines are absent. A `def` or `class`
     header belongs to the scope around it. Code that does not parse (a snippet) gives {}."""
     out: dict[int, tuple[int, str]] = {}
+    if "def" not in code and "class" not in code:  # no function or class: nothing to parse for (most contest programs)
+        return out
     try:
         tree = parse_quietly(code)
     except (SyntaxError, ValueError):
         return out
 
-    def visit(node: ast.AST, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and child.body:
-                inner, name = child.body[0].lineno, prefix + child.name
-                for line in range(inner, (child.end_lineno or inner) + 1):
+    def visit(body: list, prefix: str) -> None:
+        # Only statement lists are walked: a def or class is a statement, never part of an
+        # expression, and the expressions are most of a tree's nodes.
+        for stmt in body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and stmt.body:
+                inner, name = stmt.body[0].lineno, prefix + stmt.name
+                for line in range(inner, (stmt.end_lineno or inner) + 1):
                     out[line] = (inner, name)
-                visit(child, name + ".")
-            else:
-                visit(child, prefix)
+                visit(stmt.body, name + ".")
+                continue
+            for field in stmt._fields:  # the bodies of if, for, while, with, try (its handlers), match (its cases)
+                value = getattr(stmt, field, None)
+                if isinstance(value, list) and value:
+                    if isinstance(value[0], ast.stmt):
+                        visit(value, prefix)
+                    elif isinstance(value[0], (ast.excepthandler, ast.match_case)):
+                        for part in value:
+                            visit(part.body, prefix)
 
-    visit(tree, "")
+    visit(tree.body, "")
     return out
 
 

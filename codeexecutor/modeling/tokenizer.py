@@ -115,8 +115,17 @@ class Encoder:
     def ids(self, text: str) -> list[int]:
         return self.tok.encode(text, add_special_tokens=False)
 
-    def code(self, text: str) -> list[int]:
-        body = self.window(self.ids(text))
+    def ids_batch(self, texts: list[str]) -> list[list[int]]:
+        """`ids` of many texts in one call of the Rust tokenizer (a fast tokenizer's
+        `encode` is this call on one text, through a Python wrapper that costs more than
+        the encoding of a short text)."""
+        if getattr(self.tok, "is_fast", False) and texts:
+            return [e.ids for e in self.tok.backend_tokenizer.encode_batch(texts, add_special_tokens=False)]
+        return [self.ids(t) for t in texts]
+
+    def code(self, text: str, ids: list[int] | None = None) -> list[int]:
+        """The model's source ids of a code text (`ids`: its ids, already encoded)."""
+        body = self.window(self.ids(text) if ids is None else ids)
         tail = [self.mask0, self.eos] if self.profile.official else [self.eos]  # inference/dataset.py: <mask0> </s>
         return [self.bos, self.mode, self.eos] + body + tail
 
@@ -162,13 +171,13 @@ class Encoder:
         body = self.ids(text)[: self.max_trace - 2]
         return [self.mask0] + body + [self.eos]
 
-    def fit_trace(self, text: str) -> tuple[list[int] | None, str]:
+    def fit_trace(self, text: str, ids: list[int] | None = None) -> tuple[list[int] | None, str]:
         """Training target ids that keep their label, and what was done to fit them:
         `whole`; `cut_at_step` (a long trace ends after its last whole step: never
         mid-step); `dropped_crash` (a crashing trace that does not fit: cutting it would
         drop its `<exception>` step or invent a crash after the wrong step); or
-        `dropped_long_step` (not even the first step fits)."""
-        ids = self.ids(text)
+        `dropped_long_step` (not even the first step fits). `ids`: the text's ids, already encoded."""
+        ids = self.ids(text) if ids is None else ids
         budget = self.max_trace - 2
         if len(ids) <= budget:
             return [self.mask0] + ids + [self.eos], "whole"
@@ -199,10 +208,12 @@ class Encoder:
         dropped rows have empty trace ids)."""
         keys = list(batch)
         out: dict[str, list] = {"code_ids": [], "trace_ids": [], "code_len": [], "trace_len": [], "fit": []}
-        for i in range(len(batch[keys[0]])):
-            code, target = self.profile.example({k: batch[k][i] for k in keys})
-            code_ids = self.code(code)
-            trace_ids, fit = self.fit_trace(target)
+        pairs = [self.profile.example({k: batch[k][i] for k in keys}) for i in range(len(batch[keys[0]]))]
+        n = len(pairs)
+        encoded = self.ids_batch([c for c, _ in pairs] + [t for _, t in pairs])  # one tokenizer call a batch
+        for i, (code, target) in enumerate(pairs):
+            code_ids = self.code(code, encoded[i])
+            trace_ids, fit = self.fit_trace(target, encoded[n + i])
             out["code_ids"].append(code_ids)
             out["trace_ids"].append(trace_ids or [])
             out["code_len"].append(len(code_ids))
