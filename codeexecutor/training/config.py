@@ -55,7 +55,7 @@ class TrainArgs:
     max_tokens: int | None = None  # token budget per micro-batch (packed code + trace); None: micro_batch_size examples.
     # An example longer than the budget is a batch of its own, so peak memory follows
     # max(max_tokens, max_code_length + max_trace_length).
-    anchor: str = "example"  # how a token-budget batch's first example is drawn: "example" or "token" (training/data.py)
+    anchor: str = "example"  # a token-budget batch's first example drawn per example or per token (data.py); token lost at equal steps (RESULTS.md)
     eval_every: int = 0  # evaluate every N steps (0: at each stage end only)
     eval_examples: int = 128  # valid examples per source for the held-out loss (0: no evaluation)
     eval_decode_examples: int = 32  # of those, greedily decoded for trace/output accuracy
