@@ -47,6 +47,9 @@ CODE_WINDOWS = ("head", "ends")  # a model's `code_window`: which tokens of a to
 RELEASE_MAX_GENERATED = 768  # max_target_length: the release's decoding loop runs at most this many steps
 
 
+EXAMPLE_COLUMNS = ("task", "code", "steps", "status", "error")  # what `Profile.example` reads of a dataset row
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str = "exact"
