@@ -37,7 +37,8 @@ SIZES = {
     True: {"presets": ("tiny", "mini"), "budgets": (512, 1024), "train_preset": "tiny", "tput_steps": 4,
            "tput_from": 2, "tput_runs": (("tiny", 512), ("tiny", 1024), ("mini", 1024)),
            "launch_steps": 4, "fp16_steps": 0, "ds": "cpu.json", "autocast": None, "score_limit": 4, "batch": 8,
-           "flex": False, "launch_need": 0, "fp16_need": 0},
+           "flex": False, "launch_need": 0, "fp16_need": 0,
+           "train_steps_max": 24},  # a CPU's speed moves with its load: the smoke run's training stays short
 }[SMOKE]
 # step: (seconds on the accelerator, seconds in the CPU smoke run, the file it writes, what it does),
 # in the order they run: what a draw exists for (a trained model, back here) first, the checks
@@ -383,6 +384,7 @@ def train(result: dict, chosen: dict, log: pathlib.Path, deadline: float) -> Non
     per_step = chosen.get("seconds_per_step") or (0.5 if SMOKE else 0.15)
     startup = 40.0 if not SMOKE else 60.0  # process start, three stages' data and exports, the mining: 33 s on the H100
     total = max(len(STAGE_SHARES), int((deadline - time.time() - startup) * 0.9 / per_step))
+    total = min(total, SIZES.get("train_steps_max") or total)
     stages = recipe_stages()
     for st in stages:
         st["steps"] = max(1, int(total * STAGE_SHARES.get(st["name"], 1 / len(stages))))
@@ -407,8 +409,9 @@ def train(result: dict, chosen: dict, log: pathlib.Path, deadline: float) -> Non
             ends[r["stage"]] = r
     stepped = sum(r["stage_seconds"] for r in ends.values())
     if ends:  # what the plan assumed against what the run did, for the next draw's plan
-        result["measured"] = {"steps": max(r["step"] for r in ends.values()), "stepping_seconds": round(stepped, 1),
-                              "seconds_per_step": round(stepped / max(r["step"] for r in ends.values()), 4),
+        steps = max(r["step"] for r in ends.values())
+        result["measured"] = {"steps": steps, "stepping_seconds": round(stepped, 1),
+                              "seconds_per_step": round(stepped / steps, 4),
                               "overhead_seconds": round(result["seconds"] - stepped, 1),
                               "tokens": sum(r["stage_tokens"] for r in ends.values())}
 

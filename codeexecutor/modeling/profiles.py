@@ -121,6 +121,11 @@ class Profile:
             error = ExecError(e["type"], e.get("message", ""), e.get("line"))
         return self.code(row["code"], row["task"]), self.trace(steps, error, row["code"])
 
+    def examples(self, batch: Mapping[str, list]) -> list[tuple[str, str]]:
+        """`example` of each row of a batch of dataset columns (`datasets`' batched form)."""
+        keys = list(batch)
+        return [self.example({k: batch[k][i] for k in keys}) for i in range(len(batch[keys[0]]))]
+
     def to_config(self) -> dict:
         return {"format_profile": self.name, "exception_step": self.exception_step, "trace_state": self.state,
                 "step_order": self.order, "code_window": self.window}

@@ -206,9 +206,8 @@ class Encoder:
         """A batch of dataset rows, serialized in this encoder's profile from their
         structured columns: ids, lengths, and how the target was fitted (`fit_trace`;
         dropped rows have empty trace ids)."""
-        keys = list(batch)
         out: dict[str, list] = {"code_ids": [], "trace_ids": [], "code_len": [], "trace_len": [], "fit": []}
-        pairs = [self.profile.example({k: batch[k][i] for k in keys}) for i in range(len(batch[keys[0]]))]
+        pairs = self.profile.examples(batch)
         n = len(pairs)
         encoded = self.ids_batch([c for c, _ in pairs] + [t for _, t in pairs])  # one tokenizer call a batch
         for i, (code, target) in enumerate(pairs):

@@ -53,13 +53,10 @@ class StepProfiler:
             return
         first, last = self.window
         if step == first and self.prof is None:
+            import torch
             import torch.profiler as tp
 
-            activities = [tp.ProfilerActivity.CPU]
-            import torch
-
-            if torch.cuda.is_available():
-                activities.append(tp.ProfilerActivity.CUDA)
+            activities = [tp.ProfilerActivity.CPU] + ([tp.ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
             self._sync()
             self.prof = tp.profile(activities=activities)
             self.prof.__enter__()

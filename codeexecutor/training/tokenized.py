@@ -166,9 +166,8 @@ def train_curriculum_tokenizer(cur, base_dir: str, out: str, sample: int = 200_0
         rows = range(len(ds)) if len(ds) <= per_source else sorted(random.Random(f"{seed}:{path}").sample(range(len(ds)), per_source))
         sample_rows = ds.select(rows).select_columns([c for c in EXAMPLE_COLUMNS if c in ds.column_names])
         for batch in sample_rows.iter(batch_size=1000):  # read in Arrow batches of the columns used: half the time of rows
-            keys = list(batch)
-            for i in range(len(batch[keys[0]])):
-                for text in profile.example({k: batch[k][i] for k in keys}):
+            for pair in profile.examples(batch):
+                for text in pair:
                     texts.setdefault(text, None)
         read[path] = len(rows)
     tok = train_tokenizer(list(texts), vocab_size=cur.model.vocab_size, split_digits=cur.model.split_digits, delta=profile.delta)
