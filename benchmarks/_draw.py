@@ -26,36 +26,35 @@ STAGE_SHARES = {"singleline": 0.55, "tutorial": 0.2, "codenet": 0.25}  # the rec
 PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "V100": 125.0, "L4": 121.0}  # dense bf16 (V100: fp16)
 # The sizes the draw works at: on the accelerator, and at toy scale on the CPU.
 SIZES = {
-    # tput_runs: (preset, tokens a step) measured by the throughput step. On the H100 a step
-    # cost about the same at 6 k, 12 k and 49 k tokens (the host's work, not the GPU's), so
-    # the draw trains at the largest budget; its first 20 steps ran at 0.21 s a step and the
-    # training that followed at 0.10 to 0.13 s, so the speed is read after a warm-up
-    False: {"presets": ("small", "base"), "budgets": (12288, 49152), "train_preset": "small", "tput_steps": 40,
-            "tput_from": 20, "tput_runs": (("small", 49152), ("base", 49152)),
+    # speed_runs: what the throughput step measures (bench_step.py --speed), the training
+    # preset's first: its compile seconds and steady step plan the training. more_runs:
+    # measured at the end, on the time left, beside DeepSpeed's step.
+    False: {"presets": ("small", "base"), "budgets": (12288, 49152), "train_preset": "small",
+            "speed_runs": ("small:49152", "base:49152"), "more_runs": ("small:196608", "base:196608"), "decode": 300,
             "launch_steps": 6, "fp16_steps": 40, "ds": "zero2_bf16.json", "autocast": None, "score_limit": 100,
-            "batch": 320, "flex": True, "launch_need": 110, "fp16_need": 45},
-    True: {"presets": ("tiny", "mini"), "budgets": (512, 1024), "train_preset": "tiny", "tput_steps": 4,
-           "tput_from": 2, "tput_runs": (("tiny", 512), ("tiny", 1024), ("mini", 1024)),
+            "batch": 320, "attention": "flex", "launch_need": 110, "fp16_need": 45, "more_need": 90, "tests_need": 90},
+    True: {"presets": ("tiny", "mini"), "budgets": (1024, 2048), "train_preset": "tiny",
+           "speed_runs": ("tiny:2048",), "more_runs": (), "decode": 8,
            "launch_steps": 4, "fp16_steps": 0, "ds": "cpu.json", "autocast": None, "score_limit": 4, "batch": 8,
-           "flex": False, "launch_need": 0, "fp16_need": 0,
+           "attention": "sdpa", "launch_need": 0, "fp16_need": 0, "more_need": 10**9, "tests_need": 10**9,
            "train_steps_max": 24},  # a CPU's speed moves with its load: the smoke run's training stays short
 }[SMOKE]
 # step: (seconds on the accelerator, seconds in the CPU smoke run, the file it writes, what it does),
 # in the order they run: what a draw exists for (a trained model, back here) first, the checks
 # that earlier draws already answered last, on the time left. The GPU seconds follow the second
-# draw's (H100, 2026-11-27): preflight 21 s, test_gpu.py 23 s, each training process about 20 s
-# before its first step, a deepspeed-launcher run 50 to 80 s, 300 test programs 65 to 130 s.
+# draw's (H100, 2026-11-27): preflight 21 s, each training process about 20 s before its first
+# step (now with the compile on top), a deepspeed-launcher run 50 to 80 s.
 STEPS = {
     "preflight": (30, 90, "checks.json", "versions, imports, the accelerator, ds_report, a matmul's TFLOP/s, the pack"),
     "unpack": (10, 30, "checks.json", "the packed tokenizer, tokenized sources and test samples into the work folder"),
-    "gpu_tests": (35, 30, "checks.json", "tests/test_gpu.py: FlexAttention against the dense mask, a bf16 step, SDPA kernels"),
-    "throughput": (100, 300, "throughput.json", "tokens/s and MFU of the training loop after a warm-up; FlexAttention"),
-    "train": (230, 120, "training.json", "the recipe on the packed data, steps from the measured speed and the time left"),
+    "throughput": (120, 300, "throughput.json", "bench_step.py --speed: small and base at 48 k tokens a step (compile "
+                   "seconds, tokens/s, MFU), greedy decoding at a batch of 300"),
+    "train": (200, 120, "training.json", "the recipe on the packed data, steps from the measured speed and the time left"),
     "export": (10, 60, "model-meta.tar", "the model in bf16 safetensors pieces of 16 MiB"),
-    "score": (90, 240, "scores.json", "the six test samples, greedy, batched, cheapest first, in a child stopped at the limit"),
-    "checks": (35, 400, "checks.json", "if time is left: run_pretrain.sh stopped and resumed (ZeRO-2 bf16); fp16's loss scale"),
+    "score": (60, 240, "scores.json", "the six test samples, greedy, batched, cheapest first, in a child stopped at the limit"),
+    "checks": (35, 400, "checks.json", "on the time left: 192 k-token steps and DeepSpeed's, tests/test_gpu.py, "
+               "run_pretrain.sh stopped and resumed (ZeRO-2 bf16), fp16's loss scale"),
 }
-PROFILE_STEPS = 5  # steps of the first throughput run under the PyTorch profiler, after its measured ones
 RESERVED_AFTER_TRAIN = ("export", "score")  # steps the training leaves their time to; `checks` takes what is left
 SCORE_ORDER = ("singleline", "tutorial", "codenetmut", "functions")  # test builds by decoding cost, cheapest first
 
@@ -241,6 +240,22 @@ def gpu_tests(checks: dict, log: pathlib.Path, deadline: float) -> None:
     write_json("checks.json", checks)
 
 
+def final_checks(checks: dict, speeds: dict, log: pathlib.Path, deadline: float) -> str:
+    """The last step, on the time left, each part only where its time fits: the 192 k-token
+    steps and DeepSpeed's step beside the torch one (into throughput.json), tests/test_gpu.py,
+    then the launcher and fp16 checks. Returns the step's status."""
+    if SIZES["more_runs"] and deadline - time.time() >= SIZES["more_need"]:
+        speeds["more"] = speed("more", SIZES["more_runs"], time.time() + (deadline - time.time()) * 0.4, log, deepspeed=True)
+        write_json("throughput.json", speeds)
+    else:
+        speeds["more"] = {"skipped": f"{deadline - time.time():.0f} s left"}
+    if deadline - time.time() >= SIZES["tests_need"]:
+        gpu_tests(checks, log, time.time() + SIZES["tests_need"])
+    else:
+        checks["test_gpu"] = {"skipped": f"{deadline - time.time():.0f} s left of the {SIZES['tests_need']} s it takes"}
+    return launcher_checks(checks, log, deadline)
+
+
 def launcher_checks(checks: dict, log: pathlib.Path, deadline: float) -> str:
     """On the time the draw has left (the first two draws answered both): run_pretrain.sh
     as a cluster user runs it (the deepspeed launcher, ZeRO-2) stopped by --max-steps and
@@ -301,80 +316,36 @@ def junit_counts(path: pathlib.Path) -> dict:
     return {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")} | {"failed": failed}
 
 
-def measure(name: str, preset: str, max_tokens: int, attention: str, deadline: float, log: pathlib.Path,
-            profile: bool = False) -> dict:
-    """The real training loop on the recipe's last stage (its longest traces) for a few
-    steps: tokens/s and seconds per step from step `tput_from` to `tput_steps` (the
-    start-up, the compilation and the allocator's first shapes left out), and MFU at 6 x
-    parameters FLOPs a token. `profile`: PROFILE_STEPS more steps under the PyTorch
-    profiler (training/profiling.py), after the measured ones: where a step's time goes."""
-    steps = SIZES["tput_steps"] + (PROFILE_STEPS if profile else 0)
-    stage = dict(recipe_stages()[-1], steps=steps + 1, warmup=1)  # stopped before its end: no export
+def speed(name: str, runs, deadline: float, log: pathlib.Path, decode: int = 0, deepspeed: bool = False) -> dict:
+    """bench_step.py --speed on rows of the recipe's last stage (its longest traces), each
+    measurement written as it ends; what it measured by the deadline."""
+    stage = dict(recipe_stages()[-1], steps=1, warmup=1)
     stage["sources"] = [{k: v for k, v in s.items() if k not in ("hardest", "mine_from")} for s in stage["sources"]]
-    # logged at the warm-up's end and at the measured window's, as training logs (a log
-    # step waits for the device): the time between the two is the steady step the train
-    # step will run
-    cur = curriculum(name, [stage], preset, max_tokens, {"attention": attention}, checkpoints=False,
-                     log_every=SIZES["tput_from"])
-    shutil.rmtree(WORK / name, ignore_errors=True)
-    env = {"CODEEXECUTOR_PROFILE": f"{SIZES['tput_steps']}:{steps}"} if profile else None
-    code = sh([sys.executable, "-m", "codeexecutor.training", "--curriculum", cur, "--ds-config", f"ds_configs/{SIZES['ds']}",
-               "--max-steps", steps], deadline - time.time(), log, env)
-    rows = [r for r in train_log(WORK / name) if "loss" in r]
-    out = {"preset": preset, "max_tokens": max_tokens, "attention": attention, "exit_code": code, "steps_logged": len(rows)}
-    warm = [r for r in rows if SIZES["tput_from"] <= r["step"] <= SIZES["tput_steps"]]
-    if profile and (WORK / name / "profile.json").exists():
-        out["profile"] = json.loads((WORK / name / "profile.json").read_text())
-    if len(warm) >= 2:
-        a, b = warm[0], warm[-1]
-        seconds = b["stage_seconds"] - a["stage_seconds"]
-        out.update(tokens_per_s=round((b["stage_tokens"] - a["stage_tokens"]) / seconds, 1),
-                   seconds_per_step=round(seconds / (b["step"] - a["step"]), 4), padding_share=round(b["padding_share"], 4))
-        from codeexecutor.modeling.model import CodeExecutorConfig
-
-        cfg = CodeExecutorConfig.preset(preset, vocab_size=8000)
-        params = cfg.num_hidden_layers * (4 * cfg.hidden_size**2 + 2 * cfg.hidden_size * cfg.intermediate_size)
-        out["non_embedding_parameters"] = params
-        out["achieved_tflops"] = round(6 * params * out["tokens_per_s"] / 1e12, 3)
-    return out
+    cur = curriculum(name, [stage], SIZES["train_preset"], SIZES["budgets"][-1])
+    out = WORK / f"{name}.json"
+    out.unlink(missing_ok=True)
+    code = sh([sys.executable, ROOT / "benchmarks" / "bench_step.py", "--speed", "--runs", *runs, "--decode", decode,
+               *([] if deepspeed else ["--no-deepspeed"]), "--curriculum", cur, "--budget", max(5, deadline - time.time() - 5),
+               "--out", out], deadline - time.time(), log)
+    report = json.loads(out.read_text()) if out.exists() else {}
+    return {"exit_code": code, **report}
 
 
 def throughput(checks: dict, result: dict, log: pathlib.Path, deadline: float) -> None:
-    """The training preset's budgets first, then FlexAttention at the fastest of them (both
-    decide how the train step runs), then the other presets, each run written as it ends."""
-    runs = []
-
-    def run(preset: str, budget: int, attention: str, profile: bool = False) -> dict:
-        runs.append(measure(f"tput-{preset}-{budget}" + ("-flex" if attention == "flex" else ""), preset, budget,
-                            attention, deadline, log, profile))
-        result["runs"] = runs
-        write_json("throughput.json", result)
-        return runs[-1]
-
-    for preset, budget in SIZES["tput_runs"]:
-        if preset == SIZES["train_preset"]:
-            run(preset, budget, "sdpa", profile=not runs)  # the first of them under the profiler too
-    best = max((r for r in runs if "tokens_per_s" in r), key=lambda r: r["tokens_per_s"], default=None)
-    budget = best["max_tokens"] if best else SIZES["budgets"][0]
-    if SIZES["flex"]:
-        flex = run(SIZES["train_preset"], budget, "flex")
-    else:
-        flex = {"attention": "flex", "skipped": "FlexAttention's backward needs CUDA (tests/test_model.py checks its "
-                                                "forward on the CPU)"}
-        result["flex"] = flex
-    for preset, budget in SIZES["tput_runs"]:
-        if preset != SIZES["train_preset"]:
-            run(preset, budget, "sdpa")
-    peak = checks.get("preflight", {}).get("peak_tflops")
+    """The training preset's step at the draw's budget first (its compile seconds and its
+    steady step plan the training), then `base`'s MFU and greedy decoding at a batch of 300."""
+    report = speed("tput", SIZES["speed_runs"], deadline, log, SIZES["decode"])
+    result.update(report)
     measured = checks.get("preflight", {}).get("matmul_tflops")
-    for r in runs:
-        if "achieved_tflops" in r:
-            r["mfu_datasheet"] = round(r["achieved_tflops"] / peak, 4) if peak else None
-            r["mfu_measured_matmul"] = round(r["achieved_tflops"] / measured, 4) if measured else None
-    faster = "flex" if flex.get("tokens_per_s", 0) > (best or {}).get("tokens_per_s", 0) else "sdpa"
-    chosen = flex if faster == "flex" else best
-    result.update(runs=runs, chosen={"preset": SIZES["train_preset"], "max_tokens": budget, "attention": faster,
-                                     "seconds_per_step": (chosen or {}).get("seconds_per_step")})
+    for r in report.get("steps", []):
+        if r.get("achieved_tflops") and measured:
+            r["mfu_measured_matmul"] = round(r["achieved_tflops"] / measured, 4)
+    trained = next((r for r in report.get("steps", []) if r.get("preset") == SIZES["train_preset"]
+                    and "seconds_per_step" in r), None)
+    result["chosen"] = {"preset": SIZES["train_preset"], "attention": SIZES["attention"],
+                        "max_tokens": trained["tokens_per_step"] if trained else SIZES["budgets"][-1],
+                        "seconds_per_step": (trained or {}).get("seconds_per_step"),
+                        "compile_seconds": (trained or {}).get("first_step_seconds")}
 
 
 def train(result: dict, chosen: dict, log: pathlib.Path, deadline: float) -> None:
@@ -382,7 +353,9 @@ def train(result: dict, chosen: dict, log: pathlib.Path, deadline: float) -> Non
     `deadline` buys at the measured speed (the steps before it left time over: the train
     step takes it; a stage end's export and the mining leave a margin)."""
     per_step = chosen.get("seconds_per_step") or (0.5 if SMOKE else 0.15)
-    startup = 40.0 if not SMOKE else 60.0  # process start, three stages' data and exports, the mining: 33 s on the H100
+    # process start, three stages' data and exports, the mining (33 s on the H100), and the
+    # compile, counted at what it cost the throughput step (its cache may make it cheaper)
+    startup = (40.0 if not SMOKE else 60.0) + (chosen.get("compile_seconds") or 0)
     total = max(len(STAGE_SHARES), int((deadline - time.time() - startup) * 0.9 / per_step))
     total = min(total, SIZES.get("train_steps_max") or total)
     stages = recipe_stages()

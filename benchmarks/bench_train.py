@@ -1,15 +1,14 @@
 """Benchmark: training throughput.
 
 1. Batching: the padding share of every source and the real (non-padding) tokens/s of
-   the same model trained on fixed-size batches (drawn as the loop drew them before) and
-   on token-budget batches (`train.max_tokens`), in one run; and the token-budget batches
-   again with the forward under bfloat16 autocast (`train.autocast`, float32 weights).
+   the same model trained on fixed-size batches padded apart (drawn as the loop drew
+   them before) and on token-budget rows (`train.max_tokens`, modeling/rows.py), in one
+   run; and the rows again with the forward under bfloat16 autocast (`train.autocast`,
+   float32 weights).
 2. Our DeepSpeed loop against plain Hugging Face `Trainer` (no DeepSpeed) for the same
    tiny model and batches (CPU).
-3. On a GPU (`--device cuda`, the default where one is): the `base` preset in bf16,
-   token-budget vs fixed batches with SDPA attention, and token-budget batches with
-   eager attention: real tokens/s, peak memory, useful TFLOP/s and MFU against the
-   GPU's dense bf16 peak (`PEAK_FLOPS`). `--accelerator-on-cpu` runs it on the CPU.
+
+The step's speed on a GPU (tokens/s, MFU, compile seconds) is bench_step.py --speed's.
 
     .venv/bin/python benchmarks/bench_train.py [--steps 40] [--data demo_out/data]
 
@@ -113,7 +112,7 @@ def batching(data_dir: pathlib.Path, steps: int, size: int, max_tokens: int, pre
         start = time.perf_counter()
         for b in batches:
             with autocast(precision, torch.device("cpu")):
-                loss = model(**b).loss
+                loss = model(row=b["row"]).loss if "row" in b else model(**b).loss
             loss.backward()
             opt.step()
             opt.zero_grad()
@@ -123,92 +122,6 @@ def batching(data_dir: pathlib.Path, steps: int, size: int, max_tokens: int, pre
     report["real_tokens_per_s_ratio"] = report["token_budget_real_tokens_per_s"] / report["fixed_real_tokens_per_s"]
     report["bf16_autocast_ratio"] = report["token_budget_bf16_autocast_real_tokens_per_s"] / report["token_budget_real_tokens_per_s"]
     report["native_bf16"] = fast_bf16()
-    return report
-
-
-# Dense bf16 tensor-core peaks (FLOP/s) by device name (fp16 for the V100, which has no bf16).
-PEAK_FLOPS = (("H100 PCIe", 756e12), ("H100", 989.4e12), ("H200", 989.4e12), ("A100", 312e12), ("V100", 125e12))
-
-
-def peak_flops(device: str) -> float | None:
-    if device == "cpu":
-        return None
-    name = torch.cuda.get_device_name(torch.device(device))
-    return next((peak for key, peak in PEAK_FLOPS if key in name), None)
-
-
-def train_flops(model, batch: dict) -> float:
-    """Useful training FLOPs of one batch: 6 x (the layers' matmul parameters, not the
-    embedding lookups) per real token, 6 x the tied output projection per predicted trace
-    token (code predicts nothing), plus attention, 12 x layers x width x length^2 per row
-    (forward QK^T and AV, backward twice that)."""
-    cfg = model.config
-    embeddings = sum(p.numel() for n, p in model.named_parameters() if "embeddings" in n)
-    layers = sum(p.numel() for p in model.parameters()) - embeddings
-    if "ids" in batch:
-        lengths, traces = batch["total_len"].double(), (batch["total_len"] - batch["code_len"]).double()
-    else:
-        traces = batch["trace_mask"].sum(1).double()
-        lengths = batch["code_mask"].sum(1).double() + traces
-    predicted = (traces - 1).clamp(min=0).sum()  # the trace's <mask0> on predicts each next trace token
-    return float(6 * layers * lengths.sum() + 6 * cfg.vocab_size * cfg.hidden_size * predicted
-                 + 12 * cfg.num_hidden_layers * cfg.hidden_size * (lengths ** 2).sum())
-
-
-def accelerator(data_dir: pathlib.Path, device: str, preset: str, steps: int, max_tokens: int, size: int) -> dict:
-    """One preset on one device (bf16 on a GPU, fp32 on a CPU): real tokens/s, peak memory
-    and MFU (useful FLOPs / s over the device's dense peak) for token-budget vs fixed
-    batches with SDPA attention, and token-budget batches with eager attention. The first
-    3 steps of each are warm-up, not timed."""
-    from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
-    from codeexecutor.modeling.tokenizer import structural_ids
-    from codeexecutor.training.config import Source, Stage
-    from codeexecutor.training.data import StageData, batch_tokens
-
-    present, tok, enc = sources_and_encoder(data_dir, 8000)
-    stage = Stage("mixed", [Source(p, "singleline" if n == "singleline" else "codenet") for n, p in present.items()], steps + 3)
-    dtype = torch.bfloat16 if device != "cpu" else torch.float32
-    peak = peak_flops(device)
-    report: dict = {"device": device if device == "cpu" else torch.cuda.get_device_name(torch.device(device)), "preset": preset,
-                    "dtype": str(dtype).replace("torch.", ""), "steps": steps, "max_tokens": max_tokens, "fixed_batch": size,
-                    "peak_flops": peak, "runs": {}}
-    for batching, impl in (("token_budget", "sdpa"), ("fixed", "sdpa"), ("token_budget", "eager")):
-        torch.manual_seed(0)
-        cfg = CodeExecutorConfig.preset(preset, vocab_size=len(tok), structural_token_ids=structural_ids(tok),
-                                        pad_token_id=tok.pad_token_id)
-        cfg._attn_implementation = impl
-        model = CodeExecutorModel(cfg).to(device, dtype=dtype)
-        model.config._attn_implementation = impl
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        data = StageData(stage, enc, ".", max_tokens=max_tokens if batching == "token_budget" else 0)
-        batches = [data.batch(0, i, 0, 0, size) for i in range(steps + 3)]
-        if device != "cpu":
-            torch.cuda.reset_peak_memory_stats()
-        for i, b in enumerate(batches):
-            if i == 3:
-                if device != "cpu":
-                    torch.cuda.synchronize()
-                start = time.perf_counter()
-            loss = model(**{k: v.to(device) for k, v in b.items()}).loss
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        if device != "cpu":
-            torch.cuda.synchronize()
-        seconds = time.perf_counter() - start
-        timed = batches[3:]
-        real = sum(batch_tokens(b)[0] for b in timed)
-        flops = sum(train_flops(model, b) for b in timed) / seconds
-        run = {"real_tokens_per_s": real / seconds, "padding_share": 1 - real / sum(batch_tokens(b)[1] for b in timed),
-               "model_tflops": flops / 1e12, "mfu": flops / peak if peak else None,
-               "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if device != "cpu" else None,
-               "final_loss": float(loss.detach())}
-        report["runs"][f"{batching}_{impl}"] = run
-        mfu = f", MFU {run['mfu']:.1%}" if run["mfu"] is not None else ""
-        print(f"{preset} {report['dtype']} on {report['device']}, {batching} batches, {impl}: "
-              f"{run['real_tokens_per_s']:,.0f} real tokens/s, padding {run['padding_share']:.1%}, "
-              f"{run['model_tflops']:.3g} TFLOP/s{mfu}", flush=True)
-        del model, opt
     return report
 
 
@@ -257,21 +170,10 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=6144)
     ap.add_argument("--batching-steps", type=int, default=30)
     ap.add_argument("--preset", default="mini", help="model of the batching comparison")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--accelerator-preset", default="base", help="model of the accelerator section (MFU, SDPA vs eager)")
-    ap.add_argument("--accelerator-steps", type=int, default=30)
-    ap.add_argument("--accelerator-batch", type=int, default=32, help="fixed batch size of the accelerator section")
-    ap.add_argument("--accelerator-on-cpu", action="store_true", help="run the accelerator section on the CPU too")
-    ap.add_argument("--only-accelerator", action="store_true", help="skip the CPU sections (batching, DeepSpeed vs Trainer)")
     args = ap.parse_args()
     data_dir = pathlib.Path(args.data)
     if not (data_dir / "codenetmut" / "codenetmut").exists():
         sys.exit(f"bench_train: no datasets in {data_dir}; run `python -m codeexecutor.demo --only data` first")
-    if args.only_accelerator:
-        report = {"accelerator": accelerator(data_dir, args.device, args.accelerator_preset, args.accelerator_steps,
-                                             args.max_tokens, args.accelerator_batch)}
-        write_report(f"bench_train-{report['accelerator']['device'].replace(' ', '-')}", report)
-        return
     torch.set_num_threads(2)
     b = batching(data_dir, args.batching_steps, 16, args.max_tokens, args.preset)
     for name, share in b["padding_share"].items():
@@ -294,11 +196,6 @@ def main() -> None:
               "trainer_tokens_per_s": tokens / t_trainer, "ratio": t_trainer / t_ours}
     print(f"tiny model, CPU, {args.steps} steps x {args.batch}: ours (DeepSpeed engine) {tokens / t_ours:,.0f} tokens/s, "
           f"plain Trainer {tokens / t_trainer:,.0f} tokens/s, ratio {t_trainer / t_ours:.2f}x")
-    if args.device != "cpu" or args.accelerator_on_cpu:
-        report["accelerator"] = accelerator(data_dir, args.device, args.accelerator_preset, args.accelerator_steps,
-                                            args.max_tokens, args.accelerator_batch)
-    else:
-        print("no GPU here: the accelerator section (base in bf16, MFU, SDPA vs eager) runs where one is available")
     write_report("bench_train", report)
 
 

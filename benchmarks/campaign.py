@@ -12,11 +12,13 @@ takes the time the steps before it left over. Each step writes its file to $OUT 
 finishes, so a call killed at any point leaves every finished step's file, and the step
 it stops writes what it has with its log's end:
 
-    checks.json      versions, the accelerator, the pack; tests/test_gpu.py; on the time
-                     left, the deepspeed launcher through run_pretrain.sh (ZeRO-2 bf16,
-                     stopped and resumed: one step sequence) and ZeRO-2 fp16's loss scale
-    throughput.json  the training loop's tokens/s and MFU after a warm-up, two presets,
-                     and FlexAttention against the dense mask
+    checks.json      versions, the accelerator, the pack; on the time left,
+                     tests/test_gpu.py, the deepspeed launcher through run_pretrain.sh
+                     (ZeRO-2 bf16, stopped and resumed: one step sequence) and ZeRO-2
+                     fp16's loss scale
+    throughput.json  bench_step.py --speed: the compiled row step's tokens/s and MFU after a
+                     warm-up, `small` and `base`, its compile seconds, greedy decoding at a
+                     batch of 300; on the time left, 192 k-token steps and DeepSpeed's
     training.json    the recipe trained on the packed data at the fastest budget, and the
                      speed it ran at beside the speed it was planned from
     model-meta.tar, model.safetensors.partK   the model in bfloat16, in pieces of 16 MiB
@@ -60,7 +62,7 @@ def draw() -> int:
     checks["pack"] = {k: manifest.get(k) for k in ("code", "python", "recipe", "packed", "bytes", "test")}
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    chosen = {"preset": d.SIZES["train_preset"], "max_tokens": d.SIZES["budgets"][0], "attention": "sdpa"}
+    chosen = {"preset": d.SIZES["train_preset"], "max_tokens": d.SIZES["budgets"][-1], "attention": d.SIZES["attention"]}
     for name, spec in d.STEPS.items():
         budget, file = spec[col], spec[2]
         log = d.WORK / f"{name}.log"
@@ -78,8 +80,6 @@ def draw() -> int:
                 d.preflight(checks, log)
             elif name == "unpack":
                 d.unpack(checks, manifest)
-            elif name == "gpu_tests":
-                d.gpu_tests(checks, log, step_deadline)
             elif name == "throughput":
                 d.throughput(checks, results[file], log, step_deadline)
                 chosen = results[file].get("chosen") or chosen
@@ -96,7 +96,7 @@ def draw() -> int:
             elif name == "score":
                 status = d.score(results[file], d.trained_model(), log, step_deadline)
             elif name == "checks":
-                status = d.launcher_checks(checks, log, step_deadline)
+                status = d.final_checks(checks, results["throughput.json"], log, step_deadline)
         except d.Refused as exc:
             checks["steps"].append({"step": name, "status": f"refused: {exc}", "seconds": round(time.time() - t, 1)})
             d.write_json("checks.json", checks)

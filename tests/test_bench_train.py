@@ -1,4 +1,4 @@
-"""The accelerator section of bench_train (MFU, batching, attention) and fp16 loss-scale logging."""
+"""bench_train (rows against fixed batches) and fp16 loss-scale logging."""
 
 import json
 import os
@@ -21,35 +21,12 @@ def _tiny(vocab=300):
     return CodeExecutorModel(CodeExecutorConfig.preset("tiny", vocab_size=vocab, pad_token_id=1))
 
 
-def test_train_flops_counts_layers_per_real_token_the_head_per_predicted_token_and_attention_per_row():
+def test_rows_pad_less_than_fixed_batches_and_train_on_the_cpu(demo_data):
     import bench_train
 
-    model = _tiny()
-    cfg = model.config
-    embeddings = sum(p.numel() for n, p in model.named_parameters() if "embeddings" in n)
-    layers = sum(p.numel() for p in model.parameters()) - embeddings
-    packed = {"ids": torch.zeros(2, 10, dtype=torch.long), "code_len": torch.tensor([3, 4]), "total_len": torch.tensor([10, 6])}
-    # traces of 7 and 2 tokens predict 6 + 1 next tokens
-    want = 6 * layers * 16 + 6 * cfg.vocab_size * cfg.hidden_size * 7 + 12 * cfg.num_hidden_layers * cfg.hidden_size * (100 + 36)
-    assert bench_train.train_flops(model, packed) == want
-    code_mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])
-    trace_mask = torch.tensor([[1] * 7, [1, 1, 0, 0, 0, 0, 0]])
-    unpacked = {"code_ids": torch.zeros(2, 4, dtype=torch.long), "code_mask": code_mask,
-                "trace_ids": torch.zeros(2, 7, dtype=torch.long), "trace_mask": trace_mask}
-    assert bench_train.train_flops(model, unpacked) == want  # the same rows, padded apart: the same useful work
-    assert bench_train.peak_flops("cpu") is None
-
-
-def test_accelerator_section_runs_on_cpu(demo_data):
-    import bench_train
-
-    report = bench_train.accelerator(demo_data, "cpu", "tiny", steps=2, max_tokens=2048, size=8)
-    assert set(report["runs"]) == {"token_budget_sdpa", "fixed_sdpa", "token_budget_eager"}
-    runs = report["runs"]
-    assert all(r["real_tokens_per_s"] > 0 and r["model_tflops"] > 0 and r["mfu"] is None for r in runs.values())
-    assert runs["token_budget_sdpa"]["padding_share"] < runs["fixed_sdpa"]["padding_share"]
-    # the same batches and seed: eager and SDPA attention train alike
-    assert abs(runs["token_budget_sdpa"]["final_loss"] - runs["token_budget_eager"]["final_loss"]) < 1e-3
+    report = bench_train.batching(demo_data, 3, 8, 2048, "tiny")
+    assert all(s["token_budget"] < s["fixed"] for s in report["padding_share"].values())
+    assert report["fixed_real_tokens_per_s"] > 0 and report["token_budget_real_tokens_per_s"] > 0
 
 
 def test_loss_scaling_is_logged_for_fp16_only():

@@ -45,7 +45,7 @@ def test_the_plan_fits_one_draw(tmp_path):
     rows = [line.split() for line in run.stdout.splitlines()[1:-1]]
     gpu = sum(int(r[1]) for r in rows)
     # the model is exported before it is scored, and the checks earlier draws answered come last
-    assert [r[0] for r in rows] == ["preflight", "unpack", "gpu_tests", "throughput", "train", "export", "score", "checks"]
+    assert [r[0] for r in rows] == ["preflight", "unpack", "throughput", "train", "export", "score", "checks"]
     assert gpu <= 540 and re.search(rf"total\s+{gpu}\s", run.stdout)
     bad = subprocess.run(["bash", str(SCRIPT), "everything"], env=_env(tmp_path, tmp_path), cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
@@ -76,13 +76,14 @@ def test_the_smoke_draw_brings_back_a_model_that_loads_here(tmp_path, demo_data)
     files = sorted(p.name for p in out.iterdir())
     assert len(files) <= 8 and {"checks.json", "throughput.json", "training.json", "scores.json", "model-meta.tar"} <= set(files)
     checks = json.loads((out / "checks.json").read_text())
-    assert [s["status"] for s in checks["steps"]] == ["ok"] * 8, checks["steps"]
+    assert [s["status"] for s in checks["steps"]] == ["ok"] * 7, checks["steps"]
     assert checks["launcher"]["continuous"] and checks["launcher"]["resumed"]  # run_pretrain.sh stopped and resumed
     assert checks["preflight"]["deepspeed"] and checks["pack"]["python"]
-    tput = json.loads((out / "throughput.json").read_text())
-    assert len(tput["runs"]) == 3 and all(r["tokens_per_s"] > 0 for r in tput["runs"])
-    prof = tput["runs"][0]["profile"]  # the first run's extra steps under the PyTorch profiler
-    assert prof["steps"] == 5 and prof["wall_seconds_per_step"] > 0 and "aten::" in prof["by_host_time"]
+    tput = json.loads((out / "throughput.json").read_text())  # bench_step.py --speed, on the packed rows
+    assert len(tput["steps"]) == 1 and all(r["tokens_per_s"] > 0 for r in tput["steps"])
+    assert tput["decode"]["eager"]["ms_per_step"] > 0 and tput["chosen"]["seconds_per_step"] > 0
+    training = json.loads((out / "training.json").read_text())
+    assert training["exit_code"] == 0 and training["measured"]["steps"] > 0
     scores = json.loads((out / "scores.json").read_text())
     assert set(scores["sets"]) == {"singleline", "tutorial", "codenetmut", "errors", "functions", "functions_errors"}
     assert scores["exit_code"] == 0 and len(scores["builds_scored"]) == 4  # decoded in the child, every build
@@ -105,7 +106,7 @@ def test_a_stopped_draw_keeps_the_files_of_its_finished_steps(tmp_path, demo_dat
     checks = tmp_path / "out" / "checks.json"
     deadline = time.time() + 300
     while time.time() < deadline:  # until the throughput step is under way
-        if checks.exists() and len(json.loads(checks.read_text())["steps"]) >= 3:
+        if checks.exists() and len(json.loads(checks.read_text())["steps"]) >= 2:
             break
         time.sleep(0.5)
     time.sleep(3)
@@ -113,6 +114,6 @@ def test_a_stopped_draw_keeps_the_files_of_its_finished_steps(tmp_path, demo_dat
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 124, err[-3000:]
     steps = json.loads(checks.read_text())["steps"]
-    assert [s["status"] for s in steps[:3]] == ["ok"] * 3 and steps[3]["status"] == "stopped by SIGTERM", steps
+    assert [s["status"] for s in steps[:2]] == ["ok"] * 2 and steps[2]["status"] == "stopped by SIGTERM", steps
     assert json.loads((tmp_path / "out" / "throughput.json").read_text())["step"]["status"] == "stopped by SIGTERM"
     assert not list((tmp_path / "work").glob("**/*.tmp"))

@@ -61,18 +61,23 @@ def test_autocast_runs_the_forward_in_bf16_and_keeps_float32_weights_and_gradien
     import torch
 
     from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
+    from codeexecutor.modeling.rows import RowSpec
     from codeexecutor.training.setup import autocast
+    from codeexecutor.training.step import synthetic_row
 
     torch.manual_seed(0)
     model = CodeExecutorModel(CodeExecutorConfig.preset("tiny", vocab_size=64))
-    batch = {"ids": torch.randint(5, 64, (2, 12)), "code_len": torch.tensor([5, 6]), "total_len": torch.tensor([12, 10])}
+    row = synthetic_row(RowSpec(256, 256, fixed=True), model, 64)
+    seen = []
+    hook = model.roberta.encoder.layer[0].attention.self.query.register_forward_hook(lambda m, i, o: seen.append(o.dtype))
     dtypes = {}
     for kind in ("bf16", None):
         with autocast(kind, torch.device("cpu")):
-            out = model(**batch)
+            out = model(row=row)
         out.loss.backward()
-        dtypes[kind] = (out.logits.dtype, out.loss.dtype, {p.grad.dtype for p in model.parameters() if p.grad is not None})
+        dtypes[kind] = (seen.pop(), out.loss.dtype, {p.grad.dtype for p in model.parameters() if p.grad is not None})
         model.zero_grad()
+    hook.remove()
     assert dtypes["bf16"] == (torch.bfloat16, torch.float32, {torch.float32})  # the loss is taken in float32
     assert dtypes[None] == (torch.float32, torch.float32, {torch.float32})
     assert all(p.dtype == torch.float32 for p in model.parameters())
@@ -116,12 +121,12 @@ def test_lr_schedule_warms_up_and_decays_per_stage():
     assert lr_at(st, 10) == 0.5 and lr_at(st, 20) == 0.0
 
 
-def _curriculum(tmp_path, data, steps, autocast=None):
+def _curriculum(tmp_path, data, steps, autocast=None, **train):
     cur = {
         "model": {"preset": "tiny", "vocab_size": 600, "max_code_length": 128, "max_trace_length": 256},
         "train": {"output_dir": str(tmp_path / "run"), "micro_batch_size": 2, "grad_accum": 2, "save_every": 2, "log_every": 1,
                   "max_tokens": 1024, "eval_every": 3, "eval_examples": 4, "eval_decode_examples": 2,
-                  **({"autocast": autocast} if autocast else {})},
+                  **({"autocast": autocast} if autocast else {}), **train},
         "stages": [
             {"name": "singleline", "steps": steps, "lr": 1e-3, "warmup": 1, "sources": [{"path": str(data / "singleline" / "singleline"), "task": "singleline"}]},
             {"name": "tutorial", "steps": steps, "lr": 1e-3, "warmup": 1, "sources": [
@@ -141,8 +146,8 @@ def _curriculum(tmp_path, data, steps, autocast=None):
 
 def test_two_process_zero2_over_gloo_with_resume(tmp_path, demo_data):
     """A real DeepSpeed ZeRO-2 run with 2 processes (torchrun, gloo), killed by --max-steps and resumed;
-    its forward passes (training and mining) under bf16 autocast."""
-    cur = _curriculum(tmp_path, demo_data, steps=2, autocast="bf16")
+    its forward passes (training and mining) under bf16 autocast, its row step compiled whole."""
+    cur = _curriculum(tmp_path, demo_data, steps=2, autocast="bf16", compile=True)
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517", "-m",
            "codeexecutor.training", "--curriculum", str(cur), "--ds-config", str(ROOT / "ds_configs" / "cpu.json")]
@@ -160,7 +165,9 @@ def test_two_process_zero2_over_gloo_with_resume(tmp_path, demo_data):
     assert all(0 <= e["trace_accuracy"] <= 100 and e["loss"] > 0 for r in evals for e in r["eval"].values())
     assert (run / "stage1-singleline-best" / "best.json").exists() and (run / "data_stats.json").exists()
     assert all(0 <= r["padding_share"] < 1 and r["loss"] > 0 for r in log if "loss" in r)
-    assert json.loads((run / "curriculum.json").read_text())["train"]["autocast"] == "bf16"
+    written = json.loads((run / "curriculum.json").read_text())
+    assert written["train"]["autocast"] == "bf16"
+    assert written["setup"]["engine"] == "deepspeed" and written["setup"]["compiled"] and written["setup"]["fullgraph"]
     mined = json.loads((run / "stage2-tutorial-hardest-0.json").read_text())
     train_rows = len(datasets.load_from_disk(str(demo_data / "singleline" / "singleline"))["train"])
     assert len(mined) == 8 and set(mined) <= mining_pool(train_rows, 16, 0)  # the hardest of the 16 scored
@@ -174,6 +181,37 @@ def test_two_process_zero2_over_gloo_with_resume(tmp_path, demo_data):
     out = gen.generate(["<codenet> <0> x = 1"], beam=2, max_length=8)[0]
     assert out.tokens <= 8 and (out.finished or out.tokens == 8)  # ended at </s>, or cut at the cap it was given
     assert gen.encoder.ids(out.text) == gen.encoder.ids(gen.encoder.decode(gen.encoder.ids(out.text)))  # text round-trips
+
+
+def test_two_process_zero3_over_gloo_steps_the_compiled_rows_and_resumes(tmp_path, demo_data):
+    """ZeRO-3 (parameters partitioned across the 2 processes) around the compiled row step,
+    its graph broken between modules where DeepSpeed gathers their parameters (the run's
+    log says so), stopped and resumed; the gathered export generates."""
+    import yaml
+
+    cur = {"model": {"preset": "tiny", "vocab_size": 600, "max_code_length": 128, "max_trace_length": 256, "dropout": 0.0},
+           "train": {"output_dir": str(tmp_path / "run"), "micro_batch_size": 2, "save_every": 2, "log_every": 1,
+                     "max_tokens": 1024, "eval_examples": 0, "compile": True},
+           "stages": [{"name": "codenet", "steps": 4, "lr": 1e-3, "warmup": 1, "sources": [
+               {"path": str(demo_data / "codenetmut" / "codenetmut"), "task": "codenet"}]}]}
+    path = tmp_path / "cur.yaml"
+    path.write_text(yaml.safe_dump(cur))
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29519", "-m",
+           "codeexecutor.training", "--curriculum", str(path), "--ds-config", str(ROOT / "ds_configs" / "cpu_zero3.json")]
+    for extra in (["--max-steps", "2"], []):
+        done = subprocess.run(cmd + extra, env=env, capture_output=True, text=True, timeout=400, cwd=ROOT)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run = tmp_path / "run"
+    assert "resuming from" in done.stdout and "at step 2" in done.stdout
+    log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log if "loss" in r] == [1, 2, 3, 4] and all(r["loss"] > 0 for r in log if "loss" in r)
+    setup = json.loads((run / "curriculum.json").read_text())["setup"]
+    assert setup["compiled"] and not setup["fullgraph"] and any("ZeRO-3" in f for f in setup["fallbacks"])
+    from codeexecutor.generation import TraceGenerator
+
+    out = TraceGenerator(str(run / "final")).generate(["<codenet> <0> x = 1"], beam=1, max_length=8)[0]
+    assert 0 < out.tokens <= 8
 
 
 def test_crash_finetune_from_a_released_layout_checkpoint(tmp_path, demo_data):
@@ -233,7 +271,14 @@ def test_targets_keep_their_label_when_cut():
     assert enc.fit_trace("<line> <0> <state> " + " <dictsep> ".join(f"v{i} : {i}" for i in range(60)) + " </state>") == (None, "dropped_long_step")
 
 
-def test_token_budget_batches_are_deterministic_and_tightly_packed(demo_data):
+def test_token_budget_rows_hold_the_samplers_examples_in_one_shape(demo_data):
+    """A micro-step is one row of exactly max_tokens tokens holding, back to back, the
+    examples the sampler picks (the same picks as before rows: the sampler is unchanged,
+    pinned below), the Arrow path placing each one's code and trace ids; under the GPU's
+    fixed layout every row of a stage has the same shapes."""
+    import numpy as np
+
+    from codeexecutor.modeling.rows import RowSpec
     from codeexecutor.modeling.tokenizer import Encoder, train_tokenizer
     from codeexecutor.training.config import Source, Stage
     from codeexecutor.training.data import StageData, padding_share
@@ -247,48 +292,49 @@ def test_token_budget_batches_are_deterministic_and_tightly_packed(demo_data):
     enc = Encoder(tok, 256, 512)
     budget = StageData(stage, enc, ".", max_tokens=2048)
     fixed = StageData(stage, enc, ".")
-    shares, fixed_shares = [], []
+    gpu = StageData(stage, enc, ".", max_tokens=2048, rows=RowSpec(2048, 768, "flex", 128, fixed=True))
+    shares, fixed_shares, shapes = [], [], set()
     for step in range(30):
         a, b = budget.indices(0, step, 0, 0, 8), budget.indices(0, step, 0, 0, 8)
         assert a == b  # the batch of a step depends on nothing else
         batch = budget.batch(0, step, 0, 0, 8)
-        assert batch["ids"].numel() <= 2048
+        row = batch["row"]
         j, idx = a
-        rows_of = budget.tables[j][idx]  # the Arrow path places the same ids the encoder's collation does
-        slow = enc.collate_packed([{"code_ids": c, "trace_ids": t} for c, t in zip(rows_of["code_ids"], rows_of["trace_ids"])])
-        assert all(torch.equal(batch[k], slow[k]) for k in ("ids", "code_len", "total_len"))
+        picked = budget.tables[j][idx]
+        want = [list(c) + list(t) for c, t in zip(picked["code_ids"], picked["trace_ids"])]
+        doc = row["doc"].numpy()
+        assert [row["ids"].numpy()[doc == d].tolist() for d in range(len(idx))] == want
+        assert batch["tokens"] == sum(map(len, want)) and batch["examples"] == len(idx)
         shares.append(padding_share(batch))
         fixed_shares.append(padding_share(fixed.batch(0, step, 0, 0, 8)))
+        shapes.add(tuple((k, tuple(v.shape)) for k, v in sorted(gpu.batch(0, step, 0, 0, 8)["row"].items()) if hasattr(v, "shape")))
     assert sum(shares) / len(shares) < 0.25 < sum(fixed_shares) / len(fixed_shares)  # demo-size data: sparse lengths
+    assert len(shapes) == 1  # one shape for the whole stage: nothing to recompile
     assert set(budget.fits) == {s.path for s in stage.sources} and all(f["whole"] > 0 for f in budget.fits.values())
+    # the sampler's picks for fixed lengths and seed, as the loop made them before rows (commit 67272cb)
+    lengths = np.random.default_rng(7)
+    code, trace = lengths.integers(5, 256, 500), lengths.integers(3, 768, 500)
+    picks = StageData.from_lengths("s", code, trace, 4096, "example")
+    assert [picks.indices(0, s, 0, 0, 8)[1] for s in range(3)] == [
+        [494, 340, 332, 309, 396, 217, 330, 157, 29, 44, 22, 192, 295, 368, 499, 441], [86, 496, 393, 101, 449, 352],
+        [348, 195, 172, 147, 283]]
+    picks = StageData.from_lengths("s", code, trace, 4096, "token")
+    assert [picks.indices(0, s, 0, 0, 8)[1] for s in range(2)] == [
+        [473, 120, 336, 168, 176, 448, 1, 421, 67], [261, 117, 422, 88, 198, 400, 305, 386, 103, 49, 73, 306, 419]]
 
 
-def test_a_budget_below_the_longest_example_puts_long_examples_alone(demo_data):
-    from codeexecutor.modeling.tokenizer import Encoder, train_tokenizer
-    from codeexecutor.training.config import Source, Stage
-    from codeexecutor.training.data import StageData
-
-    import datasets
-
-    path = str(demo_data / "tutorial" / "tutorial")
-    rows = list(datasets.load_from_disk(path)["train"])
-    tok = train_tokenizer([t for r in rows for t in texts(r)], vocab_size=600, min_frequency=1)
-    data = StageData(Stage("s", [Source(path, "tutorial")], steps=10), Encoder(tok, 256, 512), ".", max_tokens=128)
-    total = data.code_len[0] + data.trace_len[0]
-    assert total.max() > 128 > total.min()  # both kinds occur
-    alone = together = 0
-    for step in range(200):
-        _, idx = data.indices(0, step, 0, 0, 8)
-        if len(idx) == 1 and total[idx[0]] > 128:
-            alone += 1
-        else:
-            assert len(idx) * max(total[i] for i in idx) <= 128
-            together += len(idx) > 1
-    assert alone > 0 and together > 0
-    ok = {"train": {"max_tokens": 128}, "stages": [{"name": "s", "steps": 1, "sources": [{"path": "x", "task": "singleline"}]}]}
+def test_a_token_budget_must_be_whole_tiles_that_hold_the_longest_example():
+    ok = {"train": {"max_tokens": 1024}, "stages": [{"name": "s", "steps": 1, "sources": [{"path": "x", "task": "singleline"}]}]}
     assert not Curriculum.from_dict(ok).validate()
-    with pytest.raises(ConfigError, match="train.max_tokens must be >= 64"):
-        Curriculum.from_dict({**ok, "train": {"max_tokens": 32}})
+    with pytest.raises(ConfigError, match=r"a multiple of 128 that holds the longest example .*1024\), got 1000: set it "
+                                          r"to 1024"):
+        Curriculum.from_dict({**ok, "train": {"max_tokens": 1000}})
+    with pytest.raises(ConfigError, match="got 512: set it to 1024"):
+        Curriculum.from_dict({**ok, "train": {"max_tokens": 512}})
+    with pytest.raises(ConfigError, match="train.engine must be one of auto, torch, deepspeed"):
+        Curriculum.from_dict({**ok, "train": {"max_tokens": 1024, "engine": "jax"}})
+    with pytest.raises(ConfigError, match="train.compile must be true, false or auto"):
+        Curriculum.from_dict({**ok, "train": {"max_tokens": 1024, "compile": "always"}})
     with pytest.raises(ConfigError, match=r"model.dropout must be in \[0, 1\)"):
         Curriculum.from_dict({**ok, "model": {"dropout": 1.0}})
     with pytest.raises(ConfigError, match="flex takes no attention dropout: set model.dropout: 0"):

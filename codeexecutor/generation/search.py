@@ -20,51 +20,9 @@ import functools
 from dataclasses import dataclass
 
 import torch
-from transformers.cache_utils import DynamicLayer
-
 from codeexecutor.generation.beam import Beam, select
 from codeexecutor.generation.constraints import RowConstraints, StateRule, token_chars
 from codeexecutor.generation.verdict import StepEnds
-
-
-class _BeamLayer(DynamicLayer):
-    """A key/value cache layer for beam search over a fixed code prefix.
-
-    Buffers are preallocated for code + trace length, so a step writes in place instead
-    of concatenating the whole cache; and reordering beams touches only the trace part:
-    beams are only ever permuted among the beams of one program, whose code keys/values
-    are identical, so positions before `frozen` never need to move.
-    """
-
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor, capacity: int, frozen: int) -> None:
-        super().__init__()
-        N, H, L, D = keys.shape
-        self.kbuf = keys.new_empty((N, H, capacity, D))
-        self.vbuf = values.new_empty((N, H, capacity, D))
-        self.kbuf[:, :, :L] = keys
-        self.vbuf[:, :, :L] = values
-        self.length, self.frozen = L, frozen
-        self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
-        self.keys, self.values = self.kbuf[:, :, :L], self.vbuf[:, :, :L]
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-        end = self.length + key_states.shape[-2]
-        self.kbuf[:, :, self.length : end] = key_states
-        self.vbuf[:, :, self.length : end] = value_states
-        self.length = end
-        self.keys, self.values = self.kbuf[:, :, :end], self.vbuf[:, :, :end]
-        return self.keys, self.values
-
-    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        f, L = self.frozen, self.length
-        if L > f:
-            self.kbuf[:, :, f:L] = self.kbuf[:, :, f:L].index_select(0, beam_idx)
-            self.vbuf[:, :, f:L] = self.vbuf[:, :, f:L].index_select(0, beam_idx)
-
-    def keep_rows(self, rows: torch.LongTensor) -> None:
-        """Drop the rows of programs whose search is done (the code part too)."""
-        self.kbuf, self.vbuf = self.kbuf.index_select(0, rows), self.vbuf.index_select(0, rows)
-        self.keys, self.values = self.kbuf[:, :, : self.length], self.vbuf[:, :, : self.length]
 
 
 @dataclass
@@ -88,8 +46,8 @@ class TraceGenerator:
 
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         path = resolve(model)
-        if dtype is None and self.device.type == "cpu":
-            dtype = torch.float32  # a bf16 checkpoint decoded 1.75x slower in bf16 on an AVX2 CPU (docs/decoding.md)
+        if dtype is None:  # bf16 on CUDA; a bf16 checkpoint decoded 1.75x slower in bf16 on an AVX2 CPU (docs/decoding.md)
+            dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
         self.model = load_model(path, dtype=dtype).to(self.device).eval()
         cfg = self.model.config
         self.profile = profile_of(cfg)
@@ -121,7 +79,8 @@ class TraceGenerator:
     @torch.no_grad()
     def generate(self, inputs: list[str], beam: int = 10, max_length: int | None = None, batch_size: int = 8,
                  cache: bool = True, names: bool = False, values: bool = False,
-                 exception_bias: float = 0.0, exception_at: str = "step", length_penalty: float = 0.0) -> list[Generated]:
+                 exception_bias: float = 0.0, exception_at: str = "step", length_penalty: float = 0.0,
+                 sort: bool = True) -> list[Generated]:
         """Best hypothesis for each model-format code string, in input order. At most
         `max_length` tokens are generated (</s> included; default and cap: the model's
         max_trace_length, 768 as in the release). `names`: states may only name the
@@ -131,7 +90,9 @@ class TraceGenerator:
         each answer's `exception_peak` is recorded where the model has that step;
         `exception_at="end"`: only where the trace would end. `length_penalty`: the
         finished hypotheses are ranked by log-probability over length ** alpha
-        (generation/beam.py; 0, the release's ranking, by default)."""
+        (generation/beam.py; 0, the release's ranking, by default). `sort`: batches are
+        made of programs of similar code length, not in input order (answers come back in
+        input order either way)."""
         from codeexecutor.errors import UsageError
 
         cap = self.model.config.max_trace_length
@@ -151,11 +112,16 @@ class TraceGenerator:
             return self._expanded([self._beam_no_cache(self.encoder.code(text), beam, max_length,
                                                        rule(text) if rule else None, ends, length_penalty)
                                    for text in inputs])
-        out: list[Generated] = []
-        for i in range(0, len(inputs), batch_size):
-            chunk = inputs[i : i + batch_size]
-            rules = [rule(t) for t in chunk] if rule else None
-            out += self._beam([self.encoder.code(t) for t in chunk], beam, max_length, rules, ends, length_penalty)
+        codes = [self.encoder.code(t) for t in inputs]
+        # Batches of programs of similar code length (longest first): less padding in each
+        # step's attention, and fewer rows left decoding alone at the end of a batch.
+        order = sorted(range(len(codes)), key=lambda i: -len(codes[i])) if sort else list(range(len(codes)))
+        out: list[Generated | None] = [None] * len(codes)
+        for i in range(0, len(order), batch_size):
+            chunk = order[i : i + batch_size]
+            rules = [rule(inputs[j]) for j in chunk] if rule else None
+            for j, g in zip(chunk, self._beam([codes[j] for j in chunk], beam, max_length, rules, ends, length_penalty)):
+                out[j] = g
         return self._expanded(out)
 
     def _expanded(self, out: list[Generated]) -> list[Generated]:
@@ -201,69 +167,11 @@ class TraceGenerator:
     def _beam(self, codes: list[list[int]], size: int, max_length: int,
               rules: list[StateRule] | None = None, ends: StepEnds | None = None,
               length_penalty: float = 0.0) -> list[Generated]:
-        from codeexecutor.modeling.tokenizer import pad
+        from codeexecutor.generation.device_search import DeviceSearch
 
-        m, enc, dev = self.model, self.encoder, self.device
-        batch = pad(codes, enc.pad, "code")
-        code_ids, code_mask = batch["code_ids"].to(dev), batch["code_mask"].to(dev)
-        B, S = code_ids.shape
-        kv, code_len = m.encode(code_ids, code_mask)
-        kv.batch_repeat_interleave(size)  # (B*size, ...)
-        kv.layers = [_BeamLayer(layer.keys, layer.values, S + max_length + 2, S) for layer in kv.layers]
-        key_mask = code_mask.bool().repeat_interleave(size, 0)  # (B*size, S)
-        code_len = code_len.repeat_interleave(size, 0)  # (B*size,)
-        fed = torch.zeros_like(code_len)  # target tokens fed so far that are not <pad>
-        tokens = torch.full((B * size,), enc.mask0, dtype=torch.long, device=dev)
-        beams = [Beam(size, enc.eos, length_penalty) for _ in range(B)]
-        alive = list(range(B))  # programs in the batch, in row order
-        scores = None  # (A, size) the hypotheses' summed log-probabilities, on the device
-        constraint = RowConstraints(rules, size) if rules else None
-        for _ in range(max_length):
-            # As the release: a generated <pad> is masked out as a key (ids.ne(1)) and gets
-            # RoBERTa's padding position; later tokens' positions do not count it.
-            real = tokens.ne(enc.pad)
-            fed = fed + real
-            positions = torch.where(real, code_len + fed - 1, -1)  # + 2 in decode_step: n+2, n+3, ...; <pad>: 1
-            key_mask = torch.cat([key_mask, real[:, None]], 1)  # (A*size, S+step+1)
-            logp = m.decode_step(tokens, kv, key_mask, positions)  # (A*size, V)
-            if constraint:
-                logp = constraint.mask(logp)
-            margin = None
-            if ends:
-                logp, margin = ends(logp)
-                margin = margin.view(len(alive), size).cpu()
-            A = len(alive)
-            ended = None if scores is None else tokens.view(A, size).eq(enc.eos)
-            scores, back, token = select(logp.view(A, size, -1), scores, ended)
-            host = torch.stack([back, token]).cpu()  # with the scores, the step's two copies to the host
-            backs, toks, best = host[0].tolist(), host[1].tolist(), scores.cpu().tolist()
-            for a, b in enumerate(alive):
-                beams[b].record(best[a], backs[a], toks[a], None if margin is None else margin[a], host[0, a])
-            if constraint:
-                constraint.advance([o + a * size for a in range(A) for o in backs[a]], [t for row in toks for t in row])
-            if size > 1:  # greedy search keeps every row where it is: nothing to reorder
-                order = (back + torch.arange(A, device=dev)[:, None] * size).reshape(-1)
-                kv.reorder_cache(order)
-                key_mask, fed = key_mask[order], fed[order]
-            tokens = token.reshape(-1)
-            keep = [a for a, b in enumerate(alive) if not beams[b].done()]
-            if len(keep) < len(alive):  # finished programs leave the batch
-                if not keep:
-                    break
-                rows = torch.tensor([a * size + k for a in keep for k in range(size)], device=dev)
-                for layer in kv.layers:
-                    layer.keep_rows(rows)
-                key_mask, code_len, fed, tokens = key_mask[rows], code_len[rows], fed[rows], tokens[rows]
-                scores = scores[torch.tensor(keep, device=dev)]
-                if constraint:
-                    constraint.keep(rows.tolist())
-                alive = [alive[a] for a in keep]
-        results = []
-        for b in range(B):
-            score, ids = beams[b].best()
-            results.append(Generated(enc.decode(ids), float(score), len(ids), beams[b].ended(), beams[b].peak(),
-                                     beams[b].end()))
-        return results
+        search = DeviceSearch(self.model, self.encoder, codes, size, max_length, rules, ends, length_penalty)
+        return [Generated(self.encoder.decode(ids), float(score), len(ids), ended, peak, end)
+                for score, ids, ended, peak, end in search.run()]
 
     # -- reference: no cache, one program at a time ---------------------------------------------
     def _beam_no_cache(self, code: list[int], size: int, max_length: int, rule: StateRule | None = None,

@@ -48,15 +48,19 @@ class StepEnds:
             raise ValueError(f"the exception bias acts at {' or '.join(AT)}, not {at!r}")
         self.exc, self.bias = vocab["<exception>"], float(bias)
         self.ends = torch.tensor(([vocab["<line>"]] if at == "step" else []) + [tok.eos_token_id, self.exc])
+        self._on: dict = {}  # the step-end ids on each device, copied there once
 
     def __call__(self, logp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """logp: (rows, V). Returns (logp with the bias at step ends, (rows,) margins)."""
         two, top = logp.topk(2, -1)
-        at_end = torch.isin(top[:, 0], self.ends.to(logp.device))
+        ends = self._on.get(logp.device)
+        if ends is None:
+            ends = self._on[logp.device] = self.ends.to(logp.device)
+        at_end = torch.isin(top[:, 0], ends)
         exc = logp[:, self.exc]
         rival = torch.where(top[:, 0] == self.exc, two[:, 1], two[:, 0])
         margin = torch.where(at_end, exc - rival, torch.full_like(exc, -math.inf))
-        if self.bias and bool(at_end.any()):
+        if self.bias:  # no test of whether any row is at a step end: nothing is read back to the host
             logp = logp.clone()
             logp[:, self.exc] += at_end.to(logp.dtype) * self.bias
         return logp, margin

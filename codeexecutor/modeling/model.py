@@ -35,7 +35,7 @@ POSITION_OFFSET = 2  # RoBERTa positions start after padding_idx (1)
 # vocabulary). `small`: ~30 M with a 16 k vocabulary, for a single-GPU hour. `mini`: ~6 M
 # with an 8 k vocabulary, for a CPU hour. `mini-wide`: mini at 384 wide (~11 M), a CPU
 # step 1.9x mini's (benchmarks/bench_quality.py compares them). `tiny`: CPU demos and tests.
-ATTENTIONS = ("sdpa", "flex")  # how packed training batches attend (CodeExecutorConfig.attention)
+ATTENTIONS = ("sdpa", "flex")  # how packed training rows attend: tiles through SDPA, or FlexAttention (a GPU's)
 PRESETS = {
     "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
     "small": dict(hidden_size=512, num_hidden_layers=6, num_attention_heads=8, intermediate_size=2048),
@@ -78,7 +78,7 @@ class CodeExecutorConfig(RobertaConfig):
         self.rotary_base = rotary_base
         if attention not in ATTENTIONS:
             raise ValueError(f"unknown attention {attention!r}; one of {', '.join(ATTENTIONS)}")
-        self.attention = attention  # of packed training batches: a dense mask through SDPA, or FlexAttention's block mask
+        self.attention = attention  # of packed training rows: key tiles through SDPA, or FlexAttention's block mask (CUDA)
 
     @classmethod
     def preset(cls, name: str, vocab_size: int, **kwargs) -> "CodeExecutorConfig":
@@ -107,33 +107,6 @@ def prefix_lm_mask(code_mask: torch.Tensor, trace_mask: torch.Tensor) -> torch.T
     mask = torch.cat([top, bottom], dim=1)  # (B, S+T, S+T)
     eye = torch.eye(S + T, dtype=torch.bool, device=code.device)[None]  # (1, L, L)
     return mask | eye
-
-
-def packed_mask(code_len: torch.Tensor, total_len: torch.Tensor, L: int) -> torch.Tensor:
-    """Boolean attention mask (B, L, L) of packed rows [code ; trace ; padding], True = may
-    attend: every real query sees the row's code; a trace query also sees the trace up to
-    itself; padding is seen by none (a padding query sees itself, so no row is empty).
-    The same attention as `prefix_lm_mask` gives the unpacked layout."""
-    pos = torch.arange(L, device=code_len.device)
-    q, k = pos[None, :, None], pos[None, None, :]  # (1, L, 1), (1, 1, L)
-    c, n = code_len[:, None, None], total_len[:, None, None]  # (B, 1, 1)
-    mask = ((k < c) | ((k <= q) & (q >= c))) & (k < n) & (q < n)  # (B, L, L)
-    return mask | torch.eye(L, dtype=torch.bool, device=code_len.device)[None]
-
-
-def packed_block_mask(code_len: torch.Tensor, total_len: torch.Tensor, L: int):
-    """`packed_mask` as a FlexAttention BlockMask: the same rule given as a function of
-    (row, query, key), from which only a block map is built (which 128 x 128 tiles are
-    empty, full or partial), never the (B, L, L) tensor, so that the fused kernel skips
-    the empty tiles (a trace's future, the padding) instead of adding -inf to them."""
-    from torch.nn.attention.flex_attention import create_block_mask
-
-    c, n = code_len, total_len
-
-    def rule(b, h, q, k):
-        return (((k < c[b]) | ((k <= q) & (q >= c[b]))) & (k < n[b]) & (q < n[b])) | (q == k)
-
-    return create_block_mask(rule, B=int(code_len.shape[0]), H=None, Q_LEN=L, KV_LEN=L, device=code_len.device)
 
 
 def additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -200,17 +173,39 @@ class CodeExecutorModel(PreTrainedModel):
             weights[labels == self.config.exception_token_id] = float(self.config.exception_weight)
         return weights
 
+    def loss_table(self):
+        """(vocab,) numpy: the loss weight of predicting each token, as `token_weights`
+        gives it (what a packed row's data worker multiplies its targets by)."""
+        from codeexecutor.modeling.rows import loss_weights
+
+        c = self.config
+        return loss_weights(c.vocab_size, c.other_weight, c.structural_weight, c.structural_token_ids, c.exception_weight,
+                            c.exception_token_id)
+
+    def compile_rows(self, fullgraph: bool = True) -> None:
+        """Compile the packed-row forward and loss whole (`torch.compile(fullgraph=True,
+        dynamic=False)`: a graph break is an error, and a row's fixed shape compiles once).
+        `fullgraph=False` allows breaks: for ZeRO-3, whose hooks gather each module's
+        parameters between compiled pieces."""
+        from codeexecutor.modeling.row_forward import row_loss
+
+        self._row_loss = torch.compile(row_loss, fullgraph=fullgraph, dynamic=False)
+
     def forward(self, code_ids: torch.Tensor | None = None, code_mask: torch.Tensor | None = None,
                 trace_ids: torch.Tensor | None = None, trace_mask: torch.Tensor | None = None, reduction: str = "mean",
-                ids: torch.Tensor | None = None, code_len: torch.Tensor | None = None,
-                total_len: torch.Tensor | None = None) -> Seq2SeqLMOutput:
+                row: dict | None = None) -> Seq2SeqLMOutput:
         """Prefix-LM training forward. trace_ids start with <mask0>; the loss is on
         predicting trace_ids[:, 1:] (weighted; padding ignored). reduction="none" gives
-        one loss per example (hard-example mining). Packed rows (`ids`, `code_len`,
-        `total_len`: each row its code then its trace, padded once at the end) give the
-        same losses with less padding (`forward_packed`)."""
-        if ids is not None:
-            return self.forward_packed(ids, code_len, total_len, reduction)
+        one loss per example (hard-example mining). `row`: a packed micro-step row
+        (modeling/rows.py) instead, through modeling/row_forward.py (compiled once
+        `compile_rows` has run): the same loss as these examples padded apart."""
+        if row is not None:
+            from codeexecutor.modeling.row_forward import check_flex_dropout, row_loss, row_mask
+
+            if "kv_num" in row:
+                check_flex_dropout(self)
+            loss = getattr(self, "_row_loss", row_loss)(self, row, row_mask(self, row))
+            return Seq2SeqLMOutput(loss=loss)
         B, S = code_ids.shape
         T = trace_ids.shape[1]
         ids = torch.cat([code_ids, trace_ids], dim=1)  # (B, S+T)
@@ -228,46 +223,6 @@ class CodeExecutorModel(PreTrainedModel):
         w = self.token_weights(labels) * valid
         per_example = (ce * w).sum(1) / w.sum(1).clamp(min=1e-9)  # (B,)
         loss = per_example if reduction == "none" else (ce * w).sum() / w.sum().clamp(min=1e-9)
-        return Seq2SeqLMOutput(loss=loss, logits=logits)
-
-    def forward_packed(self, ids: torch.Tensor, code_len: torch.Tensor, total_len: torch.Tensor,
-                       reduction: str = "mean") -> Seq2SeqLMOutput:
-        """ids: (B, L) rows [code ; trace ; padding]; code_len, total_len: (B,). Positions
-        run on from the code into the trace, as in the unpacked layout. The output
-        projection runs on the N trace positions only (code and padding predict nothing,
-        and with an 8 k vocabulary the projection is a third of a small model's work), so
-        `logits` is (N, V) in row order."""
-        B, L = ids.shape
-        positions = torch.arange(L, device=ids.device)[None].expand(B, L).clamp(
-            max=self.config.max_position_embeddings - POSITION_OFFSET - 1) + POSITION_OFFSET  # (B, L)
-        if getattr(self.config, "attention", "sdpa") == "flex":
-            if self.training and self.config.attention_probs_dropout_prob > 0:  # transformers' flex path refuses it
-                raise ValueError(f"FlexAttention takes no attention dropout and this model's is "
-                                 f"{self.config.attention_probs_dropout_prob}: train with model.dropout: 0, or with "
-                                 "model.attention: sdpa")
-            impl = self.config._attn_implementation
-            self.config._attn_implementation = "flex_attention"  # the layers read it at each call
-            try:
-                hidden = self.roberta(input_ids=ids, attention_mask=packed_block_mask(code_len, total_len, L),
-                                      position_ids=positions, use_cache=False).last_hidden_state
-            finally:
-                self.config._attn_implementation = impl
-        else:
-            mask = additive(packed_mask(code_len, total_len, L), self.dtype)  # (B, 1, L, L)
-            hidden = self.roberta(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
-        pos = torch.arange(L - 1, device=ids.device)[None]  # (1, L-1): position p predicts token p+1
-        valid = (pos >= code_len[:, None]) & (pos < total_len[:, None] - 1)  # (B, L-1), from the trace's <mask0> on
-        logits = self.logits(hidden[:, :-1][valid])  # (N, V)
-        labels = ids[:, 1:][valid]  # (N,)
-        ce = F.cross_entropy(logits.float(), labels, reduction="none")  # (N,)
-        w = self.token_weights(labels)  # (N,)
-        if reduction == "none":
-            row = torch.arange(B, device=ids.device)[:, None].expand(B, L - 1)[valid]  # (N,) the row of each target
-            num = torch.zeros(B, device=ids.device).index_add_(0, row, ce * w)
-            den = torch.zeros(B, device=ids.device).index_add_(0, row, w)
-            loss = num / den.clamp(min=1e-9)  # (B,)
-        else:
-            loss = (ce * w).sum() / w.sum().clamp(min=1e-9)
         return Seq2SeqLMOutput(loss=loss, logits=logits)
 
     # -- inference: encoder-decoder with the code keys/values cached ---------------------

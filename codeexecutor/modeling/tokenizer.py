@@ -223,14 +223,6 @@ class Encoder:
     def collate(self, rows: list[dict]) -> dict[str, torch.Tensor]:
         return {**pad([r["code_ids"] for r in rows], self.pad, "code"), **pad([r["trace_ids"] for r in rows], self.pad, "trace")}
 
-    def collate_packed(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        """Each row its code then its trace, padded once at the end (the model's `ids`,
-        `code_len`, `total_len`)."""
-        seqs = [list(r["code_ids"]) + list(r["trace_ids"]) for r in rows]
-        batch = pad(seqs, self.pad, "packed")
-        return {"ids": batch["packed_ids"], "code_len": torch.tensor([len(r["code_ids"]) for r in rows]),
-                "total_len": torch.tensor([len(s) for s in seqs])}
-
     def decode(self, ids: list[int], cut_at_bos: bool = True) -> str:
         """Generated trace ids (without <mask0>) back to format text, as the release does:
         up to </s>; up to <s> too (its predictions are cut at id 0, the padding it fills

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 from codeexecutor.errors import ConfigError
 
 
-MIN_MAX_TOKENS = 64  # a smaller token budget would make nearly every batch a single example
+ROW_BLOCK = 128  # a micro-step row's length is a multiple of FlexAttention's tile (modeling/rows.BLOCK)
 
 
 @dataclass
@@ -52,9 +52,11 @@ class TrainArgs:
     checkpoints: bool = True  # false: no DeepSpeed checkpoint at all (a measurement run, never resumed)
     log_every: int = 10
     mining_batch_size: int = 32
-    max_tokens: int | None = None  # token budget per micro-batch (packed code + trace); None: micro_batch_size examples.
-    # An example longer than the budget is a batch of its own, so peak memory follows
-    # max(max_tokens, max_code_length + max_trace_length).
+    # Tokens per micro-step: its examples back to back in one row of exactly this many
+    # (modeling/rows.py); a multiple of 128 that holds the longest example
+    # (max_code_length + max_trace_length). None: micro_batch_size examples padded apart,
+    # through the eager Hugging Face forward.
+    max_tokens: int | None = None
     anchor: str = "example"  # a token-budget batch's first example drawn per example or per token (data.py); token lost at equal steps (RESULTS.md)
     eval_every: int = 0  # evaluate every N steps (0: at each stage end only)
     eval_examples: int = 128  # valid examples per source for the held-out loss (0: no evaluation)
@@ -65,6 +67,8 @@ class TrainArgs:
     # bfloat16 instructions (AVX512_BF16, AMX) a matmul runs 2-2.5x faster; see
     # benchmarks/bench_train.py. None: float32 throughout.
     autocast: str | None = None
+    engine: str = "auto"  # torch | deepspeed | auto: torch for one process, DeepSpeed for several (training/engine.py)
+    compile: bool | str = "auto"  # the row step compiled whole: auto on CUDA only (training/step.py), true, false
 
 
 @dataclass
@@ -186,9 +190,19 @@ class Curriculum:
                      "or model.attention: sdpa")
         if self.train.micro_batch_size < 1 or self.train.grad_accum < 1:
             p.append("train.micro_batch_size and train.grad_accum must be >= 1")
-        if self.train.max_tokens is not None and self.train.max_tokens < MIN_MAX_TOKENS:
-            p.append(f"train.max_tokens must be >= {MIN_MAX_TOKENS} (or left out for micro_batch_size examples), "
-                     f"got {self.train.max_tokens}")
+        longest = self.model.max_code_length + self.model.max_trace_length
+        if self.train.max_tokens is not None and (self.train.max_tokens % ROW_BLOCK or self.train.max_tokens < longest):
+            fit = max(longest, self.train.max_tokens)
+            fit = -(-fit // ROW_BLOCK) * ROW_BLOCK
+            p.append(f"train.max_tokens must be a multiple of {ROW_BLOCK} that holds the longest example "
+                     f"(max_code_length + max_trace_length = {longest}), got {self.train.max_tokens}: set it to {fit} "
+                     "or a larger multiple")
+        from codeexecutor.training.engine import ENGINES
+
+        if self.train.engine not in ENGINES:
+            p.append(f"train.engine must be one of {', '.join(ENGINES)}, got {self.train.engine!r}")
+        if self.train.compile not in (True, False, "auto"):
+            p.append(f"train.compile must be true, false or auto, got {self.train.compile!r}")
         if self.train.eval_every < 0 or self.train.eval_examples < 0 or self.train.eval_decode_examples < 0:
             p.append("train.eval_every, eval_examples and eval_decode_examples must be >= 0")
         if self.train.anchor not in ("example", "token"):

@@ -27,11 +27,11 @@ class StageData:
     batch of (stage, step, micro, rank) depends on nothing else.
 
     With `max_tokens`, a micro-batch is a run of examples of similar length under that
-    token budget, packed (each row its code then its trace, padded once at the end:
-    `Encoder.collate_packed`, `CodeExecutorModel.forward_packed`): each source's examples
-    are ordered by total length (in 8-token buckets, shuffled within each), and a batch
-    grows from a random anchor in that order while `n x longest` fits (an anchor longer
-    than the budget is a batch of its own). `anchor` says how the anchor is drawn:
+    token budget, laid back to back in one row of exactly `max_tokens` tokens
+    (modeling/rows.py, `rows`: how the run attends and whether its shapes are fixed):
+    each source's examples are ordered by total length (in 8-token buckets, shuffled
+    within each), and a batch grows from a random anchor in that order while
+    `n x longest` fits (so its tokens always fit the row). `anchor` says how the anchor is drawn:
     "example", uniformly over examples, so a batch of short examples holds many and a
     short example is trained on about as many times more often as it is shorter;
     "token", with probability proportional to its length (a token drawn uniformly, its
@@ -42,13 +42,21 @@ class StageData:
     """
 
     def __init__(self, stage: Stage, encoder, base_dir: str, subsets: dict[int, list[int]] | None = None,
-                 max_tokens: int | None = None, anchor: str = "example") -> None:
+                 max_tokens: int | None = None, anchor: str = "example", rows=None, weight_of=None) -> None:
         import datasets
-        import numpy as np
+
+        from codeexecutor.modeling.rows import CPU_TILE, RowSpec, loss_weights
+        from codeexecutor.modeling.tokenizer import structural_ids
 
         self.stage = stage
         self.encoder = encoder
         self.max_tokens, self.anchor = max_tokens, anchor
+        if max_tokens and rows is None:  # the CPU's eager rows
+            rows = RowSpec(max_tokens, encoder.max_code + encoder.max_trace, "tiles", CPU_TILE, fixed=False)
+        self.rows = rows
+        if weight_of is None and max_tokens:  # the model's default weighting (`CodeExecutorModel.loss_table` gives a run's)
+            weight_of = loss_weights(len(encoder.tok), 10.0, 1.0, structural_ids(encoder.tok))
+        self.weight_of = weight_of
         self.tables, self.code_len, self.trace_len, self.order, self.sorted_total = [], [], [], [], []
         self.token_ends = []  # per source: cumulative lengths in that order, to draw an anchor by its tokens
         self.fits: dict[str, dict[str, int]] = {}
@@ -105,7 +113,7 @@ class StageData:
         self.stage, self.encoder, self.max_tokens, self.anchor = Stage(name, [Source(name, name)], 1), None, max_tokens, anchor
         self.code_len, self.trace_len, self.order, self.sorted_total, self.token_ends, self.fits = [], [], [], [], [], {}
         self._index(np.asarray(code_len), np.asarray(trace_len))
-        self.tables, self.weights = [], [1.0]
+        self.tables, self.weights, self.rows, self.weight_of = [], [1.0], None, None
         return self
 
     def indices(self, seed: int, step: int, micro: int, rank: int, size: int) -> tuple[int, list[int]]:
@@ -136,38 +144,37 @@ class StageData:
     def batch(self, seed: int, step: int, micro: int, rank: int, size: int) -> dict:
         j, idx = self.indices(seed, step, micro, rank, size)
         if self.max_tokens:
-            return packed_batch(self.tables[j], idx, self.encoder.pad)
+            return row_batch(self.tables[j], idx, self.rows, self.encoder.pad, self.weight_of, self.encoder.max_code)
         rows = self.tables[j][idx]
         pairs = [{"code_ids": c, "trace_ids": t} for c, t in zip(rows["code_ids"], rows["trace_ids"])]
         return self.encoder.collate(pairs)
 
 
-def packed_batch(table, idx: list[int], pad_id: int) -> dict:
-    """`Encoder.collate_packed` of rows `idx` of a tokenized table, read as Arrow list
-    columns and placed with numpy (no row becomes a Python list): each row its code ids
-    then its trace ids, padded at the end; with `code_len` and `total_len`."""
+def row_batch(table, idx: list[int], spec, pad_id: int, weight_of, max_code: int) -> dict:
+    """The micro-step row (modeling/rows.py) of rows `idx` of a tokenized table, its ids
+    read as Arrow list columns and cut with numpy (no row becomes a Python list); tensors,
+    and the ints a step reads as constants, under `row`; beside it the row's `tokens`
+    that belong to an example and its `examples` (for the log, never for the step)."""
     import numpy as np
-    import pyarrow.compute as pc
     import torch
 
     rows = table.with_format("arrow")[idx]
-    code, trace = rows.column("code_ids").combine_chunks(), rows.column("trace_ids").combine_chunks()
-    lc = pc.list_value_length(code).to_numpy(zero_copy_only=False).astype(np.int64)
-    lt = pc.list_value_length(trace).to_numpy(zero_copy_only=False).astype(np.int64)
-    total = lc + lt
-    ids = np.full((len(idx), int(total.max())), pad_id, dtype=np.int64)
-    for lengths, values, shift in ((lc, code.flatten(), 0), (lt, trace.flatten(), lc)):
-        at = np.repeat(np.arange(len(idx)), lengths)  # the row of each value
-        starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
-        cols = np.arange(len(at)) - starts + (shift[at] if isinstance(shift, np.ndarray) else 0)
-        ids[at, cols] = values.to_numpy(zero_copy_only=False)
-    return {"ids": torch.from_numpy(ids), "code_len": torch.from_numpy(lc), "total_len": torch.from_numpy(total)}
+    parts = []
+    for name in ("code_ids", "trace_ids"):
+        col = rows.column(name).combine_chunks()
+        values = col.flatten().to_numpy(zero_copy_only=False)
+        offsets = col.offsets.to_numpy(zero_copy_only=False) - col.offsets[0].as_py()
+        parts.append(np.split(values, offsets[1:-1]))
+    row = spec.row(parts[0], parts[1], pad_id, weight_of, max_code)
+    tokens = sum(len(c) + len(t) for c, t in zip(*parts))
+    return {"row": {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in row.items()},
+            "tokens": tokens, "examples": len(idx)}
 
 
 def batch_tokens(batch: dict) -> tuple[int, int]:
-    """(real, computed) tokens of a collated batch, packed or not."""
-    if "ids" in batch:
-        return int(batch["total_len"].sum()), batch["ids"].numel()
+    """(real, computed) tokens of a collated batch: a micro-step row, or padded batches."""
+    if "row" in batch:
+        return batch["tokens"], batch["row"]["ids"].numel()
     return int(batch["code_mask"].sum() + batch["trace_mask"].sum()), batch["code_ids"].numel() + batch["trace_ids"].numel()
 
 
@@ -200,6 +207,11 @@ def tokenize(ds, encoder, num_proc: int | None = None, keep_in_memory: bool = Fa
     return table, fits
 
 
+def _nested(batch: dict, move) -> dict:
+    """`move` applied to every tensor of a batch (a row's dict one level down; its ints kept)."""
+    return {k: _nested(v, move) if isinstance(v, dict) else move(v) if hasattr(v, "to") else v for k, v in batch.items()}
+
+
 class Prefetcher:
     """The micro-batches of steps [step, end) of a stage, each built on a worker thread
     while the one before it trains (collation is CPU work the accelerator would wait
@@ -221,9 +233,12 @@ class Prefetcher:
     def _build(self, key):
         batch = self.data.batch(self.seed, key[0], key[1], self.rank, self.size)
         real, padded = batch_tokens(batch)
-        rows = len(next(iter(batch.values())))
+        if "row" in batch:
+            rows, batch = batch["examples"], {"row": batch["row"]}
+        else:
+            rows = len(batch["code_ids"])
         if self.pin:
-            batch = {k: v.pin_memory() for k, v in batch.items()}
+            batch = _nested(batch, lambda v: v.pin_memory())
         return batch, real, padded, rows
 
     def _submit(self):
@@ -235,8 +250,7 @@ class Prefetcher:
             raise StopIteration("no micro-batch left in this stage")
         batch, real, padded, rows = self.pending.result()
         self.pending = self._submit()
-        batch = {k: v.to(self.device, non_blocking=self.pin) for k, v in batch.items()}
-        return batch, real, padded, rows
+        return _nested(batch, lambda v: v.to(self.device, non_blocking=self.pin)), real, padded, rows
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)

@@ -34,11 +34,13 @@ from dataclasses import asdict
 from codeexecutor.errors import ConfigError
 from codeexecutor.training.config import Curriculum, Source, Stage, load_ds_config
 from codeexecutor.training.data import Prefetcher, StageData
+from codeexecutor.training.engine import TorchEngine, checkpoint_engine, choose, optimizer_for
 from codeexecutor.training.export import export_model, save_checkpoint
 from codeexecutor.training.mining import mine_hardest
 from codeexecutor.training.plots import plot_losses
 from codeexecutor.training.profiling import StepProfiler
 from codeexecutor.training.setup import autocast, build_model, build_tokenizer, resolve_profile
+from codeexecutor.training.step import attention_path, compile_and_probe, row_spec, wants_compile
 
 log = logging.getLogger("codeexecutor.train")
 
@@ -69,6 +71,13 @@ def setup_distributed():
     import torch.distributed as dist
 
     return dist.get_rank(), dist.get_world_size()
+
+
+def _device():
+    """This process's device: its GPU (setup_distributed chose it) or the CPU."""
+    import torch
+
+    return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
 
 
 def lr_at(stages: list[Stage], global_step: int) -> float:
@@ -107,19 +116,58 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
 
     encoder = Encoder(tok, cur.model.max_code_length, cur.model.max_trace_length, profile)
     model = build_model(cur, tok, profile)
+    kind = choose(cur.train.engine, world, ds_cfg)
+    precision = cur.train.autocast or ("bf16" if kind == "torch" and ds_cfg.get("bf16", {}).get("enabled") else None)
+    device = _device()
+    setup = {"engine": kind, "device": str(device), "precision": precision or "float32", "world_size": world}
+    spec = None
+    if cur.train.max_tokens:
+        attention, fallback = attention_path(cur.model.attention, device)
+        compiled = wants_compile(cur.train.compile, device)
+        setup.update(row_tokens=cur.train.max_tokens, attention=attention, fallbacks=[fallback] if fallback else [])
+        if compiled and kind == "torch":  # on the device it trains on, before the optimizer holds its parameters
+            model.to(device)
+            setup.update(compile_and_probe(model, row_spec(cur, attention, True), cur, device, precision))
+        elif compiled:  # DeepSpeed moves the model itself; ZeRO-3's hooks break the graph between modules
+            model.compile_rows(fullgraph=zero_stage < 3)
+            setup.update(compiled=True, fullgraph=zero_stage < 3)
+            if zero_stage == 3:
+                setup["fallbacks"].append("ZeRO-3 gathers each module's parameters in hooks: the row step is compiled "
+                                          "with graph breaks between modules")
+        else:
+            setup["compiled"] = False
+        if setup.get("fallback"):
+            setup["fallbacks"].append(setup.pop("fallback"))
+        spec = row_spec(cur, attention, setup["compiled"])
+    else:
+        setup.update(compiled=False, fallbacks=["train.max_tokens is not set: batches of micro_batch_size examples are "
+                                                "padded apart and run through the eager Hugging Face forward"])
     if rank == 0:
         with open(os.path.join(out, "curriculum.json"), "w") as f:
             json.dump({"model": asdict(cur.model), "train": asdict(cur.train), "stages": [asdict(s) for s in cur.stages],
-                       "ds_config": ds_cfg, "world_size": world}, f, indent=2)
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embeddings" not in n]
-    no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "embeddings" not in n)]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cur.train.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=1.0, betas=(0.9, 0.98), eps=1e-6)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_at(cur.stages, s))
-    engine, _, _, scheduler = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_cfg)
+                       "ds_config": ds_cfg, "world_size": world, "setup": setup}, f, indent=2)
+        for note in setup["fallbacks"]:
+            log.warning("%s", note)
+        log.info("setup: %s", {k: v for k, v in setup.items() if k != "fallbacks"})
+    if kind == "torch":
+        model.to(device)
+        optimizer = optimizer_for(model, cur.train.weight_decay, device)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_at(cur.stages, s))
+        engine = TorchEngine(model, optimizer, scheduler, ds_cfg["gradient_accumulation_steps"],
+                             ds_cfg.get("gradient_clipping", cur.train.max_grad_norm), device, precision)
+    else:
+        optimizer = optimizer_for(model, cur.train.weight_decay, "cpu")
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_at(cur.stages, s))
+        engine, _, _, scheduler = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_cfg)
+        if zero_stage == 3:  # the row loss reads the tied output projection directly: ZeRO-3 gathers it for the whole forward
+            deepspeed.zero.register_external_parameter(engine.module, engine.module.lm_head.weight)
     ckpt = os.path.join(out, "checkpoints")
     global_step = 0
-    if os.path.exists(os.path.join(ckpt, "latest")):
+    found = checkpoint_engine(ckpt)
+    if found is not None and found != kind:
+        raise ConfigError(f"{ckpt} holds checkpoints of the {found} engine and this run uses {kind}: resume with "
+                          f"train.engine: {found}, or start a new output_dir")
+    if found is not None:
         _, client = engine.load_checkpoint(ckpt)
         global_step = int(client["global_step"])
         if rank == 0:
@@ -143,7 +191,7 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
             continue
         if global_step >= limit:
             break
-        data = _stage_data(cur, si, stage, engine, encoder, base_dir, out, rank, world)
+        data = _stage_data(cur, si, stage, engine, encoder, base_dir, out, rank, world, spec, precision)
         evaluator = _evaluator(cur, stage, encoder, base_dir, rank, zero_stage)
         bar = None
         if rank == 0:
@@ -160,7 +208,7 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
             for micro in range(accum):
                 batch, real, padded, rows = batches.next()
                 tokens, computed, examples = tokens + real, computed + padded, examples + rows
-                with autocast(cur.train.autocast, engine.device):
+                with autocast(precision, engine.device):
                     loss = engine(**batch).loss
                 engine.backward(loss)
                 engine.step()
@@ -215,7 +263,7 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
 
 
 def _stage_data(cur: Curriculum, si: int, stage: Stage, engine, encoder, base_dir: str, out: str, rank: int,
-                world: int) -> StageData:
+                world: int, spec=None, precision: str | None = None) -> StageData:
     """The stage's data: hardest examples mined where a source asks for them (once; the
     choice is saved, so a resumed run uses the same), fit counts written beside the run."""
     import torch
@@ -227,7 +275,7 @@ def _stage_data(cur: Curriculum, si: int, stage: Stage, engine, encoder, base_di
             if not os.path.exists(mined):
                 full = StageData(Stage(stage.name, [Source(src.path, src.task)], 1), encoder, base_dir)
                 idx = mine_hardest(engine, full, 0, src.hardest, cur.train.mining_batch_size, rank, world,
-                                   src.mine_from, cur.train.seed, cur.train.autocast)
+                                   src.mine_from, cur.train.seed, precision)
                 if rank == 0:
                     with open(mined + ".tmp", "w") as f:
                         json.dump(idx, f)
@@ -236,7 +284,8 @@ def _stage_data(cur: Curriculum, si: int, stage: Stage, engine, encoder, base_di
             with open(mined) as f:
                 subsets[j] = json.load(f)
             log.info("stage %s: %d hardest examples of %s", stage.name, len(subsets[j]), src.path)
-    data = StageData(stage, encoder, base_dir, subsets, cur.train.max_tokens, cur.train.anchor)
+    weight_of = engine.module.loss_table() if spec is not None else None
+    data = StageData(stage, encoder, base_dir, subsets, cur.train.max_tokens, cur.train.anchor, spec, weight_of)
     if rank == 0:
         stats_path = os.path.join(out, "data_stats.json")
         stats = json.load(open(stats_path)) if os.path.exists(stats_path) else {}

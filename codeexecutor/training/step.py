@@ -1,0 +1,104 @@
+"""How a run steps: the packed-row layout, the attention path and the compiled forward,
+each chosen once at setup and written to the run's log with any fallback taken.
+
+* Attention: `model.attention: flex` runs FlexAttention on a CUDA device; on a machine
+  without one the run attends through the tile path and says so (FlexAttention has no
+  backward pass on the CPU). `sdpa` is the tile path everywhere.
+* Compile: `train.compile: auto` compiles on CUDA and steps eagerly on the CPU, where
+  a compiled step needs fixed shapes that cost the tile path its narrowing (every key
+  tile a row might need, every position projected) and the CPU's eager step is the
+  faster (benchmarks/bench_step.py). `true` compiles anywhere; a compile that fails
+  (an old torch, no compiler) falls back to eager steps with the error's first line
+  in the log.
+* The compiled forward is probed once on a synthetic row before training, so that
+  its compile time is measured apart from the steps and a failure is found before the
+  data starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+log = logging.getLogger("codeexecutor.train")
+
+
+def attention_path(requested: str, device) -> tuple[str, str | None]:
+    """(row attention "flex" or "tiles", the fallback taken or None)."""
+    import torch
+
+    if requested != "flex":
+        return "tiles", None
+    if torch.device(device).type == "cuda":
+        return "flex", None
+    return "tiles", ("model.attention flex needs a CUDA device (FlexAttention has no backward pass on the CPU): this run "
+                     "attends through the tile path, the same rule")
+
+
+def wants_compile(setting, device) -> bool:
+    import torch
+
+    return torch.device(device).type == "cuda" if setting == "auto" else bool(setting)
+
+
+def row_spec(cur, attention: str, compiled: bool):
+    """The run's RowSpec (modeling/rows.py) from its curriculum and choices."""
+    from codeexecutor.modeling.rows import BLOCK, CPU_TILE, RowSpec
+
+    longest = cur.model.max_code_length + cur.model.max_trace_length
+    return RowSpec(cur.train.max_tokens, longest, attention, BLOCK if attention == "flex" else CPU_TILE, fixed=compiled)
+
+
+def synthetic_row(spec, model, max_code: int) -> dict:
+    """A row of the spec's shape (random ids, one example per max-length slot), for the
+    compile probe and the benchmarks; its loss is real but means nothing."""
+    import numpy as np
+    import torch
+
+    rng = np.random.default_rng(0)
+    V = model.config.vocab_size
+    codes, traces, left = [], [], spec.length
+    while left >= 8:
+        code = min(max_code, max(2, left // 4))
+        trace = min(spec.max_example - code, left - code)
+        codes.append(rng.integers(5, V, code))
+        traces.append(rng.integers(5, V, trace))
+        left -= code + trace
+    row = spec.row(codes, traces, model.config.pad_token_id, model.loss_table(), max_code)
+    return {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in row.items()}
+
+
+def to_device(row: dict, device, non_blocking: bool = False) -> dict:
+    return {k: v.to(device, non_blocking=non_blocking) if hasattr(v, "to") else v for k, v in row.items()}
+
+
+def compile_and_probe(model, spec, cur, device, precision: str | None, fullgraph: bool = True) -> dict:
+    """Compile the model's row forward and run it forward and backward once on a
+    synthetic row (gradients cleared after). Returns what the log records: whether it
+    compiled, the seconds the first step took, and the fallback taken if compiling
+    failed (the model then steps eagerly)."""
+    import torch
+
+    from codeexecutor.training.setup import autocast
+
+    model.compile_rows(fullgraph)
+    row = to_device(synthetic_row(spec, model, cur.model.max_code_length), device)
+    was_training = model.training
+    model.train()
+    t0 = time.perf_counter()
+    try:
+        with autocast(precision, device):
+            loss = model(row=row).loss
+        loss.backward()
+        if torch.device(device).type == "cuda":
+            torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - any compiler failure: named in the log, the run goes on eagerly
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        del model._row_loss
+        model.zero_grad(set_to_none=True)
+        model.train(was_training)
+        return {"compiled": False, "fallback": f"compile failed ({type(exc).__name__}: {first}); this run steps eagerly"}
+    seconds = time.perf_counter() - t0
+    model.zero_grad(set_to_none=True)
+    model.train(was_training)
+    return {"compiled": True, "compile_seconds": round(seconds, 2), "fullgraph": fullgraph}
