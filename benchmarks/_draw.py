@@ -37,7 +37,7 @@ SIZES = {
            "speed_runs": ("tiny:2048",), "more_runs": (), "decode": 8,
            "launch_steps": 4, "fp16_steps": 0, "ds": "cpu.json", "autocast": None, "score_limit": 4, "batch": 8,
            "attention": "sdpa", "launch_need": 0, "fp16_need": 0, "more_need": 10**9, "tests_need": 10**9,
-           "train_steps_max": 24},  # a CPU's speed moves with its load: the smoke run's training stays short
+           "train_minutes_max": 0.4},  # a CPU's speed moves with its load: the smoke run's training stays short
 }[SMOKE]
 # step: (seconds on the accelerator, seconds in the CPU smoke run, the file it writes, what it does),
 # in the order they run: what a draw exists for (a trained model, back here) first, the checks
@@ -349,49 +349,56 @@ def throughput(checks: dict, result: dict, log: pathlib.Path, deadline: float) -
 
 
 def train(result: dict, chosen: dict, log: pathlib.Path, deadline: float) -> None:
-    """The recipe's three stages, their steps in the recipe's shares of what the time up to
-    `deadline` buys at the measured speed (the steps before it left time over: the train
-    step takes it; a stage end's export and the mining leave a margin)."""
-    per_step = chosen.get("seconds_per_step") or (0.5 if SMOKE else 0.15)
-    # process start, three stages' data and exports, the mining (33 s on the H100), and the
-    # compile, counted at what it cost the throughput step (its cache may make it cheaper)
-    startup = (40.0 if not SMOKE else 60.0) + (chosen.get("compile_seconds") or 0)
-    total = max(len(STAGE_SHARES), int((deadline - time.time() - startup) * 0.9 / per_step))
-    total = min(total, SIZES.get("train_steps_max") or total)
+    """The recipe's three stages through `codeexecutor pretrain --minutes`: the time up to
+    `deadline` less a margin for the process's start-up and the compile (as the throughput
+    step measured it), each stage fixing its steps after its warm-up from its own speed and
+    its share of the time left (training/budget.py). The data comes tokenized in the pack,
+    so its build, tokenizer and tokenize phases have nothing to do."""
+    startup = (30.0 if not SMOKE else 20.0) + (chosen.get("compile_seconds") or 0)
+    minutes = max(0.2, (deadline - time.time() - startup) / 60)
+    if SIZES.get("train_minutes_max"):
+        minutes = min(minutes, SIZES["train_minutes_max"])
     stages = recipe_stages()
     for st in stages:
-        st["steps"] = max(1, int(total * STAGE_SHARES.get(st["name"], 1 / len(stages))))
-        st["warmup"] = max(1, min(200, st["steps"] // 10))
+        st["share"] = STAGE_SHARES.get(st["name"], 1 / len(stages))
+        st["warmup"] = max(1, min(st.get("warmup", 200), 100))
         for src in st["sources"]:
             if "hardest" in src:
                 src["mine_from"] = min(src.get("mine_from") or 4096, 4096)
                 src["hardest"] = min(src["hardest"], src["mine_from"] // 3)
     cur = curriculum("run", stages, chosen["preset"], chosen["max_tokens"], {"attention": chosen["attention"]},
-                     log_every=max(1, total // 50))
+                     log_every=20)
     shutil.rmtree(WORK / "run", ignore_errors=True)
-    result.update(curriculum=str(cur), steps={st["name"]: st["steps"] for st in stages}, planned_from=chosen)
+    result.update(curriculum=str(cur), minutes=round(minutes, 2), planned_from=chosen)
     write_json("training.json", result)
     start = time.time()
-    code = sh([sys.executable, "-m", "codeexecutor.training", "--curriculum", cur, "--ds-config", f"ds_configs/{SIZES['ds']}"],
-              deadline - time.time(), log)
-    rows = train_log(WORK / "run")
+    code = sh([sys.executable, "-m", "codeexecutor", "pretrain", "--recipe", cur, "--out", WORK / "run", "--minutes",
+               f"{minutes:.3f}", "--no-score", "--ds-config", f"ds_configs/{SIZES['ds']}"], deadline - time.time(), log)
+    rows = train_log(WORK / "run" / "run")
     result.update(exit_code=code, seconds=round(time.time() - start, 1), log=rows)
+    plan = WORK / "run" / "run" / "plan.json"
+    if plan.exists():
+        result["plan"] = json.loads(plan.read_text())
     ends = {}  # each stage's last logged row: its steps and stepping seconds
     for r in rows:
         if "loss" in r:
             ends[r["stage"]] = r
     stepped = sum(r["stage_seconds"] for r in ends.values())
-    if ends:  # what the plan assumed against what the run did, for the next draw's plan
+    if ends:  # what the run did, for the next draw's plan
         steps = max(r["step"] for r in ends.values())
+        result["steps"] = {name: r["step"] for name, r in ends.items()}
         result["measured"] = {"steps": steps, "stepping_seconds": round(stepped, 1),
                               "seconds_per_step": round(stepped / steps, 4),
                               "overhead_seconds": round(result["seconds"] - stepped, 1),
                               "tokens": sum(r["stage_tokens"] for r in ends.values())}
+    setup = WORK / "run" / "run" / "curriculum.json"
+    if setup.exists():
+        result["setup"] = json.loads(setup.read_text()).get("setup")
 
 
 def trained_model() -> pathlib.Path | None:
     """The run's final model, else its last stage export (a run stopped at its limit)."""
-    run = WORK / "run"
+    run = WORK / "run" / "run"
     if (run / "final" / "config.json").exists():
         return run / "final"
     stages = sorted(run.glob("stage*-*/config.json"), key=lambda p: p.parent.name)

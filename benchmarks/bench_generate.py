@@ -20,6 +20,14 @@ traces/s, tokens generated and the share that ended before the cap
 times `codeexecutor trace --batch`'s path (`trace_programs`: one batched decode) against
 tracing the same programs one at a time (`trace_program` per program), beam 1
 (benchmarks/results/bench_generate-trace-batch.json).
+
+    .venv/bin/python benchmarks/bench_generate.py --against 67272cb --model M --data DIR [--limit 100] [--programs 100]
+
+runs `codeexecutor evaluate` (the test split's fixed sample of every set of DIR) and
+`codeexecutor trace --batch` (real contest programs with their sample inputs) of this
+checkout and of the commit's (a git worktree under runs/), each with its own command's
+defaults, one after the other in the same run: wall seconds and how many answers are
+identical (benchmarks/results/bench_generate-against-<commit>.json).
 """
 
 from __future__ import annotations
@@ -113,6 +121,57 @@ def trace_batch(model: str, programs: int, max_length: int) -> dict:
     return report
 
 
+def against(commit: str, model: str, data: str, limit: int, programs: int) -> dict:
+    """evaluate and trace --batch of this checkout against COMMIT's, same inputs."""
+    import json
+    import os
+    import subprocess
+
+    from _common import load_programs
+    from bench_step import worktree
+
+    work = ROOT / "runs" / "bench_generate" / commit
+    work.mkdir(parents=True, exist_ok=True)
+    batch = work / "programs.jsonl"
+    batch.write_text("".join(json.dumps({"id": f"p{i}", "code": code, "stdin": stdin}) + "\n"
+                             for i, (code, stdin) in enumerate(load_programs(programs, seed=1))))
+    trees = {"baseline": worktree(commit), "current": ROOT}
+    report: dict = {"baseline_commit": commit, "model": model, "data": data, "limit": limit, "programs": programs}
+    answers = {}
+    for arm, tree in trees.items():
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        base = [sys.executable, "-m", "codeexecutor"]
+        out = work / arm
+        out.mkdir(exist_ok=True)
+        for stale in out.glob("evaluation*"):
+            stale.unlink()
+        t = time.perf_counter()
+        subprocess.run(base + ["evaluate", "--model", str(pathlib.Path(model).resolve()), "--data", str(pathlib.Path(data).resolve()),
+                               "--limit", str(limit), "--out", str(out / "evaluation.json")], cwd=tree, env=env, check=True,
+                       capture_output=True)
+        evaluate_s = time.perf_counter() - t
+        t = time.perf_counter()
+        traced = subprocess.run(base + ["trace", "--batch", str(batch), "--model", str(pathlib.Path(model).resolve())],
+                                cwd=tree, env=env, check=True, capture_output=True, text=True).stdout
+        trace_s = time.perf_counter() - t
+        preds = [json.loads(line) for line in (out / "evaluation.predictions.jsonl").read_text().splitlines()]
+        rows = [json.loads(line) for line in traced.splitlines() if line.startswith("{")]
+        answers[arm] = ({(p["dataset"], str(p["id"])): p["prediction"] for p in preds}, {r["id"]: r.get("generated") for r in rows})
+        scores = json.loads((out / "evaluation.json").read_text())
+        report[arm] = {"evaluate_seconds": round(evaluate_s, 1), "trace_batch_seconds": round(trace_s, 1),
+                       "evaluated": len(preds), "traced": len(answers[arm][1]),
+                       "trace_accuracy": {n: d["table3"]["trace_accuracy"] for n, d in scores["datasets"].items()}}
+        print(f"{arm}: evaluate {evaluate_s:.1f} s ({len(preds)} answers), trace --batch {trace_s:.1f} s", flush=True)
+    (ev_a, tr_a), (ev_b, tr_b) = answers["baseline"], answers["current"]
+    report["evaluate_identical"] = sum(ev_a[k] == ev_b.get(k) for k in ev_a)
+    report["trace_batch_identical"] = sum(tr_a[k] == tr_b.get(k) for k in tr_a)
+    report["evaluate_speedup"] = round(report["baseline"]["evaluate_seconds"] / report["current"]["evaluate_seconds"], 2)
+    report["trace_batch_speedup"] = round(report["baseline"]["trace_batch_seconds"] / report["current"]["trace_batch_seconds"], 2)
+    print(f"evaluate {report['evaluate_speedup']}x ({report['evaluate_identical']}/{len(ev_a)} identical), trace --batch "
+          f"{report['trace_batch_speedup']}x ({report['trace_batch_identical']}/{len(tr_a)} identical)")
+    return report
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace-batch", action="store_true", help="time `trace --batch` against one program at a time")
@@ -125,7 +184,15 @@ def main() -> None:
     ap.add_argument("--max-length", type=int, default=96)
     ap.add_argument("--preset", default="tiny", help="shape of the randomly initialised model used without --model")
     ap.add_argument("--device", choices=["all", "cpu", "cuda"], default="all", help="all: the CPU, and the GPU where one is")
+    ap.add_argument("--against", metavar="COMMIT", help="evaluate and trace --batch against this commit's (needs --model, --data)")
+    ap.add_argument("--limit", type=int, default=100, help="with --against: test examples per set")
     args = ap.parse_args()
+    if args.against:
+        if not (args.model and args.data):
+            sys.exit("bench_generate: --against needs --model and --data (a folder of built datasets)")
+        write_report(f"bench_generate-against-{args.against}", against(args.against, args.model, args.data, args.limit,
+                                                                        args.programs))
+        return
     from codeexecutor.generation import TraceGenerator
 
     if args.compare:

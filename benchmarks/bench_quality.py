@@ -43,7 +43,7 @@ FUNCTION_CORPORA = [SHARED / "thealgorithms-python", SHARED / "keon-algorithms"]
 FUNCTION_MUTANTS = (3, 2)  # mutation attempts on a program's definitions, and on its call's arguments
 FUNCTION_ERRORS_SHARE = 1 / 3  # the crashing functions' weight against the clean ones', as stage 3 weighs CodeNet's
 RECIPE = ROOT / "curricula" / "recipes" / "cpu-hour.yaml"  # the model this run trains, bar the steps
-RECIPE_DATA = "runs/quality/data-aug3"  # the data folder the recipe's dataset paths name
+RECIPE_DATA = "runs/quality/data-aug3"  # the recipe's data.dir, which --data replaces
 STAGE_SHARES = {"singleline": 0.55, "tutorial": 0.2, "codenet": 0.25}  # the budget's share per stage; SingleLine is the CPU hour's target
 AUGMENT = 3  # SingleLine training variants per program (curricula/augment.py): three epochs of the real ones over-fit
 MAX_TOKENS = {"cpu": 1024, "gpu": 6144}  # token budget per step: the recipe's on a CPU; a GPU wants full batches
@@ -121,12 +121,11 @@ def curriculum(recipe: dict, data: str, out: str, steps: dict[str, int], hardest
     cur = copy.deepcopy(recipe)
     cur["model"].update(model or {})
     cur["train"].update(output_dir=out, **(train or {}))
+    cur.setdefault("data", {})["dir"] = data  # the stages' paths are relative to it
     for stage in cur["stages"]:
         n = steps[stage["name"]]
         stage.update(steps=n, warmup=max(1, min(200, n // 10)))
         for src in stage["sources"]:
-            if src["path"].startswith(RECIPE_DATA + "/"):
-                src["path"] = data + src["path"][len(RECIPE_DATA):]
             if "hardest" in src:
                 src["hardest"] = hardest
                 src.pop("mine_from", None)
@@ -136,15 +135,20 @@ def curriculum(recipe: dict, data: str, out: str, steps: dict[str, int], hardest
                 src["weight"] = errors_weight
     if functions_weight is not None:
         last = cur["stages"][-1]
-        last["sources"] = [src for src in last["sources"] if "/functions/" not in src["path"]]
+        last["sources"] = [src for src in last["sources"] if not functions_source(src)]
         if functions_weight > 0:
             last["sources"] += [
-                {"path": f"{data}/functions/functions", "task": "codenet", "weight": functions_weight},
-                {"path": f"{data}/functions/functions_errors", "task": "codenet",
+                {"path": "functions/functions", "task": "codenet", "weight": functions_weight},
+                {"path": "functions/functions_errors", "task": "codenet",
                  "weight": round(functions_weight * FUNCTION_ERRORS_SHARE, 4)}]
     if functions_stage is not None:
         split_functions_stage(cur, functions_stage)
     return cur
+
+
+def functions_source(src: dict) -> bool:
+    """Whether a stage's source is of the functions build (its path under data.dir: functions/...)."""
+    return ("/" + src["path"]).find("/functions/") >= 0
 
 
 def split_functions_stage(cur: dict, share: float) -> None:
@@ -157,7 +161,7 @@ def split_functions_stage(cur: dict, share: float) -> None:
     import copy
 
     last = cur["stages"][-1]
-    is_functions = lambda src: "/functions/" in src["path"]  # noqa: E731
+    is_functions = functions_source
     total = sum(src.get("weight", 1.0) for src in last["sources"])
     part = sum(src.get("weight", 1.0) for src in last["sources"] if is_functions(src)) / total
     if not part:
@@ -392,7 +396,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget-minutes", type=float, required=True, help="wall-clock budget of the training (all stages, mining included)")
     ap.add_argument("--recipe", default=str(RECIPE), help="the curriculum to train, whose steps the budget replaces "
-                    f"(default {RECIPE.relative_to(ROOT)}); its dataset paths under {RECIPE_DATA} move to --data")
+                    f"(default {RECIPE.relative_to(ROOT)}); its data.dir ({RECIPE_DATA}) becomes --data")
     ap.add_argument("--preset", help="a model size named in codeexecutor/modeling/model.py PRESETS (default: the recipe's; "
                     "mini: a CPU hour; small: one GPU)")
     ap.add_argument("--data", help="built datasets, reused when present (default runs/quality/data, or data-augK "

@@ -10,7 +10,7 @@ commit under runs/) and reports per optimizer step: the host's waits for the dev
 do work on a device, host milliseconds, the distinct batch shapes per stage, and the
 compiler's graph breaks. The arms:
 
-* `baseline`: the earlier commit under the draw's ZeRO-2 bf16 DeepSpeed config;
+* `baseline`: the earlier commit under the draw's ZeRO-2 bf16 DeepSpeed config (its own);
 * `eager`: this checkout as it trains on a CPU (rows narrowed to the data);
 * `fixed`: this checkout's GPU layout (one shape) before compiling;
 * `compiled`: the same, compiled whole (`train.compile: true`);
@@ -59,16 +59,30 @@ def worktree(commit: str) -> pathlib.Path:
     return path
 
 
-def probe_curriculum(data: pathlib.Path, run: pathlib.Path, steps: int, train: dict) -> pathlib.Path:
+# The two stages each arm trains: `codenet`, rows of 4096 tokens of CodeNetMut programs and
+# crashes, where operators, waits and batch shapes are counted; `host`, rows of 256 tokens
+# of SingleLine examples (code cut at 64 tokens, traces at 128), whose kernels cost next to
+# nothing at toy width, so that a step's milliseconds are the host's (Python, autograd,
+# dispatching operators), not the CPU's arithmetic.
+# The `codenet` stage runs under each arm's DeepSpeed config (the draw's ZeRO-2 bf16), the
+# `host` stage under ZeRO-2 in float32 (ds_configs/cpu.json): this CPU has no bf16
+# arithmetic, and emulating it would time kernels, not the host.
+CONFIGS = {
+    "codenet": (4096, [("codenetmut/codenetmut", "codenet", 0.7), ("codenetmut/errors", "codenet", 0.3)], None, (256, 768)),
+    "host": (256, [("singleline/singleline", "singleline", 1.0)], "cpu.json", (64, 128)),
+}
+
+
+def probe_curriculum(data: pathlib.Path, run: pathlib.Path, steps: int, train: dict, config: str) -> pathlib.Path:
     import yaml
 
-    cur = {"model": {"preset": "toy", "vocab_size": 600, "max_code_length": 256, "max_trace_length": 768, "dropout": 0.0,
+    tokens, sources, _, (code, trace) = CONFIGS[config]
+    cur = {"model": {"preset": "toy", "vocab_size": 600, "max_code_length": code, "max_trace_length": trace, "dropout": 0.0,
                      "positions": "rotary"},
-           "train": {"output_dir": str(run), "max_tokens": 4096, "log_every": 10, "checkpoints": False,
+           "train": {"output_dir": str(run), "max_tokens": tokens, "log_every": 1000, "checkpoints": False,
                      "eval_examples": 0, **train},
-           "stages": [{"name": "codenet", "steps": steps, "lr": 5e-4, "warmup": 2, "sources": [
-               {"path": str(data / "codenetmut" / "codenetmut"), "task": "codenet", "weight": 0.7},
-               {"path": str(data / "codenetmut" / "errors"), "task": "codenet", "weight": 0.3}]}]}
+           "stages": [{"name": config, "steps": steps, "lr": 5e-4, "warmup": 2, "sources": [
+               {"path": str(data / path), "task": task, "weight": weight} for path, task, weight in sources]}]}
     path = run.with_suffix(".yaml")
     run.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(cur))
@@ -76,17 +90,23 @@ def probe_curriculum(data: pathlib.Path, run: pathlib.Path, steps: int, train: d
 
 
 def cpu_arms(data: pathlib.Path, baseline: str, steps: int, arms: list[str]) -> dict:
-    work = ROOT / "runs" / "bench_step"
+    return {config: _arms(data, baseline, steps, arms, config) for config in CONFIGS}
+
+
+def _arms(data: pathlib.Path, baseline: str, steps: int, arms: list[str], config: str) -> dict:
+    work = ROOT / "runs" / "bench_step" / config
     trees = {"current": ROOT, "baseline": worktree(baseline)}
     out = {}
+    print(f"-- {config}: rows of {CONFIGS[config][0]} tokens", flush=True)
     for name in arms:
         tree, ds, train, flags = ARMS[name]
+        ds = CONFIGS[config][2] or ds
         run = work / name
-        cur = probe_curriculum(data, run, 2 * steps + 5, train)
+        cur = probe_curriculum(data, run, 2 * steps + 5, train, config)
         result = work / f"{name}.json"
         result.unlink(missing_ok=True)
         cmd = [sys.executable, str(ROOT / "benchmarks" / "_step_probe.py"), "--curriculum", str(cur), "--ds-config",
-               str(ROOT / "ds_configs" / ds), "--run", str(run), "--first", str(steps), "--last", str(2 * steps),
+               str(trees[tree] / "ds_configs" / ds), "--run", str(run), "--first", str(steps), "--last", str(2 * steps),
                "--out", str(result), *flags]
         env = {"PYTHONPATH": str(trees[tree]), "DS_ACCELERATOR": "cpu", "PATH": "/usr/bin:/bin"}
         import os
@@ -139,7 +159,8 @@ def main() -> None:
         data = pathlib.Path(args.data)
         if not (data / "codenetmut" / "codenetmut").is_dir():
             subprocess.run([sys.executable, "-m", "codeexecutor.demo", "--only", "data"], cwd=ROOT, check=True)
-        report.update(baseline_commit=args.baseline, data=str(data), **cpu_arms(data, args.baseline, args.steps, args.arms))
+        report.update(baseline_commit=args.baseline, data=str(data), steps=args.steps,
+                      **cpu_arms(data, args.baseline, args.steps, args.arms))
     if args.out:
         pathlib.Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     else:

@@ -34,7 +34,7 @@ def setup(data: pathlib.Path, preset: str = "tiny"):
 
     from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
     from codeexecutor.modeling.tokenizer import Encoder, structural_ids, train_tokenizer
-    from codeexecutor.training.data import tokenize
+    from codeexecutor.training.tokenized import tokenize
 
     ds = datasets.concatenate_datasets([datasets.load_from_disk(str(data / n))["train"] for n in
                                         ("codenetmut/codenetmut", "tutorial/tutorial", "singleline/singleline")])

@@ -131,7 +131,7 @@ def main() -> None:
     ap.add_argument("--assume-python", metavar="X.Y", help="the interpreter that traced a build made before builds "
                     "recorded it (their stats.json has no `python`)")
     args = ap.parse_args()
-    from curricula.common import dataset_python
+    from codeexecutor.execution.interpreters import dataset_python
     from codeexecutor.training.tokenized import tokenize_curriculum, train_curriculum_tokenizer
 
     data, out = pathlib.Path(args.data).resolve(), pathlib.Path(args.out)

@@ -117,7 +117,7 @@ def unpack_test_samples(draw: pathlib.Path, pack_dir: pathlib.Path) -> str:
 def install(model: pathlib.Path, dest: pathlib.Path, draw: pathlib.Path) -> None:
     """The model under models/NAME with its card, from the draw's own records."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from model_card import write_card
+    from codeexecutor.training.card import write_card
 
     shutil.rmtree(dest, ignore_errors=True)
     shutil.copytree(model, dest)

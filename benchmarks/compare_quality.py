@@ -1,4 +1,4 @@
-"""Two quality result files side by side, as the markdown table RESULTS.md shows: per test
+"""Two quality result files side by side, as the markdown table experiments/NOTEBOOK.md shows: per test
 set trace and output accuracy (the release's metric and our aligned variant), the share
 of traces cut at the length cap, tokens trained and examples seen per stage, and the crash
 figures.

@@ -39,7 +39,7 @@ def main() -> None:
                     "benchmarks/results/NAME.json (nothing evaluated again)")
     args = ap.parse_args()
     if args.card_only:
-        from model_card import write_card
+        from codeexecutor.training.card import write_card
 
         saved = json.loads((ROOT / "benchmarks" / "results" / f"{args.name}.json").read_text())
         command = saved.get("training_command") or args.command
@@ -53,7 +53,7 @@ def main() -> None:
     from codeexecutor.progress import quiet_libraries
     from codeexecutor.training.export import save_bf16
     from eval.evaluate import evaluate_model
-    from model_card import write_card
+    from codeexecutor.training.card import write_card
 
     quiet_libraries()
     run = pathlib.Path(args.run)

@@ -96,6 +96,21 @@ def register(name: str, help: str, add_arguments, run) -> None:
     COMMANDS[name] = (help, add_arguments, run)
 
 
+PROVIDED: dict[str, Callable] = {}
+
+
+def provide(name: str, function: Callable) -> None:
+    """A function another package offers the library by name (eval: the release's metric,
+    for the evaluation while training), so the library calls it without importing it."""
+    PROVIDED[name] = function
+
+
+def provided(name: str) -> Callable | None:
+    """What a package provides under `name` (None where no installed package does)."""
+    _load_plugins()
+    return PROVIDED.get(name)
+
+
 def build_parser() -> argparse.ArgumentParser:
     _load_plugins()
     parser = argparse.ArgumentParser(prog="codeexecutor", description="Teach a transformer to execute Python: trace, mutate, build, train, evaluate.")
@@ -116,7 +131,8 @@ def _version() -> str:
 
 
 def _load_plugins() -> None:
-    """Subcommands that live in other packages of the project register themselves here."""
+    """Subcommands (and provided functions) that live in other packages of the project
+    register themselves here: this list is the one place that names every package."""
     import importlib
 
     for module in ("mutation.cli", "curricula.cli", "codeexecutor.train_cli", "codeexecutor.generation.cli", "eval.cli"):

@@ -60,6 +60,14 @@ class Logged:
         self.shown.close()
 
 
+def set_total(shown, total: int) -> None:
+    """A display's total changed while it runs (a stage's steps fixed after its warm-up)."""
+    shown = getattr(shown, "shown", shown)  # a Logged display's own
+    shown.total = total
+    if hasattr(shown, "refresh"):
+        shown.refresh()
+
+
 class Lines:
     def __init__(self, iterable, total, desc, unit, initial=0, every=10.0) -> None:
         self.iterable = iterable

@@ -1,5 +1,5 @@
-"""`codeexecutor pretrain`: the curriculum in this process (no launcher); for several
-processes or nodes use run_pretrain.sh, which starts the same loop with the deepspeed launcher."""
+"""`codeexecutor pretrain`: a recipe from its data to a scored model (training/pretrain.py);
+`tokenizer` and `tokenize`, its two data steps, on their own."""
 
 from __future__ import annotations
 
@@ -9,22 +9,30 @@ from codeexecutor.cli import register
 
 
 def _args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--curriculum", default="curricula/demo.yaml", help="curriculum YAML (default curricula/demo.yaml)")
-    p.add_argument("--ds-config", default="ds_configs/cpu.json", help="DeepSpeed JSON (default ds_configs/cpu.json)")
-    p.add_argument("--base-dir", default=".", help="folder the curriculum's dataset paths are relative to")
-    p.add_argument("--output-dir", help="override train.output_dir")
-    p.add_argument("--max-steps", type=int, help="stop after this global step (resume later with the same command)")
+    p.add_argument("--recipe", "--curriculum", dest="recipe", default="curricula/demo.yaml",
+                   help="recipe YAML (curricula/recipes/; default curricula/demo.yaml)")
+    p.add_argument("--minutes", type=float, help="fit the stages' steps into this many minutes of training, each from "
+                   "its measured speed (default: the recipe's steps)")
+    p.add_argument("--out", "--output-dir", dest="out", metavar="DIR", help="the run's folder (default: train.output_dir)")
+    p.add_argument("--resume", action="store_true", help="carry on the run in --out where it stopped")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                   help="change one field of the recipe (model.preset=small, stages.codenet.steps=100); repeatable")
+    p.add_argument("--ds-config", help="DeepSpeed JSON of the training (default ds_configs/single.json: one process)")
+    p.add_argument("--launcher", action="store_true", help="train through run_pretrain.sh (the deepspeed launcher: "
+                   "GPUS_PER_NODE, NNODES, HOSTFILE from the environment)")
+    p.add_argument("--no-score", action="store_true", help="leave the test samples unscored")
+    p.add_argument("--base-dir", default=".", help="folder the recipe's paths are relative to")
 
 
 def _run(args: argparse.Namespace) -> int:
-    from codeexecutor.training.loop import train
+    from codeexecutor.training.pretrain import Pretrain
 
-    final = train(args.curriculum, args.ds_config, args.base_dir, args.output_dir, args.max_steps)
-    print(final)
+    Pretrain(args.recipe, args.out, args.minutes, args.resume, args.base_dir, args.ds_config, args.overrides,
+             args.launcher, not args.no_score).run()
     return 0
 
 
-register("pretrain", "run the three-stage curriculum pretraining (single process; run_pretrain.sh for the launcher)", _args, _run)
+register("pretrain", "train a recipe: build its data, tokenizer, tokens, stages, scores and card (resumable)", _args, _run)
 
 
 def _tokenizer_args(p: argparse.ArgumentParser) -> None:

@@ -83,7 +83,7 @@ def _read_text(path: str) -> str:
         return f.read()
 
 
-def _read_source(path: str) -> str | None:
+def read_source(path: str) -> str | None:
     with open(path, "rb") as f:
         data = f.read()
     if b"\x00" in data:
@@ -132,7 +132,7 @@ class CodeNetBuilder:
 
         counts, op_status = Counter(), Counter()
         rows: list[dict] = []
-        source = _read_source(sub.path)
+        source = read_source(sub.path)
         if source is None:
             counts["skip:binary_or_not_utf8"] += 1
             return rows, counts, op_status

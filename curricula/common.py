@@ -9,6 +9,7 @@ import os
 import shutil
 from typing import Iterable
 
+from codeexecutor.execution.interpreters import dataset_python  # noqa: F401  (this module's name for it, kept)
 from codeexecutor.execution.records import ExecResult, ExecStatus
 
 SPLITS = ("train", "valid", "test")
@@ -205,21 +206,6 @@ def write_json_atomic(obj, path: str) -> None:
         json.dump(obj, f, indent=2, ensure_ascii=False)
         f.write("\n")
     os.replace(tmp, path)
-
-
-def dataset_python(path: str) -> str | None:
-    """The interpreter that traced a dataset (its build folder's stats.json, one or two
-    folders up: `DIR/codenetmut/codenetmut` -> `DIR/codenetmut/stats.json`), or None."""
-    here = os.path.abspath(path)
-    for folder in (here, os.path.dirname(here), os.path.dirname(os.path.dirname(here))):
-        stats = os.path.join(folder, "stats.json")
-        if os.path.isfile(stats):
-            try:
-                with open(stats) as f:
-                    return json.load(f).get("python")
-            except (OSError, ValueError):
-                return None
-    return None
 
 
 __all__ = ["SPLITS", "assign_splits", "built_datasets", "dataset_python", "save_journal_datasets", "log_to_build_folder", "make_example", "is_error_trace", "max_states", "save_dataset",

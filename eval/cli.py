@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from codeexecutor.cli import register
+from codeexecutor.cli import provide, register
 from codeexecutor.generation.api import decoding_arguments
 
 HUMANEVAL = os.path.join("..", "shared", "data", "humaneval")
@@ -31,7 +31,8 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", default="test")
     p.add_argument("--limit", type=int, default=0, help="score a fixed random sample of N examples per dataset (default: all)")
     decoding_arguments(p, beam=None)  # as `trace` decodes: our models greedily, the released checkpoint with 10
-    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--batch-size", type=int, default=None, help="programs decoded together "
+                   "(default: 64 hypotheses, so 64 programs greedy, 6 at beam 10)")
     p.add_argument("--resource-descriptions", metavar="problems.jsonl", help="also evaluate runtime errors with input specs as docstrings")
     p.add_argument("--out", help="report path (default DATA/evaluation.json or FILE.evaluation.json; predictions and a PNG go beside it)")
     p.add_argument("--shard", metavar="I/N", help="decode only the I-th of N shares into the answers file's shard and "
@@ -45,7 +46,7 @@ def _eval_run(args: argparse.Namespace) -> int:
     from codeexecutor.errors import UsageError
     from eval.evaluate import evaluate_model, plot, table3
 
-    if args.limit < 0 or (args.beam is not None and args.beam < 1) or args.batch_size < 1 or \
+    if args.limit < 0 or (args.beam is not None and args.beam < 1) or (args.batch_size or 1) < 1 or \
             (args.max_length is not None and args.max_length < 1):
         raise UsageError("--limit must be >= 0 and --beam, --batch-size, --max-length >= 1")
     if args.length_penalty < 0:
@@ -145,10 +146,10 @@ def _search_args(p: argparse.ArgumentParser) -> None:
 
 
 def _search_run(args: argparse.Namespace) -> int:
-    from codeexecutor.generation.api import _generator
+    from codeexecutor.generation.api import cached_generator
     from eval.code_search import build_set, code_search
 
-    _generator(args.model)  # a model folder that cannot load fails now, before the corpus is read and run
+    cached_generator(args.model)  # a model folder that cannot load fails now, before the corpus is read and run
     report = code_search(args.model, build_set(args.codenet, args.problems, args.per_problem))
     _write(report, args.out)
     print(f"MAP: embeddings {report['map_embeddings']:.2f}, + predicted outputs {report['map_embeddings_plus_outputs']:.2f} "
@@ -159,3 +160,13 @@ def _search_run(args: argparse.Namespace) -> int:
 register("evaluate", "trace metrics (Table 3), runtime-error metrics and a category breakdown on built test sets", _eval_args, _eval_run)
 register("rerank", "rerank candidate solutions (HumanEval) by predicted outputs; pass@k vs baseline and oracle", _rerank_args, _rerank_run)
 register("search", "zero-shot code-to-code search MAP with predicted outputs", _search_args, _search_run)
+
+
+def _trace_metrics(predictions: list[str], golds: list[str], singleline: bool = False) -> dict:
+    """The release's Table 3 metric (`trace_metrics.table3_metrics`), for the evaluation while training."""
+    from eval.trace_metrics import table3_metrics
+
+    return table3_metrics(predictions, golds, singleline=singleline)
+
+
+provide("trace_metrics", _trace_metrics)

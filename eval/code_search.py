@@ -20,7 +20,7 @@ from eval.rerank import similarity
 def build_set(codenet: str, problems: int = 20, per_problem: int = 4, seed: int = 0) -> list[dict]:
     """Programs of `problems` problems (each with >= 2 programs), inlined; [{id, problem_id, code}]."""
     from codeexecutor.execution.inline import InlineError, inline_stdin
-    from curricula.codenet import _read_source, read_layout
+    from curricula.codenet import read_source, read_layout
 
     subs, inputs = read_layout(codenet)
     by_problem = defaultdict(list)
@@ -35,7 +35,7 @@ def build_set(codenet: str, problems: int = 20, per_problem: int = 4, seed: int 
             break
         group = []
         for sub in by_problem[pid][:per_problem]:
-            src = _read_source(sub.path)
+            src = read_source(sub.path)
             files = inputs.get(pid) or []
             if src is None:
                 continue
@@ -85,9 +85,9 @@ def mean_average_precision(scores: torch.Tensor, groups: list[str]) -> float:
 
 
 def code_search(model: str, programs: list[dict], beam: int = 2, max_length: int = 256, weight: float = 0.2) -> dict:
-    from codeexecutor.generation.api import _generator
+    from codeexecutor.generation.api import cached_generator
 
-    gen = _generator(model)  # loaded once per process: `search` loads it before reading the corpus
+    gen = cached_generator(model)  # loaded once per process: `search` loads it before reading the corpus
     emb = embed(gen, [p["code"] for p in programs])
     cos = emb @ emb.T
     outs = [gen.parse(g.text).output for g in gen.generate([gen.code_input(p["code"]) for p in programs], beam=beam, max_length=max_length)]

@@ -200,7 +200,7 @@ def _score(name: str, split: str, codes: list[str], preds: list[str], golds: lis
 
 
 def evaluate_model(model: str, data: str, split: str = "test", limit: int | None = None, beam: int | None = None,
-                   max_length: int | None = None, batch_size: int = 8, resource_descriptions: str | None = None,
+                   max_length: int | None = None, batch_size: int | None = None, resource_descriptions: str | None = None,
                    progress: bool = True, task: str | None = None, names: bool = False, values: bool = False,
                    exception_bias: float = 0.0, exception_at: str = "step", html: str | None = None,
                    length_penalty: float = 0.0, answers: str | None = None,
@@ -231,11 +231,12 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
         raise UsageError(f"no built datasets under {data} (run `codeexecutor build ...` first)")
     gen = TraceGenerator(model)
     enc, profile = gen.encoder, gen.profile
-    from codeexecutor.generation.api import default_beam
+    from codeexecutor.generation.api import default_beam, programs_per_batch
 
     beam = default_beam(gen) if beam is None else beam
+    batch_size = batch_size or programs_per_batch(beam)
     from codeexecutor.generation.api import interpreter_note
-    from curricula.common import dataset_python
+    from codeexecutor.execution.interpreters import dataset_python
 
     report: dict = {"model": model, "data": data, "split": split, "beam": beam, "metric": METRIC_NAME,
                     "trace_python": getattr(gen.model.config, "trace_python", None),

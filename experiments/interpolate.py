@@ -9,7 +9,7 @@ changes); two exports of one run share their start, so the points between them a
 models too. a = 1 is B itself, a = 0 is A. One line per (alpha, dataset) goes to
 benchmarks/results/interpolation-<device>.jsonl: the release's metric, greedy. The
 interpolated exports are written under --out (default: beside B) for the CLI to load.
-What it found is in RESULTS.md.
+What it found is in experiments/NOTEBOOK.md.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ def lengths(data: str, model: str) -> tuple:
     from codeexecutor.modeling.model import CodeExecutorConfig
     from codeexecutor.modeling.profiles import profile_of
     from codeexecutor.modeling.tokenizer import Encoder, load_tokenizer
-    from codeexecutor.training.data import tokenize
+    from codeexecutor.training.tokenized import tokenize
 
     path = resolve(model)
     cfg = CodeExecutorConfig.from_pretrained(path)

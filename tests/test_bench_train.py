@@ -30,7 +30,7 @@ def test_rows_pad_less_than_fixed_batches_and_train_on_the_cpu(demo_data):
 
 
 def test_loss_scaling_is_logged_for_fp16_only():
-    from codeexecutor.training.loop import loss_scaling
+    from codeexecutor.training.stages import loss_scaling
 
     fp16 = types.SimpleNamespace(fp16_enabled=lambda: True, optimizer=types.SimpleNamespace(cur_scale=32768.0), skipped_steps=3)
     assert loss_scaling(fp16) == {"loss_scale": 32768.0, "skipped_steps": 3}
@@ -98,6 +98,7 @@ def test_quality_curriculum_is_the_recipe_with_the_runs_steps_data_and_mining(tm
     # the recipe is a curriculum run_pretrain.sh takes as it is
     on_disk = Curriculum.from_dict(yaml.safe_load(open(bench_quality.RECIPE)))
     assert on_disk.model.preset == "mini" and [s.name for s in on_disk.stages] == list(bench_quality.STAGE_SHARES)
+    assert on_disk.data.dir == bench_quality.RECIPE_DATA
     assert all(src.path.startswith(bench_quality.RECIPE_DATA + "/") for st in on_disk.stages for src in st.sources)
 
 

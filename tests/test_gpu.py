@@ -63,7 +63,6 @@ def test_flex_attention_rows_match_the_tile_path_forward_and_backward():
 
 def test_a_compiled_bf16_row_step_on_the_gpu_learns_and_never_waits():
     from codeexecutor.training.engine import TorchEngine, optimizer_for
-    from codeexecutor.training.waits import DeviceCounter
 
     m = _model("cuda")
     m.compile_rows()

@@ -229,7 +229,7 @@ def test_a_model_knows_the_interpreter_of_its_traces(demo_data):
     from codeexecutor.generation.api import interpreter_note
     from codeexecutor.training.config import Curriculum
     from codeexecutor.training.setup import traced_python
-    from curricula.common import dataset_python
+    from codeexecutor.execution.interpreters import dataset_python
 
     raw = yaml.safe_load((ROOT / "curricula" / "demo.yaml").read_text())
     for stage in raw["stages"]:

@@ -11,6 +11,7 @@ imports anything beyond the standard library.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -55,3 +56,18 @@ def find(version: str, needs: tuple[str, ...] = ()) -> str | None:
 
 def current() -> str:
     return f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def dataset_python(path: str) -> str | None:
+    """The interpreter that traced a dataset (its build folder's stats.json, one or two
+    folders up: `DIR/codenetmut/codenetmut` -> `DIR/codenetmut/stats.json`), or None."""
+    here = os.path.abspath(path)
+    for folder in (here, os.path.dirname(here), os.path.dirname(os.path.dirname(here))):
+        stats = os.path.join(folder, "stats.json")
+        if os.path.isfile(stats):
+            try:
+                with open(stats) as f:
+                    return json.load(f).get("python")
+            except (OSError, ValueError):
+                return None
+    return None

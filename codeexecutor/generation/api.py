@@ -35,7 +35,7 @@ def decoding_arguments(p, beam: int | None = 10) -> None:
 _GENERATORS: dict = {}
 
 
-def _generator(model: str):
+def cached_generator(model: str):
     """One loaded generator per model (a folder, or a hub id: modeling/loading.py)."""
     from codeexecutor.generation.search import TraceGenerator
 
@@ -67,9 +67,17 @@ def prepare(source: str, stdin: str, docstring: str | None = None) -> tuple[str,
     return code, offset, notes
 
 
+HYPOTHESES_PER_BATCH = 64  # rows a batched decode holds: 64 programs greedy, 6 at the release's beam of 10
+
+
+def programs_per_batch(beam: int) -> int:
+    """How many programs a batch decodes together at this beam (`--batch-size`'s default)."""
+    return max(1, HYPOTHESES_PER_BATCH // max(1, beam))
+
+
 def default_beam(generator) -> int:
     """`trace`'s beam when none is given: greedy for our own trace formats, whose beam of 10
-    stops traces early (1.5 steps of a function's 16 with the state rules on, RESULTS.md);
+    stops traces early (1.5 steps of a function's 16 with the state rules on, experiments/NOTEBOOK.md);
     10 for the released checkpoint, as its inference."""
     return 10 if generator.profile.official else 1
 
@@ -117,7 +125,7 @@ def interpreter_note(config, data_python: str | None = None) -> str | None:
 def trace_programs(programs: list[dict], model: str = DEFAULT_MODEL, beam: int | None = None, max_length: int | None = None,
                    compare: bool = False, docstring: str | None = None, names: bool | None = None,
                    exception_bias: float = 0.0, values: bool | None = None, exception_at: str = "step",
-                   batch_size: int = 16, strict: bool = False, pages: bool = False,
+                   batch_size: int | None = None, strict: bool = False, pages: bool = False,
                    length_penalty: float = 0.0) -> list[dict]:
     """Predict the traces of many programs ({"code", "stdin"?, "id"?}), decoded in batches
     of `batch_size` as `evaluate` does. Each report is `trace_program`'s; with `pages`,
@@ -126,12 +134,12 @@ def trace_programs(programs: list[dict], model: str = DEFAULT_MODEL, beam: int |
     FormatError). `beam`: None is `default_beam`. `names`, `values`: the state rules
     (generation/constraints.py); None turns them on where they apply
     (`TraceGenerator.rules_apply`: our own trace formats), where they cut fewer traces at
-    the length cap at no measured cost (RESULTS.md), and leaves them off for the
+    the length cap at no measured cost (experiments/NOTEBOOK.md), and leaves them off for the
     release's, whose checkpoint then generates what the release's inference does."""
     from codeexecutor.generation.html import report_page
     from codeexecutor.modeling.format import FormatError
 
-    generator = _generator(model)
+    generator = cached_generator(model)
     names = generator.rules_apply() if names is None else names
     values = generator.rules_apply() if values is None else values
     beam = default_beam(generator) if beam is None else beam
@@ -152,7 +160,8 @@ def trace_programs(programs: list[dict], model: str = DEFAULT_MODEL, beam: int |
                              f"(code_window {generator.profile.window}): lines {_spans(unseen)} are predicted without "
                              "being read"]
         prepared.append((i, code, offset, notes))
-    gens = generator.generate(inputs, beam=beam, max_length=max_length, batch_size=batch_size, names=names, values=values,
+    gens = generator.generate(inputs, beam=beam, max_length=max_length, batch_size=batch_size or programs_per_batch(beam),
+                              names=names, values=values,
                               exception_bias=exception_bias, exception_at=exception_at, length_penalty=length_penalty)
     limit = generator.model.config.max_trace_length
     settings = {"beam": beam, "exception_bias": exception_bias, "exception_at": exception_at,

@@ -26,7 +26,8 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--docstring", metavar="FILE", help="resource description (input spec) prepended as a docstring")
     p.add_argument("--batch", metavar="FILE.jsonl", help="many programs, decoded in batches: lines of {\"code\", "
                    "\"stdin\"?, \"id\"?}; JSON lines out")
-    p.add_argument("--batch-size", type=int, default=16, help="programs decoded together with --batch (default 16)")
+    p.add_argument("--batch-size", type=int, default=None, help="programs decoded together with "
+                   "--batch (default: 64 hypotheses, so 64 programs greedy, 6 at beam 10)")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -66,7 +67,7 @@ def _run_batch(args: argparse.Namespace, doc: str | None) -> int:
         except (ValueError, AttributeError) as exc:
             raise UsageError(f"{args.batch}:{n}: expected a JSON object with a \"code\" field ({exc})") from None
         items.append({**item, "id": item.get("id", n)})
-    if args.batch_size < 1:
+    if (args.batch_size or 1) < 1:
         raise UsageError("--batch-size must be >= 1")
     reports = trace_programs(items, args.model, args.beam, args.max_length, args.compare, doc, args.constrain_names,
                              args.exception_bias, args.constrain_values, args.exception_at, batch_size=args.batch_size,

@@ -152,7 +152,7 @@ class DeviceSearch:
                 if not bool(alive.any()):
                     break
                 if graph is None and not bool(alive.all()) and self.dev.type != "cuda":
-                    self._leave(alive, constraint)
+                    self._leave(alive, constraint, self.cache.code + t + 1)
         self._finish(torch.arange(len(self.programs)))
         return [self.results[b] for b in range(self.B)]
 
@@ -180,14 +180,14 @@ class DeviceSearch:
             setattr(self, n, state[n])
         return graph
 
-    def _leave(self, alive: torch.Tensor, constraint) -> None:
+    def _leave(self, alive: torch.Tensor, constraint, written: int) -> None:
         """Finish the programs that are done and drop their rows (the CPU's eager path)."""
         keep = alive.nonzero()[:, 0]
         gone = (~alive).nonzero()[:, 0]
         self._finish(gone)
         rows = (keep[:, None] * self.size + torch.arange(self.size)).reshape(-1).to(self.dev)
         k = keep.to(self.dev)
-        self.cache.keep_rows(rows)
+        self.cache.keep_rows(rows, written)
         for n in _ROWS:
             setattr(self, n, getattr(self, n)[rows])
         for n in _HIST:

@@ -20,7 +20,7 @@ import functools
 from dataclasses import dataclass
 
 import torch
-from codeexecutor.generation.beam import Beam, select
+from codeexecutor.generation.beam import Beam
 from codeexecutor.generation.constraints import RowConstraints, StateRule, token_chars
 from codeexecutor.generation.verdict import StepEnds
 

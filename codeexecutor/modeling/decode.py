@@ -47,11 +47,20 @@ class StaticCache:
         self.code, self.capacity = S, capacity
         self.column = torch.full((1,), S, dtype=torch.long, device=device)  # the next column a step writes
 
-    def keep_rows(self, rows: torch.Tensor) -> None:
-        """Only these rows from now on (programs whose search is done leave)."""
-        self.keys = [k.index_select(0, rows) for k in self.keys]
-        self.values = [v.index_select(0, rows) for v in self.values]
-        self.bias = self.bias.index_select(0, rows)
+    def keep_rows(self, rows: torch.Tensor, written: int) -> None:
+        """Only these rows from now on (programs whose search is done leave); the
+        `written` columns are copied, the rest of each new buffer is left unwritten."""
+
+        def kept(buf: torch.Tensor) -> torch.Tensor:
+            out = buf.new_empty((len(rows), *buf.shape[1:]))
+            out[..., :written, :] = buf[..., :written, :].index_select(0, rows)
+            return out
+
+        self.keys = [kept(k) for k in self.keys]
+        self.values = [kept(v) for v in self.values]
+        bias = self.bias.new_full((len(rows), *self.bias.shape[1:]), self.minimum)
+        bias[..., :written] = self.bias[..., :written].index_select(0, rows)
+        self.bias = bias
 
     def reorder(self, order: torch.Tensor, written: int) -> None:
         """Row i now continues row order[i] (beam search): the trace columns written so

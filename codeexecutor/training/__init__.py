@@ -5,5 +5,5 @@ examples), `evaluation` (held-out loss and decoded accuracy while training), `ex
 (Hugging Face exports, checkpoints), `plots`, and `loop` (the one training loop).
 
     python -m codeexecutor.training --curriculum curricula/demo.yaml --ds-config ds_configs/cpu.json
-    deepspeed --module codeexecutor.training --curriculum curricula/paper.yaml --ds-config ds_configs/zero2_bf16.json
+    deepspeed --module codeexecutor.training --curriculum curricula/recipes/paper.yaml --ds-config ds_configs/zero2_bf16.json
 """

@@ -57,7 +57,7 @@ class TrainArgs:
     # (max_code_length + max_trace_length). None: micro_batch_size examples padded apart,
     # through the eager Hugging Face forward.
     max_tokens: int | None = None
-    anchor: str = "example"  # a token-budget batch's first example drawn per example or per token (data.py); token lost at equal steps (RESULTS.md)
+    anchor: str = "example"  # a token-budget batch's first example drawn per example or per token (data.py); token lost at equal steps (experiments/NOTEBOOK.md)
     eval_every: int = 0  # evaluate every N steps (0: at each stage end only)
     eval_examples: int = 128  # valid examples per source for the held-out loss (0: no evaluation)
     eval_decode_examples: int = 32  # of those, greedily decoded for trace/output accuracy
@@ -89,6 +89,55 @@ class Stage:
     steps: int
     lr: float = 4e-4
     warmup: int = 10_000
+    share: float | None = None  # of a --minutes budget (training/budget.py); None: its part of the stages' steps
+
+
+# What each kind of dataset build takes (`codeexecutor build KIND`'s options, as a recipe
+# names them), and which of them name folders (read relative to the base folder).
+BUILD_OPTIONS = {
+    "codenetmut": {"codenet": list, "mutants": int, "limit": int, "seed": int, "workers": int},
+    "tutorial": {"sources": str, "mutants": int, "seed": int, "workers": int},
+    "singleline": {"from": str, "limit": int, "augment": int, "per_line": int, "workers": int},
+    "functions": {"from": list, "mutants": int, "input_mutants": int, "lineage": bool, "limit": int, "workers": int,
+                  "licence": str},
+}
+BUILD_FOLDERS = {"codenet", "sources", "from"}
+
+
+def build_folders(base_dir: str, pattern: str) -> list[str]:
+    """The folders a build option names (a glob pattern may name several), relative to base_dir."""
+    import glob
+
+    if not glob.has_magic(pattern):
+        return [pattern] if os.path.isdir(os.path.join(base_dir, pattern)) else []
+    found = sorted(glob.glob(os.path.join(base_dir, pattern)))
+    return [os.path.relpath(f, base_dir) for f in found if os.path.isdir(f)]
+
+
+@dataclass
+class DataArgs:
+    """Where a recipe's datasets live and how to build those that are missing
+    (`codeexecutor pretrain`): the stages' source paths are relative to `dir`."""
+
+    dir: str = "."
+    builds: dict = field(default_factory=dict)  # name -> {kind: codenetmut|tutorial|singleline|functions, options...}
+
+
+@dataclass
+class TokenizerArgs:
+    """A tokenizer trained once, on a bounded sample of the recipe's sources."""
+
+    sample: int = 200_000  # rows read at most, evenly from the distinct sources
+
+
+@dataclass
+class ScoreArgs:
+    """What `codeexecutor pretrain` scores the trained model on: a fixed sample of each
+    dataset folder's split, greedy, the release's metric."""
+
+    limit: int = 300
+    split: str = "test"
+    sets: list | None = None  # dataset folders under data.dir; None: every folder the stages read
 
 
 @dataclass
@@ -96,6 +145,9 @@ class Curriculum:
     model: ModelArgs
     train: TrainArgs
     stages: list[Stage] = field(default_factory=list)
+    data: DataArgs = field(default_factory=DataArgs)
+    tokenizer: TokenizerArgs = field(default_factory=TokenizerArgs)
+    score: ScoreArgs = field(default_factory=ScoreArgs)
 
     @classmethod
     def load(cls, path: str, base_dir: str | None = None) -> "Curriculum":
@@ -116,8 +168,14 @@ class Curriculum:
         return cls.from_dict(raw, path, base_dir)
 
     @classmethod
-    def from_dict(cls, raw: dict, origin: str = "<dict>", base_dir: str | None = None) -> "Curriculum":
+    def from_dict(cls, raw: dict, origin: str = "<dict>", base_dir: str | None = None, buildable: bool = False) -> "Curriculum":
+        """`buildable`: a source folder that is missing but that one of `data.builds` makes
+        is no problem (`codeexecutor pretrain` builds it first)."""
         problems: list[str] = []
+        top = ("model", "train", "stages", "data", "tokenizer", "score")
+        unknown = sorted(set(raw) - set(top))
+        if unknown:
+            problems.append(f"unknown section(s) {', '.join(map(str, unknown))} (known: {', '.join(top)})")
 
         def build(kind, data, where):
             if not isinstance(data, dict):
@@ -145,13 +203,46 @@ class Curriculum:
             stage = build(Stage, {**s, "sources": [x for x in sources if x is not None]}, where)
             if stage is not None:
                 stages.append(stage)
-        cur = cls(model or ModelArgs(), train or TrainArgs(), stages)
-        problems += cur.validate(base_dir)
+        data = build(DataArgs, raw.get("data") or {}, "data") or DataArgs()
+        tokenizer = build(TokenizerArgs, raw.get("tokenizer") or {}, "tokenizer") or TokenizerArgs()
+        score = build(ScoreArgs, raw.get("score") or {}, "score") or ScoreArgs()
+        if data.dir not in (".", ""):  # the stages' paths are relative to data.dir
+            for stage in stages:
+                for src in stage.sources:
+                    src.path = os.path.normpath(os.path.join(data.dir, src.path))
+        cur = cls(model or ModelArgs(), train or TrainArgs(), stages, data, tokenizer, score)
+        problems += cur.validate(base_dir, buildable)
         if problems:
             raise ConfigError(f"{origin} has {len(problems)} problem(s):\n  - " + "\n  - ".join(problems))
         return cur
 
-    def validate(self, base_dir: str | None = None) -> list[str]:
+    def profile(self):
+        """The run's format profile: the curriculum's; else its init's (the released
+        checkpoint is `official`); else `exact`."""
+        from codeexecutor.modeling.profiles import Profile
+
+        name = self.model.format_profile
+        if name is None and self.model.init:
+            from codeexecutor.modeling.loading import folder_profile, read_config, resolve
+
+            path = resolve(self.model.init)
+            name = folder_profile(path, read_config(path))
+        if name == "official" and (self.model.step_order, self.model.code_window) != ("start", "head"):
+            from codeexecutor.errors import ConfigError
+
+            raise ConfigError(f"model.init {self.model.init} is in the release's official format, which writes steps in start "
+                              "order and reads code from its start: drop model.step_order and model.code_window, or set "
+                              "model.format_profile: exact")
+        return Profile(name or "exact", self.model.exception_step, self.model.trace_state, self.model.step_order,
+                       self.model.code_window)
+
+    def built_by(self, path: str) -> str | None:
+        """The name of the build in `data.builds` that makes the source folder `path`."""
+        rel = os.path.relpath(os.path.normpath(path), os.path.normpath(self.data.dir or "."))
+        head = rel.split(os.sep)[0]
+        return head if not rel.startswith("..") and head in self.data.builds else None
+
+    def validate(self, base_dir: str | None = None, buildable: bool = False) -> list[str]:
         from codeexecutor.modeling.format import TASK_TOKENS
         from codeexecutor.modeling.model import PRESETS
         from codeexecutor.modeling.rotary import POSITIONS
@@ -216,6 +307,8 @@ class Curriculum:
                 p.append(f"stages[{i}] ({st.name}): steps must be >= 1")
             if not st.lr > 0 or st.warmup < 0:
                 p.append(f"stages[{i}] ({st.name}): lr must be > 0 and warmup >= 0")
+            if st.share is not None and not st.share > 0:
+                p.append(f"stages[{i}] ({st.name}): share must be > 0 (a part of a --minutes budget), got {st.share}")
             if not st.sources:
                 p.append(f"stages[{i}] ({st.name}): no sources")
             for j, src in enumerate(st.sources):
@@ -228,9 +321,42 @@ class Curriculum:
                 if src.mine_from is not None and (src.hardest is None or src.mine_from < src.hardest):
                     p.append(f"stages[{i}].sources[{j}]: mine_from needs hardest and must be >= it "
                              f"(got mine_from {src.mine_from}, hardest {src.hardest})")
-                if base_dir is not None and not os.path.isdir(os.path.join(base_dir, src.path)):
+                if base_dir is not None and not os.path.isdir(os.path.join(base_dir, src.path)) and not (
+                        buildable and self.built_by(src.path)):
                     p.append(f"stages[{i}].sources[{j}]: dataset folder {src.path} not found "
-                             "(build it first: codeexecutor build ...)")
+                             "(build it first: codeexecutor build ..., or name its build under data.builds)")
+        p += self._validate_recipe(base_dir)
+        return p
+
+    def _validate_recipe(self, base_dir: str | None) -> list[str]:
+        """The recipe sections: each build's kind and options, the folders they read."""
+        p = []
+        if not isinstance(self.data.builds, dict):
+            return [f"data.builds must map names to builds, got {type(self.data.builds).__name__}"]
+        for name, spec in self.data.builds.items():
+            where = f"data.builds.{name}"
+            if not isinstance(spec, dict) or spec.get("kind") not in BUILD_OPTIONS:
+                p.append(f"{where}: needs kind: one of {', '.join(BUILD_OPTIONS)}")
+                continue
+            allowed = BUILD_OPTIONS[spec["kind"]]
+            for key, value in spec.items():
+                if key == "kind":
+                    continue
+                if key not in allowed:
+                    p.append(f"{where}: unknown option {key} for a {spec['kind']} build (known: {', '.join(allowed)})")
+                    continue
+                want = allowed[key]
+                ok = isinstance(value, want) or (want is list and isinstance(value, str))
+                if not ok or (want is int and isinstance(value, bool)):
+                    p.append(f"{where}.{key}: expected {want.__name__}, got {value!r}")
+                elif key in BUILD_FOLDERS and base_dir is not None:
+                    for folder in ([value] if isinstance(value, str) else value):
+                        if folder not in self.data.builds and not build_folders(base_dir, folder):
+                            p.append(f"{where}.{key}: {folder} is not a folder (nor a build of this recipe)")
+        if self.tokenizer.sample < 1:
+            p.append(f"tokenizer.sample must be >= 1, got {self.tokenizer.sample}")
+        if self.score.limit < 0 or self.score.split not in ("test", "valid", "train"):
+            p.append(f"score.limit must be >= 0 and score.split test, valid or train (got {self.score.limit}, {self.score.split!r})")
         return p
 
 

@@ -8,10 +8,9 @@ import random
 
 from codeexecutor.errors import ConfigError
 from codeexecutor.training.config import Stage
-from codeexecutor.training.tokenized import is_tokenized, load_tokenized
+from codeexecutor.training.tokenized import is_tokenized, load_tokenized, tokenize
 
 
-FIT_OUTCOMES = ("whole", "cut_at_step", "dropped_crash", "dropped_long_step")
 LENGTH_BUCKET = 8  # tokens: examples this close in length share a bucket, in shuffled order
 
 
@@ -87,6 +86,15 @@ class StageData:
             self._index(column(table, "code_len"), column(table, "trace_len"))
         total = sum(s.weight for s in stage.sources)
         self.weights = [s.weight / total for s in stage.sources]
+        self.max_code = encoder.max_code
+        if self.rows is not None and self.rows.fixed:
+            # Fixed shapes per stage: the tile path gathers the key tiles this stage's longest
+            # example can need, not the format's longest (SingleLine's are a tenth of it).
+            import dataclasses
+
+            self.max_code = int(max(c.max() for c in self.code_len))
+            longest = int(max((c + t).max() for c, t in zip(self.code_len, self.trace_len)))
+            self.rows = dataclasses.replace(self.rows, max_example=min(self.rows.max_example, longest))
 
     def _index(self, code, trace) -> None:
         import numpy as np
@@ -144,7 +152,7 @@ class StageData:
     def batch(self, seed: int, step: int, micro: int, rank: int, size: int) -> dict:
         j, idx = self.indices(seed, step, micro, rank, size)
         if self.max_tokens:
-            return row_batch(self.tables[j], idx, self.rows, self.encoder.pad, self.weight_of, self.encoder.max_code)
+            return row_batch(self.tables[j], idx, self.rows, self.encoder.pad, self.weight_of, self.max_code)
         rows = self.tables[j][idx]
         pairs = [{"code_ids": c, "trace_ids": t} for c, t in zip(rows["code_ids"], rows["trace_ids"])]
         return self.encoder.collate(pairs)
@@ -182,29 +190,6 @@ def padding_share(batch: dict) -> float:
     """Share of the computed (padded) tokens of a collated batch that are padding."""
     real, computed = batch_tokens(batch)
     return 1.0 - real / computed
-
-
-def tokenize(ds, encoder, num_proc: int | None = None, keep_in_memory: bool = False, cache_dir: str | None = None,
-             features=None):
-    """(ids of a dataset in the encoder's format profile, serialized from the structured
-    columns; how many targets were kept whole, cut at a step boundary or dropped).
-    Dropped examples are left out. Cached by `datasets` beside the data per profile and
-    tokenizer; in `cache_dir` instead where given (a read-only data folder, a one-off
-    pass), or in memory with `keep_in_memory` (small data only). `features`: the
-    columns' types as written, batch by batch (compact id dtypes)."""
-    def cache(name: str) -> dict:
-        return {"cache_file_name": os.path.join(cache_dir, f"{name}.arrow")} if cache_dir else {}
-
-    table = ds.map(encoder.encode_rows, batched=True, remove_columns=ds.column_names, desc="tokenizing",
-                   load_from_cache_file=not (keep_in_memory or cache_dir), keep_in_memory=keep_in_memory,
-                   num_proc=num_proc, features=features, **cache("ids"))
-    fits = dict.fromkeys(FIT_OUTCOMES, 0)
-    for entry in table.data.column("fit").value_counts().to_pylist():  # counted in Arrow: no list of every row's
-        fits[entry["values"]] = entry["counts"]
-    if fits["dropped_crash"] or fits["dropped_long_step"]:
-        table = table.filter(lambda fit: fit.startswith(("whole", "cut")), input_columns="fit", desc="dropping",
-                             keep_in_memory=keep_in_memory, **cache("kept"))
-    return table, fits
 
 
 def _nested(batch: dict, move) -> dict:

@@ -1,7 +1,8 @@
 """Evaluation while training: per source of a stage, on a fixed sample of its valid split
 (for a tokenized source, of the built dataset it was made from, where that is at hand),
 the held-out loss and the greedy-decoded trace and output accuracy (the release's metric,
-eval/trace_metrics.py; its SingleLine variant for SingleLine)."""
+handed in by the caller: eval/ provides it through the CLI's registry; its SingleLine
+variant for SingleLine)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,15 @@ from codeexecutor.training.tokenized import built_source, is_tokenized
 
 class StageEvaluator:
     def __init__(self, stage, encoder, base_dir: str, loss_examples: int = 256, decode_examples: int = 32,
-                 batch_size: int = 16) -> None:
+                 batch_size: int = 16, metrics=None) -> None:
+        """`metrics(predictions, golds, singleline=...)`: the metric the decoded examples are
+        scored by (the release's, which eval/ provides through codeexecutor.cli); without
+        one only the held-out loss is measured."""
         import datasets
 
         self.encoder = encoder
         self.batch_size = batch_size
+        self.metrics = metrics
         self.sources: dict[str, dict] = {}
         for src in stage.sources:
             path = os.path.join(base_dir, src.path)
@@ -49,7 +54,6 @@ class StageEvaluator:
     @torch.no_grad()
     def evaluate(self, model, device, max_length: int | None = None) -> dict[str, dict]:
         from codeexecutor.generation.search import TraceGenerator
-        from eval.trace_metrics import table3_metrics
 
         was_training = model.training
         model.eval()
@@ -64,10 +68,10 @@ class StageEvaluator:
                 total += float(losses.sum())
                 weight += len(losses)
             entry = {"split": src["split"], "loss": total / weight if weight else None}
-            if src["inputs"]:
+            if src["inputs"] and self.metrics is not None:
                 outs = generator.generate(src["inputs"], beam=1, max_length=max_length, batch_size=self.batch_size)
                 preds = [self.encoder.scored(g.text) for g in outs]
-                m = table3_metrics(preds, src["golds"], singleline=src["singleline"])
+                m = self.metrics(preds, src["golds"], singleline=src["singleline"])
                 entry.update(trace_accuracy=m["trace_accuracy"], output_accuracy=m["output_accuracy"], decoded=len(preds))
             out[name] = entry
         if was_training:

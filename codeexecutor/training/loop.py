@@ -32,14 +32,15 @@ import time
 from dataclasses import asdict
 
 from codeexecutor.errors import ConfigError
-from codeexecutor.training.config import Curriculum, Source, Stage, load_ds_config
-from codeexecutor.training.data import Prefetcher, StageData
+from codeexecutor.training.config import Curriculum, Stage, load_ds_config
+from codeexecutor.training.budget import WARMUP, Budget, StepClock
+from codeexecutor.training.data import Prefetcher
 from codeexecutor.training.engine import TorchEngine, checkpoint_engine, choose, optimizer_for
 from codeexecutor.training.export import export_model, save_checkpoint
-from codeexecutor.training.mining import mine_hardest
 from codeexecutor.training.plots import plot_losses
 from codeexecutor.training.profiling import StepProfiler
 from codeexecutor.training.setup import autocast, build_model, build_tokenizer, resolve_profile
+from codeexecutor.training.stages import evaluate, evaluator_for, log_row, loss_scaling, stage_data
 from codeexecutor.training.step import attention_path, compile_and_probe, row_spec, wants_compile
 
 log = logging.getLogger("codeexecutor.train")
@@ -94,9 +95,28 @@ def lr_at(stages: list[Stage], global_step: int) -> float:
     return 0.0
 
 
+def _agreed(value: int) -> int:
+    """Rank 0's value, on every rank (a budgeted stage's steps)."""
+    import torch
+    import torch.distributed as dist
+
+    if dist.get_world_size() == 1:
+        return int(value)
+    t = torch.tensor([int(value)], dtype=torch.long, device="cuda" if torch.cuda.is_available() else "cpu")
+    dist.broadcast(t, 0)
+    return int(t.item())
+
+
+def _agreed_fixed(budget, stage) -> bool:
+    """Whether rank 0 has fixed this stage's steps already (a resumed run)."""
+    return bool(_agreed(1 if budget is not None and budget.is_fixed(stage) else 0))
+
+
 def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output_dir: str | None = None,
-          max_steps: int | None = None) -> str:
-    """Run (or resume) the whole curriculum; returns the final model folder."""
+          max_steps: int | None = None, minutes: float | None = None) -> str:
+    """Run (or resume) the whole curriculum; returns the final model folder. `minutes`:
+    fit the stages' steps into that many minutes of training, each from its measured
+    speed (training/budget.py)."""
     import deepspeed
     import torch
 
@@ -119,7 +139,9 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
     kind = choose(cur.train.engine, world, ds_cfg)
     precision = cur.train.autocast or ("bf16" if kind == "torch" and ds_cfg.get("bf16", {}).get("enabled") else None)
     device = _device()
-    setup = {"engine": kind, "device": str(device), "precision": precision or "float32", "world_size": world}
+    half = next((k for k in ("bf16", "fp16") if ds_cfg.get(k, {}).get("enabled")), None)
+    label = precision and f"{precision} autocast" or (f"{half} weights (DeepSpeed)" if kind == "deepspeed" and half else "float32")
+    setup = {"engine": kind, "device": str(device), "precision": label, "world_size": world}
     spec = None
     if cur.train.max_tokens:
         attention, fallback = attention_path(cur.model.attention, device)
@@ -178,21 +200,22 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
 
         writer = SummaryWriter(os.path.join(out, "tensorboard"))
     log_path = os.path.join(out, "train_log.jsonl")
-    total = sum(s.steps for s in cur.stages)
-    limit = total if max_steps is None else min(total, max_steps)
-    start_of = 0
+    budget = Budget(minutes, cur.stages, out) if minutes and rank == 0 else None
     final = os.path.join(out, "final")
     saved_at = global_step if global_step else -1  # the step of the newest checkpoint (one save per step)
     profiler = StepProfiler.from_env(out, rank)  # CODEEXECUTOR_PROFILE=FIRST:LAST (training/profiling.py)
+    start_of = 0
     for si, stage in enumerate(cur.stages):
+        if minutes:  # rank 0 holds a budgeted run's plan (resumed: the steps it fixed); every rank takes them
+            stage.steps = _agreed(stage.steps)
         end_of = start_of + stage.steps
         if global_step >= end_of:
             start_of = end_of
             continue
-        if global_step >= limit:
+        if max_steps is not None and global_step >= max_steps:
             break
-        data = _stage_data(cur, si, stage, engine, encoder, base_dir, out, rank, world, spec, precision)
-        evaluator = _evaluator(cur, stage, encoder, base_dir, rank, zero_stage)
+        data = stage_data(cur, si, stage, engine, encoder, base_dir, out, rank, world, spec, precision)
+        evaluator = evaluator_for(cur, stage, encoder, base_dir, rank, zero_stage)
         bar = None
         if rank == 0:
             from codeexecutor.progress import bar as progress_bar
@@ -201,10 +224,13 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
         engine.train()
         t0, tokens, computed, examples = time.perf_counter(), 0, 0, 0
         accum = ds_cfg["gradient_accumulation_steps"]
-        batches = Prefetcher(data, cur.train.seed, start_of, global_step, min(end_of, limit), accum, rank,
-                             ds_cfg["train_micro_batch_size_per_gpu"], engine.device)
+        size = ds_cfg["train_micro_batch_size_per_gpu"]
+        unfixed = bool(minutes) and not _agreed_fixed(budget, stage)
+        stop = lambda: min(end_of, max_steps) if max_steps is not None else end_of  # noqa: E731
+        batches = Prefetcher(data, cur.train.seed, start_of, global_step, stop(), accum, rank, size, engine.device)
+        clock = StepClock()
         loss_sum, loss_count = torch.zeros((), device=engine.device), 0  # on the device until a log step reads it
-        while global_step < min(end_of, limit):
+        while global_step < stop():
             for micro in range(accum):
                 batch, real, padded, rows = batches.next()
                 tokens, computed, examples = tokens + real, computed + padded, examples + rows
@@ -216,9 +242,20 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
                 loss_count += 1
             global_step += 1
             profiler.after(global_step)
+            if unfixed:
+                clock.tick()
+                if global_step - start_of == min(WARMUP, stage.steps - 1):  # the warm-up ran: the stage's total is fixed
+                    stage.steps = _agreed(budget.fix(si, clock.seconds_per_step(), global_step - start_of) if budget else 0)
+                    end_of, unfixed = start_of + stage.steps, False
+                    batches.close()
+                    batches = Prefetcher(data, cur.train.seed, start_of, global_step, stop(), accum, rank, size, engine.device)
+                    if bar is not None:
+                        from codeexecutor.progress import set_total
+
+                        set_total(bar, stage.steps)
             if rank == 0:
                 bar.update(1)
-            if global_step % cur.train.log_every == 0 or global_step == end_of or global_step == limit:
+            if global_step % cur.train.log_every == 0 or global_step == end_of or global_step == max_steps:
                 loss_value = loss_sum.item() / loss_count  # one host sync per log step, not per micro-step
                 loss_sum.zero_()
                 loss_count = 0
@@ -227,14 +264,16 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
                 if rank == 0:
                     bar.set_postfix(loss=f"{loss_value:.3f}")
                     elapsed = max(time.perf_counter() - t0, 1e-9)
-                    _log(writer, log_path, {"step": global_step, "stage": stage.name, "loss": loss_value,
-                                            "lr": scheduler.get_last_lr()[0], "tokens_per_s": tokens * world / elapsed,
-                                            "stage_tokens": tokens * world, "stage_examples": examples * world,
-                                            "stage_seconds": elapsed,
-                                            "padding_share": 1 - tokens / max(computed, 1), **loss_scaling(engine)})
+                    log_row(writer, log_path, {"step": global_step, "stage": stage.name, "loss": loss_value,
+                                               "lr": scheduler.get_last_lr()[0], "tokens_per_s": tokens * world / elapsed,
+                                               "stage_tokens": tokens * world, "stage_examples": examples * world,
+                                               "stage_seconds": elapsed,
+                                               "padding_share": 1 - tokens / max(computed, 1), **loss_scaling(engine)})
+                    if budget is not None:
+                        budget.save()
             at_end = global_step == end_of
             if evaluator is not None and (at_end or (cur.train.eval_every and global_step % cur.train.eval_every == 0)):
-                _evaluate(evaluator, engine, tok, cur, si, stage, global_step, writer, log_path, out, rank, zero_stage)
+                evaluate(evaluator, engine, tok, cur, si, stage, global_step, writer, log_path, out, rank, zero_stage)
             if cur.train.checkpoints and (global_step % cur.train.save_every == 0 or at_end):
                 save_checkpoint(engine, ckpt, global_step, cur.train.keep_checkpoints, rank)
                 saved_at = global_step
@@ -246,6 +285,7 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
             if rank == 0:
                 plot_losses(log_path, os.path.join(out, "loss.png"))
         start_of = end_of
+    total = sum(s.steps for s in cur.stages)
     if cur.train.checkpoints and global_step < total and saved_at != global_step:  # stopped early (--max-steps): resumable
         save_checkpoint(engine, ckpt, global_step, cur.train.keep_checkpoints, rank)
     if global_step >= total:
@@ -262,99 +302,6 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
     return final
 
 
-def _stage_data(cur: Curriculum, si: int, stage: Stage, engine, encoder, base_dir: str, out: str, rank: int,
-                world: int, spec=None, precision: str | None = None) -> StageData:
-    """The stage's data: hardest examples mined where a source asks for them (once; the
-    choice is saved, so a resumed run uses the same), fit counts written beside the run."""
-    import torch
-
-    subsets = {}
-    for j, src in enumerate(stage.sources):
-        if src.hardest:
-            mined = os.path.join(out, f"stage{si + 1}-{stage.name}-hardest-{j}.json")
-            if not os.path.exists(mined):
-                full = StageData(Stage(stage.name, [Source(src.path, src.task)], 1), encoder, base_dir)
-                idx = mine_hardest(engine, full, 0, src.hardest, cur.train.mining_batch_size, rank, world,
-                                   src.mine_from, cur.train.seed, precision)
-                if rank == 0:
-                    with open(mined + ".tmp", "w") as f:
-                        json.dump(idx, f)
-                    os.replace(mined + ".tmp", mined)
-                torch.distributed.barrier()
-            with open(mined) as f:
-                subsets[j] = json.load(f)
-            log.info("stage %s: %d hardest examples of %s", stage.name, len(subsets[j]), src.path)
-    weight_of = engine.module.loss_table() if spec is not None else None
-    data = StageData(stage, encoder, base_dir, subsets, cur.train.max_tokens, cur.train.anchor, spec, weight_of)
-    if rank == 0:
-        stats_path = os.path.join(out, "data_stats.json")
-        stats = json.load(open(stats_path)) if os.path.exists(stats_path) else {}
-        stats[f"stage{si + 1}-{stage.name}"] = {"fit": data.fits, "max_tokens": cur.train.max_tokens,
-                                                "max_trace_length": cur.model.max_trace_length}
-        with open(stats_path + ".tmp", "w") as f:
-            json.dump(stats, f, indent=2)
-        os.replace(stats_path + ".tmp", stats_path)
-        for path, fits in data.fits.items():
-            log.info("stage %s, %s: targets %s", stage.name, path, fits)
-    return data
-
-
-def _evaluator(cur: Curriculum, stage: Stage, encoder, base_dir: str, rank: int, zero_stage: int):
-    if rank != 0 or cur.train.eval_examples <= 0:
-        return None
-    if zero_stage == 3:
-        log.warning("evaluation while training is skipped under ZeRO-3 (parameters are partitioned across ranks)")
-        return None
-    from codeexecutor.training.evaluation import StageEvaluator
-
-    return StageEvaluator(stage, encoder, base_dir, cur.train.eval_examples, cur.train.eval_decode_examples)
-
-
-def _evaluate(evaluator, engine, tok, cur: Curriculum, si: int, stage: Stage, step: int, writer, log_path: str,
-              out: str, rank: int, zero_stage: int) -> None:
-    """Evaluate (rank 0), log it, and keep the stage's best export (`stageN-NAME-best/`)."""
-    from codeexecutor.training.evaluation import score
-
-    results = evaluator.evaluate(engine.module, engine.device, cur.model.max_trace_length)
-    _log(writer, log_path, {"step": step, "stage": stage.name, "eval": results})
-    best_path = os.path.join(out, f"stage{si + 1}-{stage.name}-best")
-    value = score(results)
-    record = os.path.join(best_path, "best.json")
-    previous = json.load(open(record))["score"] if os.path.exists(record) else None
-    if previous is None or value > previous:
-        from codeexecutor.training.export import save_export
-
-        save_export(engine.module, tok, best_path)
-        with open(record, "w") as f:
-            json.dump({"step": step, "score": value, "eval": results}, f, indent=2)
-    log.info("step %d eval: %s", step, {k: {m: v for m, v in r.items() if m != "split"} for k, r in results.items()})
-
-
-def loss_scaling(engine) -> dict:
-    """fp16 only: the dynamic loss scale now and the optimizer steps skipped on overflow
-    so far (DeepSpeed halves the scale and skips the step when gradients overflow)."""
-    if not engine.fp16_enabled():
-        return {}
-    scale = getattr(engine.optimizer, "cur_scale", None)
-    return {"loss_scale": float(scale) if scale is not None else None, "skipped_steps": int(engine.skipped_steps)}
-
-
-def _log(writer, log_path: str, row: dict) -> None:
-    """One line of train_log.jsonl, and its numbers in TensorBoard."""
-    with open(log_path, "a") as f:
-        f.write(json.dumps(row) + "\n")
-    for key, value in row.items():
-        if key in ("step", "stage"):
-            continue
-        if isinstance(value, dict):  # eval: {source: {metric: value}}
-            for src, metrics in value.items():
-                for name, v in metrics.items():
-                    if isinstance(v, (int, float)) and v is not None:
-                        writer.add_scalar(f"eval/{src}/{name}", v, row["step"])
-        elif isinstance(value, (int, float)):
-            writer.add_scalar(key, value, row["step"])
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="codeexecutor.training", description="Curriculum pretraining under DeepSpeed.")
     ap.add_argument("--curriculum", required=True, help="curriculum YAML (see curricula/*.yaml)")
@@ -362,13 +309,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base-dir", default=".", help="folder the curriculum's dataset paths are relative to")
     ap.add_argument("--output-dir", help="override train.output_dir")
     ap.add_argument("--max-steps", type=int, help="stop after this global step (the rest resumes later)")
+    ap.add_argument("--minutes", type=float, help="fit the stages' steps into this many minutes (training/budget.py)")
     ap.add_argument("--local_rank", type=int, default=None, help=argparse.SUPPRESS)  # set by the deepspeed launcher
     args = ap.parse_args(argv)
     from codeexecutor.progress import quiet_libraries
 
     quiet_libraries()
     try:
-        train(args.curriculum, args.ds_config, args.base_dir, args.output_dir, args.max_steps)
+        train(args.curriculum, args.ds_config, args.base_dir, args.output_dir, args.max_steps, args.minutes)
     except ConfigError as exc:
         print(f"codeexecutor.training: {exc}", file=sys.stderr)
         return 2

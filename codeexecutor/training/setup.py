@@ -8,30 +8,14 @@ from codeexecutor.training.config import Curriculum
 
 
 def resolve_profile(cur: Curriculum):
-    """The run's format profile: the curriculum's; else its init's (the released
-    checkpoint is `official`); else `exact`."""
-    from codeexecutor.modeling.profiles import Profile
-
-    name = cur.model.format_profile
-    if name is None and cur.model.init:
-        from codeexecutor.modeling.loading import folder_profile, read_config, resolve
-
-        path = resolve(cur.model.init)
-        name = folder_profile(path, read_config(path))
-    if name == "official" and (cur.model.step_order, cur.model.code_window) != ("start", "head"):
-        from codeexecutor.errors import ConfigError
-
-        raise ConfigError(f"model.init {cur.model.init} is in the release's official format, which writes steps in start "
-                          "order and reads code from its start: drop model.step_order and model.code_window, or set "
-                          "model.format_profile: exact")
-    return Profile(name or "exact", cur.model.exception_step, cur.model.trace_state, cur.model.step_order,
-                   cur.model.code_window)
+    """The run's format profile (`Curriculum.profile`)."""
+    return cur.profile()
 
 
 def build_tokenizer(cur: Curriculum, base_dir: str, out: str, rank: int, profile):
     import torch.distributed as dist
 
-    from codeexecutor.modeling.tokenizer import load_tokenizer, train_tokenizer
+    from codeexecutor.modeling.tokenizer import load_tokenizer
 
     path = os.path.join(out, "tokenizer")
     if not (cur.model.tokenizer or cur.model.init):
@@ -49,21 +33,15 @@ def build_tokenizer(cur: Curriculum, base_dir: str, out: str, rank: int, profile
 
                 tok = load_tokenizer(resolve(cur.model.tokenizer or cur.model.init), exception=profile.exception_step,
                                      delta=profile.delta)
-            else:
-                import datasets
+            else:  # the one tokenizer trainer: a bounded sample of the sources (training/tokenized.py)
+                from codeexecutor.training.tokenized import train_curriculum_tokenizer
 
-                texts = []
-                for st in cur.stages:
-                    for src in st.sources:
-                        ds = datasets.load_from_disk(os.path.join(base_dir, src.path))
-                        ds = ds["train"] if isinstance(ds, datasets.DatasetDict) else ds
-                        for row in ds:
-                            texts += profile.example(row)
-                tok = train_tokenizer(texts, vocab_size=cur.model.vocab_size, split_digits=cur.model.split_digits,
-                                      delta=profile.delta)
-            tmp = path + ".tmp"
-            tok.save_pretrained(tmp)
-            os.replace(tmp, path)
+                train_curriculum_tokenizer(cur, base_dir, path, cur.tokenizer.sample)
+                tok = None
+            if tok is not None:
+                tmp = path + ".tmp"
+                tok.save_pretrained(tmp)
+                os.replace(tmp, path)
         dist.barrier()
     return load_tokenizer(path, exception=profile.exception_step, delta=profile.delta)
 
@@ -71,7 +49,7 @@ def build_tokenizer(cur: Curriculum, base_dir: str, out: str, rank: int, profile
 def traced_python(cur: Curriculum) -> str | None:
     """The interpreters whose traces a curriculum trains on ("3.11"; None where its builds
     predate the record), saved in the model's config as `trace_python`."""
-    from curricula.common import dataset_python
+    from codeexecutor.execution.interpreters import dataset_python
 
     found = {dataset_python(src.path) for stage in cur.stages for src in stage.sources}
     found.discard(None)

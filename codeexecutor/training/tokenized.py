@@ -27,6 +27,7 @@ import time
 from codeexecutor.errors import ConfigError
 
 MARKER = "tokenized.json"
+FIT_OUTCOMES = ("whole", "cut_at_step", "dropped_crash", "dropped_long_step")  # what became of a target
 FORMAT = 1  # of the folder (columns and marker)
 
 
@@ -53,7 +54,6 @@ def write_tokenized(source: str, encoder, out: str, num_proc: int | None = None)
 
     import datasets
 
-    from codeexecutor.training.data import tokenize
 
     import tempfile
 
@@ -150,9 +150,7 @@ def train_curriculum_tokenizer(cur, base_dir: str, out: str, sample: int = 200_0
 
     from codeexecutor.modeling.profiles import EXAMPLE_COLUMNS
     from codeexecutor.modeling.tokenizer import train_tokenizer
-    from codeexecutor.training.setup import resolve_profile
-
-    profile = resolve_profile(cur)
+    profile = cur.profile()
     paths = _sources(cur)
     per_source = max(1, sample // max(1, len(paths)))
     texts: dict[str, None] = {}
@@ -192,9 +190,7 @@ def tokenize_curriculum(cur, base_dir: str, tokenizer: str, out: str, num_proc: 
     import yaml
 
     from codeexecutor.modeling.tokenizer import Encoder, load_tokenizer
-    from codeexecutor.training.setup import resolve_profile
-
-    profile = resolve_profile(cur)
+    profile = cur.profile()
     tok = load_tokenizer(tokenizer, exception=profile.exception_step, delta=profile.delta)
     encoder = Encoder(tok, cur.model.max_code_length, cur.model.max_trace_length, profile)
     os.makedirs(out, exist_ok=True)
@@ -207,6 +203,11 @@ def tokenize_curriculum(cur, base_dir: str, tokenizer: str, out: str, num_proc: 
             name += "_"
         target = os.path.join(out, name)
         source = os.path.join(base_dir, path)
+        if is_tokenized(source):  # tokenized before (a GPU draw's packed data): read as it is
+            marker = json.load(open(os.path.join(source, MARKER)))
+            markers[path] = {**marker, "folder": name}
+            where[path] = os.path.abspath(source)
+            continue
         start = time.monotonic()
         marker = finished(source, encoder, target)
         if marker is not None:
@@ -220,9 +221,33 @@ def tokenize_curriculum(cur, base_dir: str, tokenizer: str, out: str, num_proc: 
         where[path] = os.path.abspath(target)
     raw = dataclasses.asdict(cur)
     raw["model"]["tokenizer"] = os.path.abspath(tokenizer)
+    raw["data"]["dir"] = "."  # the paths below are whole
     for stage in raw["stages"]:
         for src in stage["sources"]:
             src["path"] = where[src["path"]]
     with open(os.path.join(out, "curriculum.yaml"), "w") as f:
         yaml.safe_dump(raw, f, sort_keys=False)
     return markers
+
+
+def tokenize(ds, encoder, num_proc: int | None = None, keep_in_memory: bool = False, cache_dir: str | None = None,
+             features=None):
+    """(ids of a dataset in the encoder's format profile, serialized from the structured
+    columns; how many targets were kept whole, cut at a step boundary or dropped).
+    Dropped examples are left out. Cached by `datasets` beside the data per profile and
+    tokenizer; in `cache_dir` instead where given (a read-only data folder, a one-off
+    pass), or in memory with `keep_in_memory` (small data only). `features`: the
+    columns' types as written, batch by batch (compact id dtypes)."""
+    def cache(name: str) -> dict:
+        return {"cache_file_name": os.path.join(cache_dir, f"{name}.arrow")} if cache_dir else {}
+
+    table = ds.map(encoder.encode_rows, batched=True, remove_columns=ds.column_names, desc="tokenizing",
+                   load_from_cache_file=not (keep_in_memory or cache_dir), keep_in_memory=keep_in_memory,
+                   num_proc=num_proc, features=features, **cache("ids"))
+    fits = dict.fromkeys(FIT_OUTCOMES, 0)
+    for entry in table.data.column("fit").value_counts().to_pylist():  # counted in Arrow: no list of every row's
+        fits[entry["values"]] = entry["counts"]
+    if fits["dropped_crash"] or fits["dropped_long_step"]:
+        table = table.filter(lambda fit: fit.startswith(("whole", "cut")), input_columns="fit", desc="dropping",
+                             keep_in_memory=keep_in_memory, **cache("kept"))
+    return table, fits

@@ -1,4 +1,5 @@
-"""The model card (README.md, Hugging Face's layout) of a model this project ships."""
+"""The model card (README.md, Hugging Face's layout) of a trained model: what `codeexecutor
+pretrain` writes beside its final model, and what a model this project ships carries."""
 
 from __future__ import annotations
 
@@ -20,11 +21,17 @@ def _num(value) -> str:
     return "-" if value is None else f"{round(float(value), 2):g}"
 
 
-def write_card(dest: pathlib.Path, scores: dict, device: str, recipe: str | None, steps: dict | None, minutes: float,
-               command: str, parameters: int | None = None, note: str = "") -> pathlib.Path:
+def write_card(dest, scores: dict, device: str, recipe: str | None, steps: dict | None, minutes: float,
+               command: str, parameters: int | None = None, note: str = "") -> str:
     """README.md in `dest`: what the model is, its data and licence, how it was trained
     (device, minutes, recipe, command) and its scores per test set, plainly."""
+    dest = pathlib.Path(dest)
     config = json.loads((dest / "config.json").read_text())
+    if parameters is None and (dest / "model.safetensors").exists():
+        from safetensors import safe_open
+
+        with safe_open(str(dest / "model.safetensors"), "pt") as f:
+            parameters = sum(_count(f.get_slice(k).get_shape()) for k in f.keys())
     sets = scores.get("sets") or scores.get("test") or {}
     rows = []
     for name in [n for n in ORDER if n in sets] + [n for n in sets if n not in ORDER]:
@@ -35,7 +42,7 @@ def write_card(dest: pathlib.Path, scores: dict, device: str, recipe: str | None
                     f"{_num(aligned)} | {_num(s.get('line_f1'))} |")
     errors = scores.get("runtime_errors") or {}
     try:  # the folder as a user of a clone names it
-        shown = dest.resolve().relative_to(pathlib.Path(__file__).resolve().parent.parent).as_posix()
+        shown = dest.resolve().relative_to(pathlib.Path(__file__).resolve().parents[2]).as_posix()
     except ValueError:
         shown = dest.as_posix()
     text = f"""---
@@ -84,4 +91,11 @@ permissive licences of the contest repositories named in their MANIFEST.md).
 """
     path = dest / "README.md"
     path.write_text(text)
-    return path
+    return str(path)
+
+
+def _count(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n

@@ -1,0 +1,248 @@
+"""`codeexecutor pretrain --recipe R.yaml`: the one way to train, from data to a scored model.
+
+A recipe (curricula/recipes/*.yaml) is a curriculum (model, train, stages) with three more
+sections: `data` (where the datasets live and how to build the missing ones), `tokenizer`
+(the sample it is trained on) and `score` (what the model is scored on). The command runs
+its phases in order, each into the output folder and each skipped when its result is
+already there, so the same command with `--resume` carries on from where a killed run
+stopped:
+
+    build      each dataset of `data.builds` that is missing (`codeexecutor build KIND`, resumable)
+    tokenizer  one tokenizer on a bounded sample of the sources (unless the model names one or an init)
+    tokenize   every source once, for that tokenizer and format (OUT/tokenized, resumable)
+    train      the stages on the tokenized sources (OUT/run; its checkpoints resume it); with
+               `--minutes` each stage's steps fitted to the time from its measured speed
+               (training/budget.py); with `--launcher` through run_pretrain.sh (the deepspeed
+               launcher: several GPUs or nodes)
+    score      a fixed sample of each dataset's test split, greedy, the release's metric
+               (`codeexecutor evaluate`, its answers journaled)
+    card       the model card (README.md) beside the final model
+
+Building and scoring run as `codeexecutor` commands in processes of their own: the
+training package reaches the dataset builders and the evaluation through the CLI's table
+of commands, not by importing them. `OUT/pretrain.json` records each phase as it ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from codeexecutor.errors import ConfigError
+from codeexecutor.training.config import BUILD_FOLDERS, Curriculum, build_folders
+
+PHASES = ("build", "tokenizer", "tokenize", "train", "score", "card")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def apply_overrides(raw: dict, overrides: list[str]) -> dict:
+    """`section.field=value` (`model.preset=small`, `train.max_tokens=49152`,
+    `stages.codenet.steps=100`) set on a recipe's mapping; values read as YAML."""
+    import yaml
+
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        parts = key.split(".")
+        if not sep or len(parts) < 2:
+            raise ConfigError(f"--set {item}: write SECTION.FIELD=VALUE, e.g. --set model.preset=small")
+        node = raw
+        if parts[0] == "stages" and len(parts) == 3:
+            node = next((st for st in raw.get("stages") or [] if st.get("name") == parts[1]), None)
+            if node is None:
+                raise ConfigError(f"--set {item}: the recipe has no stage {parts[1]!r}")
+            parts = parts[2:]
+        else:
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+                if not isinstance(node, dict):
+                    raise ConfigError(f"--set {item}: {part} is not a section")
+        node[parts[-1]] = yaml.safe_load(value)
+    return raw
+
+
+def load_recipe(path: str, base_dir: str, overrides: list[str] = ()) -> tuple[Curriculum, dict]:
+    """(the recipe as a Curriculum, its mapping with the overrides applied); every problem
+    in one ConfigError."""
+    import yaml
+
+    try:
+        with open(path) as f:
+            raw = yaml.safe_load(f) or {}
+    except FileNotFoundError as exc:
+        raise ConfigError(f"recipe not found: {path} (see curricula/recipes/)") from exc
+    except (IsADirectoryError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path} is not a recipe YAML file ({str(exc).splitlines()[0]}); see curricula/recipes/") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path} is not a recipe: expected a mapping with model, train and stages (see curricula/recipes/)")
+    raw = apply_overrides(raw, list(overrides))
+    return Curriculum.from_dict(raw, path, base_dir, buildable=True), raw
+
+
+class Pretrain:
+    def __init__(self, recipe: str, out: str | None = None, minutes: float | None = None, resume: bool = False,
+                 base_dir: str = ".", ds_config: str | None = None, overrides: list[str] = (), launcher: bool = False,
+                 score: bool = True) -> None:
+        self.cur, raw = load_recipe(recipe, base_dir, overrides)
+        self.base, self.minutes, self.launcher, self.scoring = base_dir, minutes, launcher, score
+        self.out = os.path.abspath(os.path.join(base_dir, out or self.cur.train.output_dir))
+        if minutes is not None and not minutes > 0:
+            raise ConfigError(f"--minutes must be > 0, got {minutes}")
+        self.ds_config = ds_config or os.path.join(ROOT, "ds_configs", "single.json")
+        if not os.path.isfile(self.ds_config):
+            raise ConfigError(f"DeepSpeed config not found: {self.ds_config} (see ds_configs/)")
+        self.record_path = os.path.join(self.out, "pretrain.json")
+        started = os.path.exists(self.record_path)
+        if started and not resume:
+            raise ConfigError(f"{self.out} holds a pretrain run already: add --resume to carry it on, or give --out a new folder")
+        self.record = json.load(open(self.record_path)) if started else {"recipe": os.path.abspath(recipe), "phases": {}}
+        if started and self.record.get("settings") != self._settings(raw):
+            raise ConfigError(f"{self.out} was started with another recipe or settings ({self.record_path}): --resume "
+                              "carries on the same run; give --out a new folder for this one")
+        self.record["settings"] = self._settings(raw)
+
+    def _settings(self, raw: dict) -> dict:
+        return {"recipe": raw, "minutes": self.minutes}
+
+    # -- the phases --------------------------------------------------------------------------
+    def run(self) -> str:
+        os.makedirs(self.out, exist_ok=True)
+        self._save()
+        for phase in PHASES:
+            if self.record["phases"].get(phase, {}).get("done"):
+                print(f"pretrain: {phase}: done before", file=sys.stderr, flush=True)
+                continue
+            t = time.time()
+            print(f"pretrain: {phase} ...", file=sys.stderr, flush=True)
+            detail = getattr(self, f"_{phase}")() or {}
+            self.record["phases"][phase] = {"done": True, "seconds": round(time.time() - t, 1), **detail}
+            self._save()
+        final = os.path.join(self.out, "run", "final")
+        print(final)
+        return final
+
+    def _cli(self, *args: str) -> None:
+        """A `codeexecutor` command in a process of its own, from the base folder."""
+        env = {**os.environ, "PYTHONPATH": ROOT + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")}
+        subprocess.run([sys.executable, "-m", "codeexecutor", *args], cwd=self.base, env=env, check=True)
+
+    def _build(self) -> dict:
+        built = []
+        for name, spec in self.cur.data.builds.items():
+            folder = os.path.join(self.cur.data.dir, name)
+            if os.path.exists(os.path.join(self.base, folder, "stats.json")):
+                continue
+            args = ["build", spec["kind"], "--out", folder]
+            for key, value in spec.items():
+                if key == "kind" or value is None or value is False:
+                    continue
+                flag = "--" + key.replace("_", "-")
+                values = value if isinstance(value, list) else [value]
+                if key in BUILD_FOLDERS:  # another build's name, or folders (a glob pattern names several)
+                    values = [f for v in values for f in ([os.path.join(self.cur.data.dir, v)] if v in self.cur.data.builds
+                                                          else build_folders(self.base, v))]
+                args += [flag] if value is True else [flag, *map(str, values)]
+            self._cli(*args)
+            built.append(name)
+        return {"built": built}
+
+    def _tokenizer(self) -> dict:
+        if self.cur.model.tokenizer or self.cur.model.init:
+            return {"tokenizer": self.cur.model.tokenizer or self.cur.model.init}
+        from codeexecutor.training.tokenized import train_curriculum_tokenizer
+
+        path = os.path.join(self.out, "tokenizer")
+        report = train_curriculum_tokenizer(self.cur, self.base, path, self.cur.tokenizer.sample)
+        return {"tokenizer": path, "vocab_size": report["vocab_size"], "distinct_texts": report["distinct_texts"]}
+
+    def _tokenize(self) -> dict:
+        from codeexecutor.modeling.loading import resolve
+        from codeexecutor.training.tokenized import tokenize_curriculum
+
+        tokenizer = self.record["phases"]["tokenizer"]["tokenizer"]
+        markers = tokenize_curriculum(self.cur, self.base, resolve(tokenizer), os.path.join(self.out, "tokenized"))
+        return {"rows": {path: m["rows"] for path, m in markers.items()}}
+
+    def _train(self) -> dict:
+        curriculum = os.path.join(self.out, "tokenized", "curriculum.yaml")
+        run = os.path.join(self.out, "run")
+        extra = ["--output-dir", run] + (["--minutes", str(self.minutes)] if self.minutes else [])
+        env = {**os.environ, "PYTHONPATH": ROOT}
+        if self.launcher:
+            env.update(CURRICULUM=curriculum, DS_CONFIG=self.ds_config, PYTHON=sys.executable)
+            cmd = ["bash", os.path.join(ROOT, "run_pretrain.sh"), *extra]
+        else:
+            cmd = [sys.executable, "-m", "codeexecutor.training", "--curriculum", curriculum, "--ds-config", self.ds_config,
+                   "--base-dir", ".", *extra]
+        subprocess.run(cmd, cwd=self.base, env=env, check=True)
+        if not os.path.exists(os.path.join(run, "final", "config.json")):
+            raise ConfigError(f"the training ended without a final model in {run}: see its train_log.jsonl")
+        return {"run": run, "steps": _stage_steps(run)}
+
+    def _score(self) -> dict:
+        if not self.scoring:
+            return {"skipped": "--no-score"}
+        scores = os.path.join(self.out, "scores")
+        os.makedirs(scores, exist_ok=True)
+        sets = {}
+        for folder in self._score_folders():
+            name = os.path.basename(os.path.normpath(folder))
+            out = os.path.join(scores, f"{name}.json")
+            self._cli("evaluate", "--model", os.path.join(self.out, "run", "final"), "--data", folder, "--split",
+                      self.cur.score.split, "--limit", str(self.cur.score.limit), "--out", out)
+            for dataset, entry in json.load(open(out))["datasets"].items():
+                sets[dataset] = {"examples": entry["examples"], **entry["table3"], "aligned": entry.get("aligned"),
+                                 "unfinished": (entry.get("unfinished") or {}).get("share")}
+        with open(os.path.join(scores, "scores.json"), "w") as f:
+            json.dump({"split": self.cur.score.split, "limit": self.cur.score.limit, "metric": "release", "sets": sets}, f,
+                      indent=2)
+        return {"sets": {k: v.get("trace_accuracy") for k, v in sets.items()}}
+
+    def _score_folders(self) -> list[str]:
+        """The dataset folders scored: `score.sets` under data.dir, else the build folder of
+        every source the stages read (a source `D/codenetmut/errors` is scored with `D/codenetmut`)."""
+        if self.cur.score.sets:
+            return [os.path.join(self.cur.data.dir, s) for s in self.cur.score.sets]
+        seen: dict[str, None] = {}
+        for stage in self.cur.stages:
+            for src in stage.sources:
+                seen.setdefault(os.path.dirname(os.path.normpath(src.path)), None)
+        return list(seen)
+
+    def _card(self) -> dict:
+        from codeexecutor.training.card import write_card
+
+        final = os.path.join(self.out, "run", "final")
+        scores_path = os.path.join(self.out, "scores", "scores.json")
+        scores = json.load(open(scores_path)) if os.path.exists(scores_path) else {"sets": {}}
+        train = self.record["phases"].get("train", {})
+        path = write_card(final, scores, device=_device_name(), recipe=self.record["recipe"], steps=train.get("steps"),
+                          minutes=round(train.get("seconds", 0) / 60, 1), command=" ".join(sys.argv))
+        return {"card": path}
+
+    def _save(self) -> None:
+        tmp = self.record_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.record, f, indent=2, default=str)
+        os.replace(tmp, self.record_path)
+
+
+def _stage_steps(run: str) -> dict:
+    ends = {}
+    with open(os.path.join(run, "train_log.jsonl")) as f:
+        for line in f:
+            row = json.loads(line)
+            if "loss" in row:
+                ends[row["stage"]] = row["step"]
+    out, before = {}, 0
+    for name, step in ends.items():
+        out[name], before = step - before, step
+    return out
+
+
+def _device_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU"

@@ -1,0 +1,62 @@
+"""The search kept on the device (generation/device_search.py) decodes, on the CPU, exactly
+what the batched search before it decoded (tests/reference_search.py): every token, the
+score bit for bit, whether it finished, and the crash margins, for greedy and beam search,
+with and without the state rules and the exception bias, on the shipped model."""
+
+import pytest
+import torch
+
+from .conftest import ROOT
+from .reference_search import reference_beam
+
+MODEL = ROOT / "models" / "codeexecutor-mini-cpu"
+
+
+@pytest.fixture(scope="module")
+def generator_and_programs(demo_data):
+    import datasets
+
+    from codeexecutor.generation.search import TraceGenerator
+
+    gen = TraceGenerator(str(MODEL), device="cpu")
+    rows = []
+    for name, n in (("codenetmut/codenetmut", 4), ("codenetmut/errors", 3), ("tutorial/tutorial", 3), ("functions/functions", 2)):
+        ds = datasets.load_from_disk(str(demo_data / name))["test"]
+        rows += [ds[i] for i in range(min(n, len(ds)))]
+    return gen, [gen.profile.example(r)[0] for r in rows]
+
+
+@pytest.mark.parametrize("size, rules, bias, max_length, penalty", [
+    (1, False, None, 768, 0.0),  # evaluate's decoding: greedy, free, to the cap
+    (1, True, 0.5, 300, 0.0),  # trace's: the state rules, the exception bias
+    (3, False, 0.0, 120, 0.0),  # beams, margins tracked
+    (2, True, None, 120, 1.0),  # beams with the rules, ranked per length
+])
+def test_the_device_search_decodes_the_old_searchs_tokens(generator_and_programs, size, rules, bias, max_length, penalty):
+    from codeexecutor.generation.verdict import StepEnds
+
+    gen, inputs = generator_and_programs
+    ends = StepEnds(gen.tok, bias) if bias is not None else None
+    rule = gen._rules(True, True) if rules else None
+    codes = [gen.encoder.code(t) for t in inputs]
+    with torch.no_grad():
+        for start in range(0, len(codes), 6):
+            chunk = codes[start : start + 6]
+            rule_list = [rule(t) for t in inputs[start : start + 6]] if rule else None
+            old = reference_beam(gen, chunk, size, max_length, rule_list, ends, penalty)
+            rule_list = [rule(t) for t in inputs[start : start + 6]] if rule else None
+            new = gen._beam(chunk, size, max_length, rule_list, ends, penalty)
+            for a, b in zip(old, new):
+                assert (a.text, a.tokens, a.finished) == (b.text, b.tokens, b.finished)
+                assert a.logprob == b.logprob
+                assert (a.exception_peak, a.exception_end) == (b.exception_peak, b.exception_end)
+
+
+def test_generate_answers_in_input_order_whatever_the_batching(generator_and_programs):
+    """Batches are made of programs of similar length; the answers come back in input order."""
+    gen, inputs = generator_and_programs
+    sorted_ = gen.generate(inputs, beam=1, max_length=96, batch_size=5)
+    as_given = gen.generate(inputs, beam=1, max_length=96, batch_size=5, sort=False)
+    one = [gen.generate([text], beam=1, max_length=96)[0] for text in inputs[:4]]
+    assert [g.text for g in sorted_] == [g.text for g in as_given]
+    assert [g.text for g in sorted_[:4]] == [g.text for g in one]

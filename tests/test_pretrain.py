@@ -1,0 +1,121 @@
+"""`codeexecutor pretrain --recipe`: the phases from a missing dataset to a scored model with its
+card, the run carried on with --resume, stage steps fitted to --minutes, and the recipe's
+bad input refused in one line before anything is written."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from .conftest import ROOT
+
+pytest.importorskip("torch")
+
+
+def _recipe(tmp_path, data_dir, **extra) -> str:
+    recipe = {
+        "model": {"preset": "tiny", "vocab_size": 400, "max_code_length": 128, "max_trace_length": 256, "dropout": 0.0},
+        "train": {"output_dir": str(tmp_path / "unused"), "max_tokens": 1024, "log_every": 2, "save_every": 2,
+                  "eval_examples": 0},
+        "data": {"dir": str(data_dir), "builds": {
+            "codenetmut": {"kind": "codenetmut", "codenet": [str(ROOT / "curricula" / "demo")], "mutants": 2}}},
+        "tokenizer": {"sample": 400},
+        "score": {"limit": 3, "sets": ["codenetmut"]},
+        "stages": [
+            {"name": "first", "steps": 3, "lr": 1e-3, "warmup": 1,
+             "sources": [{"path": "codenetmut/codenetmut", "task": "codenet"}]},
+            {"name": "second", "steps": 3, "lr": 1e-3, "warmup": 1,
+             "sources": [{"path": "codenetmut/codenetmut", "task": "codenet"}, {"path": "codenetmut/errors", "task": "codenet"}]},
+        ],
+    }
+    for key, value in extra.items():
+        recipe[key] = value
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return str(path)
+
+
+def _pretrain(*args, timeout=900):
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "2", "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "codeexecutor", "pretrain", *map(str, args)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_pretrain_builds_tokenizes_trains_scores_and_resumes(tmp_path):
+    data, out = tmp_path / "data", tmp_path / "out"
+    recipe = _recipe(tmp_path, data)
+    done = _pretrain("--recipe", recipe, "--out", out)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((out / "pretrain.json").read_text())
+    assert list(record["phases"]) == ["build", "tokenizer", "tokenize", "train", "score", "card"]
+    assert record["phases"]["build"]["built"] == ["codenetmut"] and (data / "codenetmut" / "stats.json").exists()
+    assert (out / "tokenizer" / "training.json").exists() and (out / "tokenized" / "curriculum.yaml").exists()
+    assert record["phases"]["train"]["steps"] == {"first": 3, "second": 3}
+    assert (out / "run" / "final" / "config.json").exists() and (out / "run" / "final" / "README.md").exists()
+    scores = json.loads((out / "scores" / "scores.json").read_text())
+    assert set(scores["sets"]) == {"codenetmut", "errors"} and all(s["examples"] <= 3 for s in scores["sets"].values())
+    # again without --resume: refused, nothing touched; with it: every phase is done already
+    again = _pretrain("--recipe", recipe, "--out", out)
+    lines = [line for line in again.stderr.splitlines() if line.strip()]
+    assert again.returncode == 2 and len(lines) == 1 and "--resume" in lines[0], again.stderr
+    resumed = _pretrain("--recipe", recipe, "--out", out, "--resume")
+    assert resumed.returncode == 0 and resumed.stderr.count("done before") == 6, resumed.stderr[-2000:]
+    other = _pretrain("--recipe", recipe, "--out", out, "--resume", "--set", "model.preset=mini")
+    assert other.returncode == 2 and "another recipe or settings" in other.stderr
+
+
+def test_minutes_fit_each_stage_from_its_measured_speed_and_a_resume_keeps_the_plan(tmp_path):
+    """With --minutes, a stage's steps are fixed after its warm-up from its speed and the
+    time left (training/budget.py), written to plan.json; a run stopped and started again
+    keeps the steps of the stages it had fixed."""
+    data, out = tmp_path / "data", tmp_path / "out"
+    recipe = _recipe(tmp_path, data, score={"limit": 0})
+    with open(recipe) as f:
+        raw = yaml.safe_load(f)
+    for stage, share in zip(raw["stages"], (0.7, 0.3)):
+        stage.update(steps=25, warmup=2, share=share)
+    with open(recipe, "w") as f:
+        yaml.safe_dump(raw, f)
+    done = _pretrain("--recipe", recipe, "--out", out, "--minutes", 0.5, "--no-score")
+    assert done.returncode == 0, done.stderr[-3000:]
+    plan = json.loads((out / "run" / "plan.json").read_text())
+    fixed = plan["stages"]
+    assert set(fixed) == {"first", "second"} and all(s["seconds_per_step"] > 0 for s in fixed.values())
+    log = [json.loads(line) for line in (out / "run" / "train_log.jsonl").read_text().splitlines() if '"loss"' in line]
+    assert log[-1]["step"] == fixed["first"]["steps"] + fixed["second"]["steps"]  # the run trained what it planned
+    # the first stage took its share of the half minute: about 0.7 x 30 s / its seconds a step, less the margin
+    first = fixed["first"]
+    assert first["steps"] == max(first["fixed_after"], int(first["seconds_left"] * 0.7 * 0.92 / first["seconds_per_step"]) +
+                                 first["fixed_after"])
+
+
+@pytest.mark.parametrize("edit, words", [
+    ({"extras": {"x": 1}}, ["unknown section(s) extras"]),
+    ({"data": {"dir": "nowhere", "builds": {}}}, ["dataset folder", "not found", "data.builds"]),
+    ({"data": {"dir": "d", "builds": {"codenetmut": {"kind": "codenetmut", "codenet": ["no/such/folder"]}}}},
+     ["data.builds.codenetmut.codenet", "no/such/folder is not a folder"]),
+    ({"data": {"dir": "d", "builds": {"codenetmut": {"kind": "nonsense"}}}}, ["needs kind"]),
+    ({"data": {"dir": "d", "builds": {"codenetmut": {"kind": "codenetmut", "codenet": ["curricula/demo"], "colour": 1}}}},
+     ["unknown option colour"]),
+])
+def test_a_bad_recipe_is_one_line_naming_the_problem(tmp_path, edit, words):
+    recipe = _recipe(tmp_path, tmp_path / "data", **edit)
+    done = _pretrain("--recipe", recipe, "--out", tmp_path / "out", timeout=120)
+    lines = [line for line in done.stderr.splitlines() if line.strip() and "WARNING" not in line]
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert all(w in done.stderr for w in words), done.stderr
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+    del lines
+
+
+def test_minutes_must_buy_something_and_sets_must_name_a_field(tmp_path):
+    recipe = _recipe(tmp_path, tmp_path / "data")
+    zero = _pretrain("--recipe", recipe, "--out", tmp_path / "out", "--minutes", 0, timeout=120)
+    assert zero.returncode == 2 and "minutes must be > 0" in zero.stderr
+    bad = _pretrain("--recipe", recipe, "--out", tmp_path / "out", "--set", "preset=small", timeout=120)
+    assert bad.returncode == 2 and "SECTION.FIELD=VALUE" in bad.stderr
+    stage = _pretrain("--recipe", recipe, "--out", tmp_path / "out", "--set", "stages.nope.steps=3", timeout=120)
+    assert stage.returncode == 2 and "no stage 'nope'" in stage.stderr
