@@ -27,6 +27,18 @@ def load_programs(n: int, seed: int = 0) -> list[tuple[str, str]]:
     return out
 
 
+def worktree(commit: str) -> pathlib.Path:
+    """A checkout of `commit` beside this one (runs/baseline-COMMIT, made once): the code a
+    benchmark measures today's against in the same run."""
+    import subprocess
+
+    path = ROOT / "runs" / f"baseline-{commit}"
+    if not (path / "codeexecutor").is_dir():
+        subprocess.run(["git", "worktree", "add", "--detach", "--force", str(path), commit], cwd=ROOT, check=True,
+                       capture_output=True)
+    return path
+
+
 def device_label() -> str:
     """The accelerator's name as a file-name part (`NVIDIA-H100-80GB-HBM3`), or `cpu`."""
     import torch

@@ -127,8 +127,7 @@ def against(commit: str, model: str, data: str, limit: int, programs: int) -> di
     import os
     import subprocess
 
-    from _common import load_programs
-    from bench_step import worktree
+    from _common import load_programs, worktree
 
     work = ROOT / "runs" / "bench_generate" / commit
     work.mkdir(parents=True, exist_ok=True)

@@ -38,7 +38,7 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from _common import ROOT, device_label, machine, write_report  # noqa: E402
+from _common import ROOT, device_label, machine, worktree, write_report  # noqa: E402
 
 BASELINE = "67272cb"  # the last commit before the packed, compiled step: host-bound on the H100 draws
 ARMS = {  # name: (checkout, ds config, train options, probe flags)
@@ -48,15 +48,6 @@ ARMS = {  # name: (checkout, ds config, train options, probe flags)
     "compiled": ("current", "zero2_bf16.json", {"compile": True}, []),
     "deepspeed": ("current", "zero2_bf16.json", {"engine": "deepspeed"}, ["--count", "--fixed"]),
 }
-
-
-def worktree(commit: str) -> pathlib.Path:
-    """A checkout of `commit` beside this one (runs/baseline-COMMIT, made once)."""
-    path = ROOT / "runs" / f"baseline-{commit}"
-    if not (path / "codeexecutor").is_dir():
-        subprocess.run(["git", "worktree", "add", "--detach", "--force", str(path), commit], cwd=ROOT, check=True,
-                       capture_output=True)
-    return path
 
 
 # The two stages each arm trains: `codenet`, rows of 4096 tokens of CodeNetMut programs and

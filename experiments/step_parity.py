@@ -33,29 +33,26 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # _common: the baseline's worktree
+from _common import worktree  # noqa: E402
 RECIPE = ROOT / "curricula" / "recipes" / "cpu-hour.yaml"
-RECIPE_DATA = "runs/quality/data-aug3"  # the data folder the recipe's paths name
-
-
-def worktree(commit: str) -> pathlib.Path:
-    path = ROOT / "runs" / f"baseline-{commit}"
-    if not (path / "codeexecutor").is_dir():
-        subprocess.run(["git", "worktree", "add", "--detach", "--force", str(path), commit], cwd=ROOT, check=True,
-                       capture_output=True)
-    return path
+RECIPE_DATA = "runs/quality/data-aug3"  # the recipe's data.dir
 
 
 def curriculum(data: pathlib.Path, work: pathlib.Path, arm: str, scale: float, tokenizer: pathlib.Path) -> pathlib.Path:
     import yaml
 
     cur = yaml.safe_load(RECIPE.read_text())
+    for section in ("data", "tokenizer", "score"):  # the recipe's own; both loops read a plain curriculum
+        cur.pop(section, None)
     cur["model"]["tokenizer"] = str(tokenizer)
     cur["train"].update(output_dir=str(work / arm / "run"), save_every=500)
     for stage in cur["stages"]:
+        stage.pop("share", None)
         stage["steps"] = max(1, round(stage["steps"] * scale))
         stage["warmup"] = max(1, min(stage["warmup"], stage["steps"] // 10))
         for src in stage["sources"]:
-            src["path"] = str(data / src["path"][len(RECIPE_DATA) + 1:])
+            src["path"] = str(data / src["path"])  # the recipe's paths are relative to its data.dir
             if "hardest" in src:
                 src["mine_from"] = max(1, round(src["mine_from"] * scale))
                 src["hardest"] = max(1, round(src["hardest"] * scale))

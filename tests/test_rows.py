@@ -215,3 +215,27 @@ def test_a_row_spec_refuses_a_length_off_the_block_or_shorter_than_an_example():
         RowSpec(1000, 384)
     with pytest.raises(ValueError, match="cannot hold an example of 1024"):
         RowSpec(896, 1024)
+
+
+def test_a_compile_that_fails_leaves_the_run_stepping_eagerly_and_says_why(monkeypatch):
+    """An old torch (or a machine without a compiler) whose compile raises: the probe on a
+    synthetic row catches it before training, names it, and the model steps eagerly."""
+    from types import SimpleNamespace
+
+    from codeexecutor.training.step import compile_and_probe
+
+    def broken(fn, **kwargs):
+        def run(*args, **kw):
+            raise RuntimeError("inductor needs a newer torch\nsecond line")
+        return run
+
+    monkeypatch.setattr(torch, "compile", broken)
+    model = tiny()
+    cur = SimpleNamespace(model=SimpleNamespace(max_code_length=128))
+    report = compile_and_probe(model, RowSpec(1024, 384, fixed=True), cur, "cpu", None)
+    assert report["compiled"] is False
+    assert report["fallback"] == "compile failed (RuntimeError: inductor needs a newer torch); this run steps eagerly"
+    assert not hasattr(model, "_row_loss") and all(p.grad is None for p in model.parameters())
+    row = torch_row(RowSpec(1024, 384, fixed=True).row(*random_examples(np.random.default_rng(5), 1024, 384), 1,
+                                                       model.loss_table(), 128))
+    assert torch.isfinite(model(row=row).loss)
