@@ -135,7 +135,8 @@ def _load_plugins() -> None:
     register themselves here: this list is the one place that names every package."""
     import importlib
 
-    for module in ("mutation.cli", "curricula.cli", "codeexecutor.train_cli", "codeexecutor.generation.cli", "eval.cli"):
+    for module in ("mutation.cli", "curricula.cli", "codeexecutor.train_cli", "codeexecutor.generation.cli", "eval.cli",
+                   "codeexecutor.campaign.cli"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -7,6 +7,8 @@ import argparse
 
 from codeexecutor.cli import register
 
+PHASES = ("build", "tokenizer", "tokenize", "train", "score", "card")  # training/pretrain.py's, without importing it
+
 
 def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recipe", "--curriculum", dest="recipe", default="curricula/demo.yaml",
@@ -21,6 +23,8 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--launcher", action="store_true", help="train through run_pretrain.sh (the deepspeed launcher: "
                    "GPUS_PER_NODE, NNODES, HOSTFILE from the environment)")
     p.add_argument("--no-score", action="store_true", help="leave the test samples unscored")
+    p.add_argument("--until", choices=PHASES, help="stop after this phase (`--until tokenize`: the data and its ids, "
+                   "ready for a draw's pack or a later --resume)")
     p.add_argument("--base-dir", default=".", help="folder the recipe's paths are relative to")
 
 
@@ -28,7 +32,7 @@ def _run(args: argparse.Namespace) -> int:
     from codeexecutor.training.pretrain import Pretrain
 
     Pretrain(args.recipe, args.out, args.minutes, args.resume, args.base_dir, args.ds_config, args.overrides,
-             args.launcher, not args.no_score).run()
+             args.launcher, not args.no_score).run(until=args.until)
     return 0
 
 

@@ -170,3 +170,21 @@ def _trace_metrics(predictions: list[str], golds: list[str], singleline: bool = 
 
 
 provide("trace_metrics", _trace_metrics)
+
+
+def _evaluate_model(*args, **kwargs) -> dict:
+    """`evaluate`'s scoring of a model on a build's split (`evaluate.evaluate_model`), for a draw's scoring."""
+    from eval.evaluate import evaluate_model
+
+    return evaluate_model(*args, **kwargs)
+
+
+def _test_sample(size: int, limit: int) -> list[int]:
+    """The row indices `evaluate --limit` scores of a split of `size` rows (`evaluate.sample`)."""
+    from eval.evaluate import sample
+
+    return sample(size, limit)
+
+
+provide("evaluate_model", _evaluate_model)
+provide("test_sample", _test_sample)

@@ -43,14 +43,16 @@ def stage3_curriculum(run: str, root: str, work: pathlib.Path, arm: str, steps: 
 
 
 def train_arm(path: pathlib.Path, work: pathlib.Path, arm: str) -> float:
-    """Trains one arm (unless it has its final model); its wall seconds, kept beside it."""
+    """Trains one arm with `codeexecutor pretrain` (unless it has its final model); its wall
+    seconds, kept beside it."""
     seconds = work / arm / "train_seconds.txt"
     if (work / arm / "run" / "final").is_dir():
         return float(seconds.read_text()) if seconds.exists() else 0.0
     start = time.perf_counter()
     with open(work / arm / "train.log", "a") as log:
-        subprocess.run([sys.executable, "-m", "codeexecutor.training", "--curriculum", str(path), "--ds-config",
-                        str(ROOT / "ds_configs" / "single.json")], check=True, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        subprocess.run([sys.executable, "-m", "codeexecutor", "pretrain", "--recipe", str(path), "--out", str(work / arm),
+                        "--resume", "--no-score", "--ds-config", str(ROOT / "ds_configs" / "single.json")], check=True,
+                       cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
                        env={**os.environ, "PYTHONPATH": str(ROOT), "DS_ACCELERATOR": "cpu"})
     seconds.write_text(f"{time.perf_counter() - start:.1f}")
     return float(seconds.read_text())

@@ -2,8 +2,9 @@
 
     .venv/bin/python experiments/pilot_singleline.py --name p4 --steps 2400 --max-tokens 1024
 
-Trains stage 1 of the quality recipe (curricula/recipes/cpu-hour.yaml through
-bench_quality.curriculum: preset, learning rate, warm-up and decay as there) for a fixed number of steps on `--data`'s SingleLine split,
+Trains stage 1 of the quality recipe (curricula/recipes/cpu-hour.yaml, as a variant written by
+bench_quality.curriculum and trained by `codeexecutor pretrain`: preset, learning rate, warm-up and
+decay as there) for a fixed number of steps on `--data`'s SingleLine split,
 then scores greedy decoding on a fixed sample of the *unaugmented* SingleLine test split
 (`--test-data`; the release's metric, copy vs computed answers apart). Appends one JSON
 line to benchmarks/results/pilots-<device>.jsonl, so pilots of several sessions sit
@@ -60,10 +61,16 @@ def main() -> None:
                         model, train)
     cur["stages"] = cur["stages"][:1]
     cur["stages"][0]["lr"] = args.lr
-    os.makedirs(os.path.dirname(run), exist_ok=True)
+    cur["data"]["builds"] = {}  # the SingleLine build is there (checked above); nothing else is read
+    os.makedirs(run, exist_ok=True)
+    import yaml
+
+    with open(os.path.join(run, "recipe.yaml"), "w") as f:
+        yaml.safe_dump(cur, f, sort_keys=False)
     with open(run + ".log", "w") as log:
-        train_s = bq.train(cur, run, log)
-    sys.path.insert(0, str(ROOT))
+        bq.pretrain(os.path.join(run, "recipe.yaml"), run, None, log, "--no-score")
+    run = os.path.join(run, "run")
+    train_s = sum(s["seconds"] for s in bq.stage_summary(run).values())
     from curricula.singleline import built_params
     from eval.evaluate import evaluate_model
 

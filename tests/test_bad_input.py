@@ -42,6 +42,9 @@ DATA_COMMANDS = {
     "build-codenetmut": ["build", "codenetmut", "--codenet", "{d}", "--out", "{out}"],
     "build-tutorial": ["build", "tutorial", "--sources", "{d}", "--out", "{out}"],
     "pretrain": ["pretrain", "--curriculum", "{d}"],
+    "draw-pack": ["draw", "pack", "--smoke", "--data", "{d}", "--out", "{out}", "--prep", "{out}"],
+    "draw-unpack": ["draw", "unpack", "{d}"],
+    "ship": ["ship", "--run", "{d}", "--data", "{d}", "--name", "never-shipped"],
 }
 
 
@@ -134,7 +137,7 @@ def test_model_folders(tmp_path, command, kind):
 @pytest.mark.parametrize("kind", DATA_KINDS)
 @pytest.mark.parametrize("command", sorted(DATA_COMMANDS))
 def test_dataset_folders(tmp_path, command, kind):
-    if command in ("evaluate", "pretrain", "tokenizer", "tokenize"):
+    if command in ("evaluate", "pretrain", "tokenizer", "tokenize", "draw-pack", "draw-unpack", "ship"):
         pytest.importorskip("torch", reason="a model command")
     data = _data(tmp_path, kind)
     argv = [a.replace("{d}", data) for a in DATA_COMMANDS[command]]

@@ -49,30 +49,6 @@ def test_quality_defaults_pick_the_token_budget_by_device_and_pilot_refuses_miss
     assert run.returncode == 1 and "no SingleLine dataset under" in run.stderr and "Traceback" not in run.stderr
 
 
-def test_quality_calibration_leaves_out_each_stage_set_up(tmp_path, monkeypatch):
-    import json
-
-    import bench_quality
-
-    def fake_train(cur, run, log):  # 2 s of set-up on each stage's first step, then 0.3 s a step
-        import os
-
-        os.makedirs(run, exist_ok=True)
-        with open(os.path.join(run, "train_log.jsonl"), "w") as f:
-            for stage in cur["stages"]:
-                for k in range(stage["steps"]):
-                    f.write(json.dumps({"stage": stage["name"], "loss": 1.0, "stage_seconds": 2.0 + 0.3 * (k + 1)}) + "\n")
-        return 0.0
-
-    seen = []
-    monkeypatch.setattr(bench_quality, "train", lambda cur, run, log: seen.append(cur) or fake_train(cur, run, log))
-    per_step = bench_quality.calibrate(bench_quality.load_recipe(), str(tmp_path), str(tmp_path), 10, None, {}, {})
-    assert all(abs(v - 0.3) < 1e-9 for v in per_step.values()), per_step
-    mined = seen[0]["stages"][1]["sources"][0]
-    assert mined["hardest"] == 10 and mined["mine_from"] == 20  # the calibration scores twice what it keeps
-    assert bench_quality.calibration_steps(1024)["singleline"] == 60 and bench_quality.calibration_steps(8192)["singleline"] == 10
-
-
 def test_quality_curriculum_is_the_recipe_with_the_runs_steps_data_and_mining(tmp_path):
     import yaml
 
@@ -96,10 +72,17 @@ def test_quality_curriculum_is_the_recipe_with_the_runs_steps_data_and_mining(tm
     assert "mine_from" not in plain["stages"][1]["sources"][0]  # all of them scored when no pool is given
     assert recipe == bench_quality.load_recipe()  # the recipe itself is left as it was
     # the recipe is a curriculum run_pretrain.sh takes as it is
-    on_disk = Curriculum.from_dict(yaml.safe_load(open(bench_quality.RECIPE)))
-    assert on_disk.model.preset == "mini" and [s.name for s in on_disk.stages] == list(bench_quality.STAGE_SHARES)
-    assert on_disk.data.dir == bench_quality.RECIPE_DATA
-    assert all(src.path.startswith(bench_quality.RECIPE_DATA + "/") for st in on_disk.stages for src in st.sources)
+    raw_recipe = yaml.safe_load(open(bench_quality.RECIPE))
+    on_disk = Curriculum.from_dict(raw_recipe)
+    assert on_disk.model.preset == "mini" and [s.name for s in on_disk.stages] == list(bench_quality.STAGES)
+    data_dir = raw_recipe["data"]["dir"]
+    assert all(src.path.startswith(data_dir + "/") for st in on_disk.stages for src in st.sources)
+    # no steps: the recipe's own, which `pretrain --minutes` replaces; builds' fields set over the recipe's
+    timed = bench_quality.curriculum(recipe, None, "run", builds={"codenetmut": {"mutants": 3}, "new": {"kind": "tutorial"}})
+    assert [st["steps"] for st in timed["stages"]] == [st["steps"] for st in recipe["stages"]]
+    assert timed["data"]["dir"] == data_dir and timed["data"]["builds"]["codenetmut"]["mutants"] == 3
+    assert timed["data"]["builds"]["codenetmut"]["codenet"] == recipe["data"]["builds"]["codenetmut"]["codenet"]
+    assert sum(st["share"] for st in timed["stages"]) == pytest.approx(1.0)
 
 
 def test_stage_exports_come_in_stage_order_and_a_run_without_them_is_refused(tmp_path):
@@ -159,61 +142,6 @@ def test_quality_variants_name_their_results_and_reach_the_model_config(tmp_path
     for positions in ("absolute", "rotary"):
         cur = Curriculum.from_dict(bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, model={"positions": positions}))
         assert cur.model.positions == positions
-
-
-def test_replan_fits_the_stages_left_into_the_time_left():
-    import bench_quality
-
-    per_step = {"singleline": 0.1, "tutorial": 0.2, "codenet": 0.3}
-    rest = ["tutorial", "codenet"]
-    for speed in (0.8, 1.0, 1.3):
-        steps = bench_quality.replan(rest, 1000.0, per_step, speed, overhead_s=20.0, mining_s=30.0)
-        used = sum(steps[n] * per_step[n] * speed for n in rest) + 2 * 20.0 + 30.0 * speed
-        assert 0.97 * 1000 <= used <= 1000  # fills the time left, never more
-    slow = bench_quality.replan(rest, 1000.0, per_step, 1.3, 20.0, 30.0)
-    fast = bench_quality.replan(rest, 1000.0, per_step, 0.8, 20.0, 30.0)
-    assert all(slow[n] < fast[n] for n in rest)
-    assert bench_quality.replan(rest, 10.0, per_step, 1.0, 20.0, 30.0) == {"tutorial": 1, "codenet": 1}  # overrun: one step each
-
-
-def test_a_slower_machine_than_calibrated_still_ends_within_the_budget(tmp_path):
-    """Stage 1 runs 1.5x slower than calibrated; stages 2 and 3 are re-planned to fit."""
-    import bench_quality
-
-    per_step = {"singleline": 0.1, "tutorial": 0.2, "codenet": 0.3}
-    budget, mining, slow, start_up = 3600.0, 60.0, 1.5, 15.0
-    planned = bench_quality.plan(budget * 0.93, per_step, bench_quality.STAGE_SHARES, mining)
-    run, now, calls = tmp_path / "run", [0.0], []
-
-    def fake_train(cur, run_dir, log, max_steps=None):  # what the loop logs, on a simulated clock
-        ends, done = 0, 0
-        for st in cur["stages"]:
-            done, ends = ends, ends + st["steps"]
-            if ends == max_steps:
-                break
-        seconds = (ends - done) * per_step[st["name"]] * slow
-        os.makedirs(run_dir, exist_ok=True)
-        with open(os.path.join(run_dir, "train_log.jsonl"), "a") as f:
-            f.write(json.dumps({"step": ends, "stage": st["name"], "loss": 1.0, "stage_tokens": 0,
-                                "stage_seconds": seconds, "padding_share": 0.0}) + "\n")
-        calls.append(max_steps)
-        now[0] += seconds + start_up + (mining * slow if st["name"] == "tutorial" else 0)
-        return seconds
-
-    original = bench_quality.train
-    bench_quality.train = fake_train
-    try:
-        make_cur = lambda steps: {"stages": [{"name": n, "steps": k} for n, k in steps.items()]}  # noqa: E731
-        seconds, steps, replans = bench_quality.train_in_budget(make_cur, str(run), None, budget, per_step, planned, mining,
-                                                                clock=lambda: now[0])
-    finally:
-        bench_quality.train = original
-    assert calls == [steps["singleline"], steps["singleline"] + steps["tutorial"], sum(steps.values())]
-    assert steps["singleline"] == planned["singleline"]
-    assert steps["tutorial"] < planned["tutorial"] and steps["codenet"] < planned["codenet"]
-    assert [r["after"] for r in replans] == ["singleline", "tutorial"]
-    assert abs(replans[0]["speed_vs_calibration"] - slow) < 0.01 and abs(replans[0]["overhead_seconds"] - start_up) < 0.5
-    assert 0.95 * budget <= seconds <= budget  # the budget holds (without re-planning: 1.5x it)
 
 
 def test_a_result_names_the_machine_its_wall_clock_figures_came_from():
@@ -298,34 +226,6 @@ def test_a_build_without_call_depths_is_found_before_an_end_order_run(tmp_path):
     assert bench_quality.stale_build(str(tmp_path / "old")) and not bench_quality.stale_build(str(tmp_path / "new"))
 
 
-def test_score_only_reads_a_finished_run_and_refuses_an_unfinished_one(tmp_path, capsys):
-    import bench_quality
-    import pytest
-
-    run, calibration = tmp_path / "run", tmp_path / "calibration"
-    (run / "final").mkdir(parents=True)
-    calibration.mkdir()
-    rows = [{"step": 1, "stage": "singleline", "loss": 1.0, "stage_seconds": 0.5},
-            {"step": 4, "stage": "singleline", "loss": 1.0, "stage_seconds": 2.0},
-            {"step": 4, "stage": "singleline", "eval": {}},
-            {"step": 6, "stage": "tutorial", "loss": 1.0, "stage_seconds": 3.0},
-            {"step": 7, "stage": "codenet", "loss": 1.0, "stage_seconds": 1.0}]
-    (run / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (calibration / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [
-        {"stage": name, "loss": 1.0, "stage_seconds": s} for name in ("singleline", "tutorial", "codenet") for s in (1.0, 1.5, 2.0)]))
-    with pytest.raises(SystemExit) as exit_:  # no model yet
-        bench_quality.finished_run(str(run), str(tmp_path))
-    assert exit_.value.code == 2 and "needs a finished run" in capsys.readouterr().err
-    (run / "final" / "config.json").write_text("{}")
-    rates, seconds, steps = bench_quality.finished_run(str(run), str(tmp_path))
-    assert steps == {"singleline": 4, "tutorial": 2, "codenet": 1} and seconds == 6.0
-    assert rates == {"singleline": 0.5, "tutorial": 0.5, "codenet": 0.5}
-    (run / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:3]))
-    with pytest.raises(SystemExit):  # stopped in stage 1
-        bench_quality.finished_run(str(run), str(tmp_path))
-    assert "did not finish" in capsys.readouterr().err
-
-
 def test_comparison_columns_name_the_options_their_runs_set():
     import compare_quality
 
@@ -345,6 +245,7 @@ def test_a_functions_stage_draws_every_source_as_often_as_stage_three_did(tmp_pa
     split = Curriculum.from_dict(bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, functions_weight=0.3,
                                                           functions_stage=0.5))
     assert [(s.name, s.steps) for s in split.stages] == [("singleline", 30), ("tutorial", 20), ("codenet", 500), ("functions", 500)]
+    assert [s.share for s in split.stages[2:]] == [0.125, 0.125]  # stage 3's share of a budget, split alike
     assert not [src for src in split.stages[2].sources if "/functions/" in src.path]
 
     def drawn(stages) -> dict[str, float]:  # expected steps' worth of each source
@@ -368,3 +269,42 @@ def test_a_functions_stage_draws_every_source_as_often_as_stage_three_did(tmp_pa
         bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, functions_weight=0, functions_stage=0.5)
     names = {bench_quality.result_name("cpu", recipe, {}), bench_quality.result_name("cpu", recipe, {}, functions_stage=0.5)}
     assert len(names) == 2
+
+
+def test_a_quality_run_is_pretrain_on_a_variant_and_gathers_its_scores(tmp_path, demo_data):
+    """bench_quality on the demo recipe, a few steps: the variant written, `pretrain` run
+    on it, the per-build scores merged into one result file with the run's steps."""
+    import subprocess
+
+    import yaml
+
+    raw = yaml.safe_load(open(ROOT / "curricula" / "demo.yaml"))
+    for st in raw["stages"]:
+        for src in st["sources"]:
+            src["path"] = "/".join(src["path"].split("/")[-2:])
+    raw["data"] = {"dir": str(demo_data)}
+    recipe = tmp_path / "demo-recipe.yaml"
+    recipe.write_text(yaml.safe_dump(raw, sort_keys=False))
+    env = {**os.environ, "CODEEXECUTOR_RESULTS": str(tmp_path / "results"), "OMP_NUM_THREADS": "2"}
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_quality.py"), "--recipe", str(recipe), "--steps", "3,2,2",
+           "--out", str(tmp_path / "run"), "--eval-limit", "2", "--valid-examples", "0", "--autocast", "none",
+           "--errors-weight", "0.3"]
+    run = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    variant = yaml.safe_load((tmp_path / "run" / "recipe.yaml").read_text())
+    assert [st["steps"] for st in variant["stages"]] == [3, 2, 2]
+    assert [s["weight"] for s in variant["stages"][2]["sources"] if s["path"].endswith("codenetmut/errors")] == [0.3]
+    result = json.loads((tmp_path / "results" / "quality-cpu-errors0.3.json").read_text())
+    assert result["steps"] == {"singleline": 3, "tutorial": 2, "codenet": 2}
+    assert {"singleline", "tutorial", "codenetmut", "errors"} <= set(result["test"])
+    assert all(e["examples"] == 2 for e in result["test"].values()) and result["runtime_errors"] is not None
+    assert result["model"].endswith("run/final") and result["parameters"] > 0
+    record = json.loads((tmp_path / "run" / "pretrain.json").read_text())
+    assert all(record["phases"][p]["done"] for p in ("build", "tokenizer", "tokenize", "train", "score", "card"))
+    # scored again: the finished run's model, not trained again
+    again = subprocess.run(cmd + ["--score-only"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads((tmp_path / "run" / "pretrain.json").read_text())["phases"]["train"] == record["phases"]["train"]
+    empty = subprocess.run(cmd[:2] + ["--recipe", str(recipe), "--out", str(tmp_path / "none"), "--score-only"],
+                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert empty.returncode == 2 and "needs a finished run" in empty.stderr and "Traceback" not in empty.stderr

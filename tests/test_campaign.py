@@ -1,4 +1,4 @@
-"""The GPU draw (benchmarks/gpu_campaign.sh draw), run on the CPU at toy sizes
+"""The GPU draw (run_draw.sh, codeexecutor/campaign/), run on the CPU at toy sizes
 (CAMPAIGN_SMOKE=1): every step the device call makes, through the same script, so a lent
 GPU spends its minutes measuring."""
 
@@ -16,7 +16,7 @@ import pytest
 from .conftest import ROOT
 
 pytest.importorskip("torch")
-SCRIPT = ROOT / "benchmarks" / "gpu_campaign.sh"
+SCRIPT = ROOT / "run_draw.sh"
 
 
 def _env(tmp_path, pack) -> dict:
@@ -25,8 +25,9 @@ def _env(tmp_path, pack) -> dict:
 
 
 def _pack(demo_data, dest: pathlib.Path) -> pathlib.Path:
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "campaign_pack.py"), "--smoke", "--data", str(demo_data),
-                          "--out", str(dest)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    out = subprocess.run([sys.executable, "-m", "codeexecutor", "draw", "pack", "--smoke", "--data", str(demo_data),
+                          "--out", str(dest), "--prep", str(dest.parent / "prep")], capture_output=True, text=True, cwd=ROOT,
+                         timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     return dest
 
@@ -39,25 +40,36 @@ def _one_line_refusal(run: subprocess.CompletedProcess, *words: str) -> None:
 
 
 def test_the_plan_fits_one_draw(tmp_path):
-    run = subprocess.run(["bash", str(SCRIPT), "draw", "--plan"], env=_env(tmp_path, tmp_path / "none"), cwd=ROOT,
+    run = subprocess.run(["bash", str(SCRIPT), "--plan"], env=_env(tmp_path, tmp_path / "none"), cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    rows = [line.split() for line in run.stdout.splitlines()[1:-1]]
+    lines = run.stdout.splitlines()
+    rows = [line.split() for line in lines[1:lines.index(next(x for x in lines if x.startswith("total")))]]
     gpu = sum(int(r[1]) for r in rows)
     # the model is exported before it is scored, and the checks earlier draws answered come last
     assert [r[0] for r in rows] == ["preflight", "unpack", "throughput", "train", "export", "score", "checks"]
     assert gpu <= 540 and re.search(rf"total\s+{gpu}\s", run.stdout)
+    assert "no pack at" in run.stdout  # and nothing to count the tokens of
     bad = subprocess.run(["bash", str(SCRIPT), "everything"], env=_env(tmp_path, tmp_path), cwd=ROOT, capture_output=True,
                          text=True, timeout=60)
     _one_line_refusal(bad, "usage")
 
 
 def test_the_draw_refuses_a_missing_stale_or_oversized_pack(tmp_path, demo_data):
-    draw = lambda pack: subprocess.run(["bash", str(SCRIPT), "draw"], env=_env(tmp_path, pack), cwd=ROOT,  # noqa: E731
+    draw = lambda pack: subprocess.run(["bash", str(SCRIPT)], env=_env(tmp_path, pack), cwd=ROOT,  # noqa: E731
                                        capture_output=True, text=True, timeout=300)
-    _one_line_refusal(draw(tmp_path / "nowhere"), "no pack", "campaign_pack.py")
+    _one_line_refusal(draw(tmp_path / "nowhere"), "no pack", "draw pack")
     pack = _pack(demo_data, tmp_path / "pack")
+    plan = subprocess.run(["bash", str(SCRIPT), "--plan"], env=_env(tmp_path, pack), cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
     manifest = json.loads((pack / "manifest.json").read_text())
+    carried = next(line.split() for line in plan.stdout.splitlines() if line.startswith("carried"))
+    assert plan.returncode == 0 and int(carried[2].replace(",", "")) == manifest["tokens"] > 0, plan.stdout
+    assert manifest["tokens"] == sum(s["tokens"] for s in manifest["sources"].values())
+    lost = next((pack / "ids").glob("*.ids.xz"))
+    lost.rename(lost.with_suffix(".gone"))
+    _one_line_refusal(draw(pack), "lacks", lost.name)
+    lost.with_suffix(".gone").rename(lost)
     (pack / "manifest.json").write_text(json.dumps({**manifest, "code": "0123456789abcdef"}))
     _one_line_refusal(draw(pack), "packed for other code", "again")
     (pack / "manifest.json").write_text(json.dumps(manifest))
@@ -69,7 +81,7 @@ def test_the_draw_refuses_a_missing_stale_or_oversized_pack(tmp_path, demo_data)
 
 def test_the_smoke_draw_brings_back_a_model_that_loads_here(tmp_path, demo_data):
     pack = _pack(demo_data, tmp_path / "pack")
-    run = subprocess.run(["bash", str(SCRIPT), "draw"], env=_env(tmp_path, pack), cwd=ROOT, capture_output=True, text=True,
+    run = subprocess.run(["bash", str(SCRIPT)], env=_env(tmp_path, pack), cwd=ROOT, capture_output=True, text=True,
                          timeout=1500)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     out = tmp_path / "out"
@@ -87,7 +99,9 @@ def test_the_smoke_draw_brings_back_a_model_that_loads_here(tmp_path, demo_data)
     scores = json.loads((out / "scores.json").read_text())
     assert set(scores["sets"]) == {"singleline", "tutorial", "codenetmut", "errors", "functions", "functions_errors"}
     assert scores["exit_code"] == 0 and len(scores["builds_scored"]) == 4  # decoded in the child, every build
-    back = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "campaign_unpack.py"), str(out), "--pack", str(pack),
+    assert checks["unpack"]["sources"] == {k: v["rows"] for k, v in json.loads((pack / "manifest.json").read_text())[
+        "sources"].items()}  # each source's ids written back whole
+    back = subprocess.run([sys.executable, "-m", "codeexecutor", "draw", "unpack", str(out), "--pack", str(pack),
                            "--limit", "2", "--record", str(tmp_path / "record.json")],
                           capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert back.returncode == 0, back.stderr[-3000:]
@@ -101,7 +115,7 @@ def test_the_smoke_draw_brings_back_a_model_that_loads_here(tmp_path, demo_data)
 
 def test_a_stopped_draw_keeps_the_files_of_its_finished_steps(tmp_path, demo_data):
     pack = _pack(demo_data, tmp_path / "pack")
-    proc = subprocess.Popen(["bash", str(SCRIPT), "draw"], env=_env(tmp_path, pack), cwd=ROOT, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(["bash", str(SCRIPT)], env=_env(tmp_path, pack), cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     checks = tmp_path / "out" / "checks.json"
     deadline = time.time() + 300

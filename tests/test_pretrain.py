@@ -48,7 +48,11 @@ def test_pretrain_builds_tokenizes_trains_scores_and_resumes(tmp_path):
     data, out = tmp_path / "data", tmp_path / "out"
     recipe = _recipe(tmp_path, data)
     flex = ("--set", "model.attention=flex")  # no CUDA here: the tile path, and the run says so
-    done = _pretrain("--recipe", recipe, "--out", out, *flex)
+    prepared = _pretrain("--recipe", recipe, "--out", out, "--until", "tokenize", "--minutes", "5", *flex)  # as a pack
+    assert prepared.returncode == 0 and prepared.stdout.splitlines()[-1] == str(out), prepared.stderr[-3000:]
+    assert list(json.loads((out / "pretrain.json").read_text())["phases"]) == ["build", "tokenizer", "tokenize"]
+    assert not (out / "run").exists() and "--resume carries on" in prepared.stderr
+    done = _pretrain("--recipe", recipe, "--out", out, "--resume", *flex)  # --minutes may change until the training
     assert done.returncode == 0, done.stderr[-3000:]
     record = json.loads((out / "pretrain.json").read_text())
     assert list(record["phases"]) == ["build", "tokenizer", "tokenize", "train", "score", "card"]
@@ -66,6 +70,8 @@ def test_pretrain_builds_tokenizes_trains_scores_and_resumes(tmp_path):
     assert again.returncode == 2 and len(lines) == 1 and "--resume" in lines[0], again.stderr
     resumed = _pretrain("--recipe", recipe, "--out", out, "--resume", *flex)
     assert resumed.returncode == 0 and resumed.stderr.count("done before") == 6, resumed.stderr[-2000:]
+    minutes = _pretrain("--recipe", recipe, "--out", out, "--resume", "--minutes", "5", *flex)  # trained without
+    assert minutes.returncode == 2 and "another recipe or settings" in minutes.stderr
     other = _pretrain("--recipe", recipe, "--out", out, "--resume", *flex, "--set", "model.preset=mini")
     assert other.returncode == 2 and "another recipe or settings" in other.stderr
 

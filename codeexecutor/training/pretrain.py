@@ -98,19 +98,20 @@ class Pretrain:
         if started and not resume:
             raise ConfigError(f"{self.out} holds a pretrain run already: add --resume to carry it on, or give --out a new folder")
         self.record = json.load(open(self.record_path)) if started else {"recipe": os.path.abspath(recipe), "phases": {}}
-        if started and self.record.get("settings") != self._settings(raw):
+        before = self.record.get("settings") or {}
+        training = os.path.isdir(os.path.join(self.out, "run"))  # --minutes may change until the training has begun
+        if started and (before.get("recipe") != raw or (training and before.get("minutes") != minutes)):
             raise ConfigError(f"{self.out} was started with another recipe or settings ({self.record_path}): --resume "
                               "carries on the same run; give --out a new folder for this one")
-        self.record["settings"] = self._settings(raw)
-
-    def _settings(self, raw: dict) -> dict:
-        return {"recipe": raw, "minutes": self.minutes}
+        self.record["settings"] = {"recipe": raw, "minutes": minutes}
 
     # -- the phases --------------------------------------------------------------------------
-    def run(self) -> str:
+    def run(self, until: str | None = None) -> str:
+        """Every phase not done before, in order (up to `until`, included); the final model's
+        folder, or the output folder when stopped early."""
         os.makedirs(self.out, exist_ok=True)
         self._save()
-        for phase in PHASES:
+        for phase in PHASES[:PHASES.index(until) + 1] if until else PHASES:
             if self.record["phases"].get(phase, {}).get("done"):
                 print(f"pretrain: {phase}: done before", file=sys.stderr, flush=True)
                 continue
@@ -119,6 +120,10 @@ class Pretrain:
             detail = getattr(self, f"_{phase}")() or {}
             self.record["phases"][phase] = {"done": True, "seconds": round(time.time() - t, 1), **detail}
             self._save()
+        if until and until != PHASES[-1]:
+            print(f"pretrain: stopped after {until}; the same command with --resume carries on", file=sys.stderr)
+            print(self.out)
+            return self.out
         final = os.path.join(self.out, "run", "final")
         print(final)
         return final

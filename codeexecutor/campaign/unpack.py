@@ -1,6 +1,6 @@
 """Back from a GPU draw: check and join the model, load it here, score it again on the CPU.
 
-    .venv/bin/python benchmarks/campaign_unpack.py DRAW_DIR [--limit 50] [--install models/NAME]
+    codeexecutor draw unpack DRAW_DIR [--limit 50] [--install models/NAME]
 
 DRAW_DIR holds what the draw brought back (checks.json, scores.json, model-meta.tar,
 model.safetensors.partK, ...). Its pieces are checked (sizes and hashes) before they are
@@ -19,19 +19,17 @@ import json
 import os
 import pathlib
 import shutil
-import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from codeexecutor.errors import UsageError
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def refuse(message: str) -> None:
-    print(f"campaign_unpack: {message}", file=sys.stderr)
-    sys.exit(2)
+    raise UsageError(message)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("draw", help="the folder the draw's files came back to")
     ap.add_argument("--data", help="built datasets to score on (default: the pack's test samples, .campaign/data.tar.xz)")
     ap.add_argument("--pack", default=str(ROOT / ".campaign"), help="the pack the draw ran on (its test samples)")
@@ -39,8 +37,9 @@ def main() -> None:
     ap.add_argument("--install", metavar="models/NAME", help="copy the model there, with a model card")
     ap.add_argument("--record", metavar="FILE.json", help="also write the draw's JSON files and this scoring into one "
                     "result file (benchmarks/results/...), the logs' tails cut to 600 characters")
-    args = ap.parse_args()
-    from codeexecutor.errors import UsageError
+
+
+def run(args: argparse.Namespace) -> int:
     from codeexecutor.progress import quiet_libraries
     from codeexecutor.training.export import join_pieces
 
@@ -56,7 +55,9 @@ def main() -> None:
     except UsageError as exc:
         refuse(str(exc))
     data = args.data or unpack_test_samples(draw, pathlib.Path(args.pack))
-    from eval.evaluate import evaluate_model
+    from codeexecutor.cli import provided
+
+    evaluate_model = provided("evaluate_model")
 
     theirs = json.loads(scores_path.read_text())
     ours: dict = {}
@@ -83,6 +84,7 @@ def main() -> None:
     if args.record:
         record(draw, pathlib.Path(args.record))
     print(f"report: {draw / 'unpacked.json'}")
+    return 0
 
 
 def record(draw: pathlib.Path, path: pathlib.Path) -> None:
@@ -116,7 +118,6 @@ def unpack_test_samples(draw: pathlib.Path, pack_dir: pathlib.Path) -> str:
 
 def install(model: pathlib.Path, dest: pathlib.Path, draw: pathlib.Path) -> None:
     """The model under models/NAME with its card, from the draw's own records."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     from codeexecutor.training.card import write_card
 
     shutil.rmtree(dest, ignore_errors=True)
@@ -127,11 +128,6 @@ def install(model: pathlib.Path, dest: pathlib.Path, draw: pathlib.Path) -> None
     pieces = json.loads((model / "pieces.json").read_text())
     write_card(dest, scores=scores, device=checks.get("preflight", {}).get("device", "?"),
                recipe=checks.get("pack", {}).get("recipe"), steps=training.get("steps"),
-               minutes=round(training.get("seconds", 0) / 60, 1), command="bash benchmarks/gpu_campaign.sh draw",
+               minutes=round(training.get("seconds", 0) / 60, 1), command="bash run_draw.sh",
                parameters=pieces.get("parameters"))
     print(f"installed: {dest}")
-
-
-if __name__ == "__main__":
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    main()

@@ -1,4 +1,5 @@
-"""The steps of a GPU draw and what they share (benchmarks/campaign.py runs them)."""
+"""The steps of a GPU draw and what they share (campaign/draw.py runs them; the last one,
+on the time left, is in campaign/checks.py)."""
 
 from __future__ import annotations
 
@@ -13,16 +14,13 @@ import sys
 import tarfile
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUDGET = 540  # seconds of steps in one draw: a call may run 600, and the machine's start is counted too
 SMOKE = os.environ.get("CAMPAIGN_SMOKE") == "1"
 OUT = pathlib.Path(os.environ.get("OUT") or ROOT / "runs" / "campaign" / "out")
 WORK = pathlib.Path(os.environ.get("CAMPAIGN_WORK") or ROOT / "runs" / "campaign")
 PACK = pathlib.Path(os.environ.get("CAMPAIGN_PACK") or ROOT / ".campaign")
 PIECE = int(float(os.environ.get("CAMPAIGN_PIECE_MIB", "16")) * 2**20)  # the largest file a draw brings back
-STAGE_SHARES = {"singleline": 0.55, "tutorial": 0.2, "codenet": 0.25}  # the recipe's (bench_quality.STAGE_SHARES)
 PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "V100": 125.0, "L4": 121.0}  # dense bf16 (V100: fp16)
 # The sizes the draw works at: on the accelerator, and at toy scale on the CPU.
 SIZES = {
@@ -46,7 +44,7 @@ SIZES = {
 # step (now with the compile on top), a deepspeed-launcher run 50 to 80 s.
 STEPS = {
     "preflight": (30, 90, "checks.json", "versions, imports, the accelerator, ds_report, a matmul's TFLOP/s, the pack"),
-    "unpack": (10, 30, "checks.json", "the packed tokenizer, tokenized sources and test samples into the work folder"),
+    "unpack": (20, 30, "checks.json", "the packed tokenizer, test samples and each source's ids, as tokenized folders"),
     "throughput": (120, 300, "throughput.json", "bench_step.py --speed: small and base at 48 k tokens a step (compile "
                    "seconds, tokens/s, MFU), greedy decoding at a batch of 300"),
     "train": (200, 120, "training.json", "the recipe on the packed data, steps from the measured speed and the time left"),
@@ -109,26 +107,30 @@ def tail(path: pathlib.Path, n: int = 3000) -> str:
 
 # -- the pack --------------------------------------------------------------------------------
 def check_pack() -> dict:
-    from campaign_pack import LIMIT, TREE_ALLOWANCE, code_hash
+    from codeexecutor.campaign.pack import LIMIT, TREE_ALLOWANCE, code_hash
 
     manifest_path = PACK / "manifest.json"
     if not manifest_path.is_file():
-        raise Refused(f"no pack at {PACK}: run benchmarks/campaign_pack.py{' --smoke' if SMOKE else ''} where the data "
+        raise Refused(f"no pack at {PACK}: run codeexecutor draw pack{' --smoke' if SMOKE else ''} where the data "
                       "is and carry .campaign with the call")
     manifest = json.loads(manifest_path.read_text())
     size = sum(f.stat().st_size for f in PACK.rglob("*") if f.is_file())
     room = LIMIT - manifest.get("tree_bytes", TREE_ALLOWANCE)  # the working tree travels beside it
     if size > room:
         raise Refused(f"{PACK} is {size / 2**20:.1f} MiB, over the {room / 2**20:.0f} MiB a call carries "
-                      "beside the working tree: pack again (campaign_pack.py) with less")
+                      "beside the working tree: pack again (codeexecutor draw pack) with less")
     if manifest.get("code") != code_hash():
         raise Refused(f"{PACK} was packed for other code ({manifest.get('code')}; this checkout is {code_hash()}): run "
-                      "benchmarks/campaign_pack.py again on this commit")
+                      "codeexecutor draw pack again on this commit")
     if bool(manifest.get("smoke")) != SMOKE:
         raise Refused(f"{PACK} is a {'smoke' if manifest.get('smoke') else 'full'} pack and this is "
                       f"{'the CPU smoke run' if SMOKE else 'a GPU draw'}: pack with{'out' if not SMOKE else ''} --smoke")
     if not manifest.get("python"):
         raise Refused(f"{PACK} does not say which interpreter traced its data: pack it again")
+    lost = [name for name in manifest.get("sources", {}) if not (PACK / "ids" / f"{name}.ids.xz").is_file()]
+    if lost or not (PACK / "data.tar.xz").is_file():
+        raise Refused(f"{PACK} lacks {', '.join(f'ids/{n}.ids.xz' for n in lost) or 'data.tar.xz'}: pack it again "
+                      "(codeexecutor draw pack)")
     return manifest
 
 
@@ -144,7 +146,7 @@ def preflight(checks: dict, log: pathlib.Path) -> None:
         try:
             info[name] = getattr(__import__(name), "__version__", "present")
         except Exception as exc:  # noqa: BLE001  (any import failure is a reason to stop here)
-            raise Refused(f"cannot import {name} ({type(exc).__name__}: {exc}); carry its wheel (benchmarks/_wheels.py)")
+            raise Refused(f"cannot import {name} ({type(exc).__name__}: {exc}); carry its wheel (campaign/wheels.py)")
     import codeexecutor.training.loop  # noqa: F401  (the training loop imports: a broken one stops here)
 
     if not SMOKE and not torch.cuda.is_available():
@@ -189,15 +191,28 @@ def matmul_tflops() -> float:
 
 
 def unpack(checks: dict, manifest: dict) -> None:
+    """The pack's tokenizer, curriculum and test samples, and each source's ids written back
+    as the tokenized folder the curriculum names."""
+    from codeexecutor.campaign.ids import unpack_tokenized
+
     data = WORK / "data"
     shutil.rmtree(data, ignore_errors=True)
     WORK.mkdir(parents=True, exist_ok=True)
+    t = time.time()
     with tarfile.open(PACK / "data.tar.xz") as tar:
         tar.extractall(WORK, filter="data")
-    folders = sorted(p.name for p in (data / "tokenized").iterdir() if p.is_dir())
-    if set(folders) != set(manifest["sources"]):
-        raise Refused(f"the pack's data holds {folders}, its manifest {sorted(manifest['sources'])}: pack it again")
-    checks["unpack"] = {"sources": folders, "test": manifest["test"], "python": manifest["python"]}
+    from concurrent.futures import ProcessPoolExecutor
+
+    names = sorted(manifest["sources"])
+    jobs = [(str(PACK / "ids" / f"{n}.ids.xz"), str(data / "tokenized" / n)) for n in names]
+    with ProcessPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as ex:
+        rows = {n: header["rows"] for n, header in zip(names, ex.map(unpack_tokenized, *zip(*jobs)))} if jobs else {}
+    for name in names:
+        if rows[name] != manifest["sources"][name]["rows"]:
+            raise Refused(f"ids/{name}.ids.xz holds {rows[name]} rows, its manifest {manifest['sources'][name]['rows']}: "
+                          "pack it again")
+    checks["unpack"] = {"sources": rows, "tokens": manifest.get("tokens"), "test": manifest["test"],
+                        "python": manifest["python"], "seconds": round(time.time() - t, 1)}
 
 
 def curriculum(name: str, stages: list[dict], preset: str, max_tokens: int, model: dict | None = None,
@@ -227,93 +242,6 @@ def recipe_stages() -> list[dict]:
 def train_log(run: pathlib.Path) -> list[dict]:
     path = run / "train_log.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def gpu_tests(checks: dict, log: pathlib.Path, deadline: float) -> None:
-    """tests/test_gpu.py (its launcher test left out: the `checks` step runs the launcher on
-    the packed data), its counts and failures from the JUnit report."""
-    junit = WORK / "test_gpu.xml"
-    junit.unlink(missing_ok=True)
-    code = sh([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "tests/test_gpu.py",
-               "-k", "not launcher", f"--junitxml={junit}"], deadline - time.time(), log)
-    checks["test_gpu"] = {"exit_code": code, **junit_counts(junit)}
-    write_json("checks.json", checks)
-
-
-def final_checks(checks: dict, speeds: dict, log: pathlib.Path, deadline: float) -> str:
-    """The last step, on the time left, each part only where its time fits: the 192 k-token
-    steps and DeepSpeed's step beside the torch one (into throughput.json), tests/test_gpu.py,
-    then the launcher and fp16 checks. Returns the step's status."""
-    if SIZES["more_runs"] and deadline - time.time() >= SIZES["more_need"]:
-        speeds["more"] = speed("more", SIZES["more_runs"], time.time() + (deadline - time.time()) * 0.4, log, deepspeed=True)
-        write_json("throughput.json", speeds)
-    else:
-        speeds["more"] = {"skipped": f"{deadline - time.time():.0f} s left"}
-    if deadline - time.time() >= SIZES["tests_need"]:
-        gpu_tests(checks, log, time.time() + SIZES["tests_need"])
-    else:
-        checks["test_gpu"] = {"skipped": f"{deadline - time.time():.0f} s left of the {SIZES['tests_need']} s it takes"}
-    return launcher_checks(checks, log, deadline)
-
-
-def launcher_checks(checks: dict, log: pathlib.Path, deadline: float) -> str:
-    """On the time the draw has left (the first two draws answered both): run_pretrain.sh
-    as a cluster user runs it (the deepspeed launcher, ZeRO-2) stopped by --max-steps and
-    started again, the logged step sequence continuous; then ZeRO-2 fp16 (the V100 path),
-    its dynamic loss scale and skipped steps. A check that would not fit is skipped and
-    says so. Returns the step's status."""
-    import random
-
-    left = deadline - time.time()
-    if left < SIZES["launch_need"]:
-        checks["launcher"] = {"skipped": f"{left:.0f} s left of the {SIZES['launch_need']} s two launcher runs take"}
-        write_json("checks.json", checks)
-        return f"skipped: {left:.0f} s left"
-    stages = [{"name": "singleline", "steps": SIZES["launch_steps"], "lr": 2.0e-4, "warmup": 1,
-               "sources": [dict(recipe_stages()[0]["sources"][0], weight=1.0)]}]
-    cur = curriculum("launch", stages, SIZES["presets"][0], SIZES["budgets"][0])
-    shutil.rmtree(WORK / "launch", ignore_errors=True)
-    env = {"PYTHON": sys.executable, "CURRICULUM": str(cur), "DS_CONFIG": f"ds_configs/{SIZES['ds']}",
-           "MASTER_PORT": str(random.randint(20000, 40000))}
-    half = SIZES["launch_steps"] // 2
-    first = sh(["bash", "run_pretrain.sh", "--max-steps", half], deadline - time.time(), log, env)
-    second = sh(["bash", "run_pretrain.sh"], deadline - time.time(), log, env)
-    steps = [r["step"] for r in train_log(WORK / "launch") if "loss" in r]
-    checks["launcher"] = {"ds_config": SIZES["ds"], "exit_codes": [first, second], "logged_steps": steps,
-                          "resumed": f"at step {half}" in tail(log, 200_000),
-                          "continuous": steps == list(range(1, SIZES["launch_steps"] + 1)),
-                          "final_model": (WORK / "launch" / "final" / "config.json").exists()}
-    write_json("checks.json", checks)
-    left = deadline - time.time()
-    if SIZES["fp16_steps"] and left < SIZES["fp16_need"]:
-        checks["fp16"] = {"skipped": f"{left:.0f} s left of the {SIZES['fp16_need']} s an fp16 run takes"}
-    elif SIZES["fp16_steps"]:
-        stages[0]["steps"] = SIZES["fp16_steps"]
-        cur = curriculum("fp16", stages, SIZES["presets"][0], SIZES["budgets"][0])
-        shutil.rmtree(WORK / "fp16", ignore_errors=True)
-        code = sh([sys.executable, "-m", "codeexecutor.training", "--curriculum", cur, "--ds-config",
-                   "ds_configs/zero2_fp16.json"], deadline - time.time(), log)
-        rows = [r for r in train_log(WORK / "fp16") if "loss" in r]
-        skipped = [r.get("skipped_steps", 0) for r in rows]
-        late = [r["step"] for r, before in zip(rows[1:], skipped) if r["step"] > 20 and r.get("skipped_steps", 0) > before]
-        checks["fp16"] = {"exit_code": code, "steps": len(rows), "loss_scale": [r.get("loss_scale") for r in rows],
-                          "skipped_steps": skipped[-1] if skipped else None, "skips_after_step_20": late,
-                          "settled": bool(rows) and not late and all(r.get("loss_scale") for r in rows[-5:])}
-    else:
-        checks["fp16"] = {"skipped": "fp16 training needs CUDA (the CPU smoke run checks the bf16 path only)"}
-    write_json("checks.json", checks)
-    return "ok" if checks["launcher"]["continuous"] and checks["launcher"]["final_model"] else "failed: see checks.launcher"
-
-
-def junit_counts(path: pathlib.Path) -> dict:
-    import xml.etree.ElementTree as ET
-
-    if not path.exists():
-        return {}
-    suite = ET.parse(path).getroot()
-    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
-    failed = [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None or c.find("error") is not None]
-    return {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")} | {"failed": failed}
 
 
 def speed(name: str, runs, deadline: float, log: pathlib.Path, decode: int = 0, deepspeed: bool = False) -> dict:
@@ -360,10 +288,10 @@ def train(result: dict, chosen: dict, log: pathlib.Path, deadline: float) -> Non
         minutes = min(minutes, SIZES["train_minutes_max"])
     stages = recipe_stages()
     for st in stages:
-        st["share"] = STAGE_SHARES.get(st["name"], 1 / len(stages))
+        st["share"] = st.get("share") or 1 / len(stages)
         st["warmup"] = max(1, min(st.get("warmup", 200), 100))
         for src in st["sources"]:
-            if "hardest" in src:
+            if src.get("hardest"):
                 src["mine_from"] = min(src.get("mine_from") or 4096, 4096)
                 src["hardest"] = min(src["hardest"], src["mine_from"] // 3)
     cur = curriculum("run", stages, chosen["preset"], chosen["max_tokens"], {"attention": chosen["attention"]},
@@ -414,7 +342,7 @@ def score(result: dict, model: pathlib.Path, log: pathlib.Path, deadline: float)
     shutil.rmtree(parts, ignore_errors=True)
     parts.mkdir(parents=True)
     builds = [p.name for p in test_builds()]
-    code = sh([sys.executable, ROOT / "benchmarks" / "_draw.py", "score", model, parts], deadline - time.time(), log)
+    code = sh([sys.executable, "-m", "codeexecutor.campaign.steps", "score", model, parts], deadline - time.time(), log)
     result.update(model=model.name, metric=None, decoding=f"greedy (beam 1), batches of {SIZES['batch']}", sets={},
                   exit_code=code)
     done = []
@@ -450,8 +378,9 @@ def test_builds() -> list[pathlib.Path]:
 def score_sets(model: str, parts: str) -> None:
     """The child of `score`: each test build scored in turn, its report written as soon
     as it is done (`parts/BUILD.json`, without the predictions)."""
-    from eval.evaluate import evaluate_model
+    from codeexecutor.cli import provided
 
+    evaluate_model = provided("evaluate_model")
     for build in test_builds():
         t = time.time()
         report = evaluate_model(model, str(build), split="test", limit=SIZES["score_limit"], beam=1,
@@ -468,4 +397,4 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["score"] and len(sys.argv) == 4:
         score_sets(sys.argv[2], sys.argv[3])
     else:
-        sys.exit("usage: python benchmarks/_draw.py score MODEL PARTS_DIR (the draw's scoring child)")
+        sys.exit("usage: python -m codeexecutor.campaign.steps score MODEL PARTS_DIR (the draw's scoring child)")

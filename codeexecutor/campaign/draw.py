@@ -1,10 +1,10 @@
 """One GPU draw: checks, throughput, a trained model and its scores, in at most 540 s.
 
-    python3 benchmarks/campaign.py draw [--plan]      # gpu_campaign.sh draw installs the carried wheels first
+    bash run_draw.sh [--plan]      # installs the carried wheels, then `codeexecutor draw run`
 
 A lent GPU gives 15 minutes of machine time in all and 10 minutes a call, and returns at
 most 8 files of 16 MiB. The draw is one call of eight steps, each under its own time
-limit and all of them under 540 s (`_draw.BUDGET`), in the order of what a draw is for:
+limit and all of them under 540 s (`steps.BUDGET`), in the order of what a draw is for:
 the checks that stop everything, the speed the training is planned from, the trained
 model, its export (before any scoring, so that it comes back), the scores, and last, on
 the time left, the launcher and fp16 checks that earlier draws answered. The training
@@ -24,22 +24,20 @@ it stops writes what it has with its log's end:
     model-meta.tar, model.safetensors.partK   the model in bfloat16, in pieces of 16 MiB
     scores.json      the test samples (100 a set), greedy, batched, cheapest set first
 
-Nothing is built there: the data comes tokenized in the pack (campaign_pack.py); a pack
+Nothing is built there: the data comes tokenized in the pack (`draw pack`); a pack
 that is missing, too large or made for other code is refused in one line (exit 2).
 CAMPAIGN_SMOKE=1 runs the same steps on the CPU at toy sizes (tests/test_campaign.py).
-Back here, benchmarks/campaign_unpack.py checks and joins the model and scores it again.
+Back here, `codeexecutor draw unpack` checks and joins the model and scores it again.
 """
 
 from __future__ import annotations
 
-import json
-import pathlib
 import signal
 import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import _draw as d  # noqa: E402
+from codeexecutor.campaign import checks as c
+from codeexecutor.campaign import steps as d
 
 
 class Stopped(Exception):
@@ -96,11 +94,11 @@ def draw() -> int:
             elif name == "score":
                 status = d.score(results[file], d.trained_model(), log, step_deadline)
             elif name == "checks":
-                status = d.final_checks(checks, results["throughput.json"], log, step_deadline)
+                status = c.final_checks(checks, results["throughput.json"], log, step_deadline)
         except d.Refused as exc:
             checks["steps"].append({"step": name, "status": f"refused: {exc}", "seconds": round(time.time() - t, 1)})
             d.write_json("checks.json", checks)
-            print(f"gpu_campaign: {exc}", file=sys.stderr)
+            print(f"codeexecutor draw: {exc}", file=sys.stderr)
             return 2
         except Stopped as exc:
             status = f"stopped by {exc}"
@@ -118,7 +116,7 @@ def draw() -> int:
         if status.startswith("stopped by"):  # the call itself is ending: no step after this one
             return 124
         if name == "preflight" and status != "ok":
-            print(f"gpu_campaign: preflight {status}", file=sys.stderr)
+            print(f"codeexecutor draw: preflight {status}", file=sys.stderr)
             return 2
     checks["seconds"] = round(time.time() - start, 1)
     d.write_json("checks.json", checks)
@@ -127,23 +125,10 @@ def draw() -> int:
     return 0 if len(files) <= 8 else 1
 
 
-def main(argv: list[str]) -> int:
-    if not argv or argv[0] != "draw" or any(a not in ("--plan",) for a in argv[1:]):
-        print("gpu_campaign: usage: gpu_campaign.sh draw [--plan]", file=sys.stderr)
-        return 2
-    if "--plan" in argv:
-        print(d.plan())
-        total = sum(s[0] for s in d.STEPS.values())
-        if total > d.BUDGET:
-            print(f"gpu_campaign: the plan's steps add up to {total} s, over the draw's {d.BUDGET}", file=sys.stderr)
-            return 2
-        return 0
+def run() -> int:
+    """`codeexecutor draw run`: the draw; 2 with one line where it cannot start."""
     try:
         return draw()
     except d.Refused as exc:
-        print(f"gpu_campaign: {exc}", file=sys.stderr)
+        print(f"codeexecutor draw: {exc}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

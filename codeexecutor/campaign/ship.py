@@ -1,6 +1,6 @@
 """Ship a trained run's model in the repository: bf16, its card, its scores.
 
-    .venv/bin/python benchmarks/ship_model.py --run runs/qd/run --data runs/quality/data-depth \
+    codeexecutor ship --run runs/qd/run --data runs/quality/data-depth \
         --name codeexecutor-mini-cpu [--device "AVX512_BF16 CPU"] [--limit 300]
 
 Saves RUN/final as one bf16 safetensors file with its config and tokenizer under
@@ -18,13 +18,12 @@ import pathlib
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from codeexecutor.errors import UsageError
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--run", help="a training run's folder (its final/ model is shipped)")
     ap.add_argument("--data", help="the built datasets whose test sets score it")
     ap.add_argument("--name", required=True, help="the folder under models/")
@@ -37,7 +36,9 @@ def main() -> None:
     ap.add_argument("--note", default="", help="a paragraph for the card's scores section")
     ap.add_argument("--card-only", action="store_true", help="rewrite models/NAME/README.md from the scores already in "
                     "benchmarks/results/NAME.json (nothing evaluated again)")
-    args = ap.parse_args()
+
+
+def run(args: argparse.Namespace) -> int:
     if args.card_only:
         from codeexecutor.training.card import write_card
 
@@ -47,24 +48,25 @@ def main() -> None:
                    steps=saved["steps"], minutes=saved["training_minutes"], command=command,
                    parameters=saved["parameters"], note=args.note)
         print(f"rewrote {ROOT / 'models' / args.name / 'README.md'}")
-        return
+        return 0
     if not args.run or not args.data:
-        ap.error("--run and --data are needed (all but --card-only)")
+        raise UsageError("--run and --data are needed (all but --card-only)")
     from codeexecutor.progress import quiet_libraries
     from codeexecutor.training.export import save_bf16
-    from eval.evaluate import evaluate_model
+    from codeexecutor.cli import provided
     from codeexecutor.training.card import write_card
+
+    evaluate_model = provided("evaluate_model")
 
     quiet_libraries()
     run = pathlib.Path(args.run)
     if not (run / "final" / "config.json").is_file():
-        print(f"ship_model: no final model in {run}", file=sys.stderr)
-        sys.exit(2)
+        raise UsageError(f"no final model in {run}: give --run a finished training run's folder")
     dest = ROOT / "models" / args.name
     params = save_bf16(str(run / "final"), str(dest))
     config = json.loads((dest / "config.json").read_text())
     if not config.get("trace_python"):
-        from curricula.common import dataset_python
+        from codeexecutor.execution.interpreters import dataset_python
 
         config["trace_python"] = args.trace_python or dataset_python(str(pathlib.Path(args.data) / "codenetmut" / "codenetmut"))
         (dest / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
@@ -83,16 +85,13 @@ def main() -> None:
               "runtime_errors": report.get("runtime_errors"), "runtime_errors_functions": report.get("runtime_errors_functions"),
               "metric": report["metric"], "beam": report["beam"], "limit": args.limit}
     write_card(dest, scores=scores, device=args.device, recipe=args.recipe, steps=steps,
-               minutes=round(train_seconds / 60, 1), command=args.command or f"benchmarks/ship_model.py --run {args.run}",
+               minutes=round(train_seconds / 60, 1), command=args.command or f"codeexecutor ship --run {args.run}",
                parameters=params, note=args.note)
     out = {"model": str(dest.relative_to(ROOT)), "parameters": params, "device": args.device, "steps": steps,
            "training_minutes": round(train_seconds / 60, 1), "eval_seconds": round(seconds, 1), **scores,
            "training_command": args.command,
-           "command": " ".join(["benchmarks/ship_model.py"] + sys.argv[1:])}
+           "command": " ".join(["codeexecutor"] + sys.argv[1:])}
     (ROOT / "benchmarks" / "results" / f"{args.name}.json").write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps({k: (v["trace_accuracy"], v["output_accuracy"]) for k, v in scores["sets"].items()}))
     print(f"shipped: {dest} ({sum(f.stat().st_size for f in dest.iterdir()) / 1e6:.1f} MB)")
-
-
-if __name__ == "__main__":
-    main()
+    return 0

@@ -1,0 +1,99 @@
+"""The draw's last step, on the time left: the 192 k-token steps and DeepSpeed's step beside
+the torch one, tests/test_gpu.py, the deepspeed launcher stopped and resumed, fp16's loss
+scale. Each part runs only where its time fits, and a part skipped says so."""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+import sys
+import time
+
+from codeexecutor.campaign.steps import SIZES, WORK, curriculum, recipe_stages, sh, speed, tail, train_log, write_json
+
+
+def gpu_tests(checks: dict, log: pathlib.Path, deadline: float) -> None:
+    """tests/test_gpu.py (its launcher test left out: the `checks` step runs the launcher on
+    the packed data), its counts and failures from the JUnit report."""
+    junit = WORK / "test_gpu.xml"
+    junit.unlink(missing_ok=True)
+    code = sh([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "tests/test_gpu.py",
+               "-k", "not launcher", f"--junitxml={junit}"], deadline - time.time(), log)
+    checks["test_gpu"] = {"exit_code": code, **junit_counts(junit)}
+    write_json("checks.json", checks)
+
+
+def final_checks(checks: dict, speeds: dict, log: pathlib.Path, deadline: float) -> str:
+    """The last step, on the time left, each part only where its time fits: the 192 k-token
+    steps and DeepSpeed's step beside the torch one (into throughput.json), tests/test_gpu.py,
+    then the launcher and fp16 checks. Returns the step's status."""
+    if SIZES["more_runs"] and deadline - time.time() >= SIZES["more_need"]:
+        speeds["more"] = speed("more", SIZES["more_runs"], time.time() + (deadline - time.time()) * 0.4, log, deepspeed=True)
+        write_json("throughput.json", speeds)
+    else:
+        speeds["more"] = {"skipped": f"{deadline - time.time():.0f} s left"}
+    if deadline - time.time() >= SIZES["tests_need"]:
+        gpu_tests(checks, log, time.time() + SIZES["tests_need"])
+    else:
+        checks["test_gpu"] = {"skipped": f"{deadline - time.time():.0f} s left of the {SIZES['tests_need']} s it takes"}
+    return launcher_checks(checks, log, deadline)
+
+
+def launcher_checks(checks: dict, log: pathlib.Path, deadline: float) -> str:
+    """On the time the draw has left (the first two draws answered both): run_pretrain.sh
+    as a cluster user runs it (the deepspeed launcher, ZeRO-2) stopped by --max-steps and
+    started again, the logged step sequence continuous; then ZeRO-2 fp16 (the V100 path),
+    its dynamic loss scale and skipped steps. A check that would not fit is skipped and
+    says so. Returns the step's status."""
+    import random
+
+    left = deadline - time.time()
+    if left < SIZES["launch_need"]:
+        checks["launcher"] = {"skipped": f"{left:.0f} s left of the {SIZES['launch_need']} s two launcher runs take"}
+        write_json("checks.json", checks)
+        return f"skipped: {left:.0f} s left"
+    stages = [{"name": "singleline", "steps": SIZES["launch_steps"], "lr": 2.0e-4, "warmup": 1,
+               "sources": [dict(recipe_stages()[0]["sources"][0], weight=1.0)]}]
+    cur = curriculum("launch", stages, SIZES["presets"][0], SIZES["budgets"][0])
+    shutil.rmtree(WORK / "launch", ignore_errors=True)
+    env = {"PYTHON": sys.executable, "CURRICULUM": str(cur), "DS_CONFIG": f"ds_configs/{SIZES['ds']}",
+           "MASTER_PORT": str(random.randint(20000, 40000))}
+    half = SIZES["launch_steps"] // 2
+    first = sh(["bash", "run_pretrain.sh", "--max-steps", half], deadline - time.time(), log, env)
+    second = sh(["bash", "run_pretrain.sh"], deadline - time.time(), log, env)
+    steps = [r["step"] for r in train_log(WORK / "launch") if "loss" in r]
+    checks["launcher"] = {"ds_config": SIZES["ds"], "exit_codes": [first, second], "logged_steps": steps,
+                          "resumed": f"at step {half}" in tail(log, 200_000),
+                          "continuous": steps == list(range(1, SIZES["launch_steps"] + 1)),
+                          "final_model": (WORK / "launch" / "final" / "config.json").exists()}
+    write_json("checks.json", checks)
+    left = deadline - time.time()
+    if SIZES["fp16_steps"] and left < SIZES["fp16_need"]:
+        checks["fp16"] = {"skipped": f"{left:.0f} s left of the {SIZES['fp16_need']} s an fp16 run takes"}
+    elif SIZES["fp16_steps"]:
+        stages[0]["steps"] = SIZES["fp16_steps"]
+        cur = curriculum("fp16", stages, SIZES["presets"][0], SIZES["budgets"][0])
+        shutil.rmtree(WORK / "fp16", ignore_errors=True)
+        code = sh([sys.executable, "-m", "codeexecutor.training", "--curriculum", cur, "--ds-config",
+                   "ds_configs/zero2_fp16.json"], deadline - time.time(), log)
+        rows = [r for r in train_log(WORK / "fp16") if "loss" in r]
+        skipped = [r.get("skipped_steps", 0) for r in rows]
+        late = [r["step"] for r, before in zip(rows[1:], skipped) if r["step"] > 20 and r.get("skipped_steps", 0) > before]
+        checks["fp16"] = {"exit_code": code, "steps": len(rows), "loss_scale": [r.get("loss_scale") for r in rows],
+                          "skipped_steps": skipped[-1] if skipped else None, "skips_after_step_20": late,
+                          "settled": bool(rows) and not late and all(r.get("loss_scale") for r in rows[-5:])}
+    else:
+        checks["fp16"] = {"skipped": "fp16 training needs CUDA (the CPU smoke run checks the bf16 path only)"}
+    write_json("checks.json", checks)
+    return "ok" if checks["launcher"]["continuous"] and checks["launcher"]["final_model"] else "failed: see checks.launcher"
+
+
+def junit_counts(path: pathlib.Path) -> dict:
+    import xml.etree.ElementTree as ET
+
+    if not path.exists():
+        return {}
+    suite = ET.parse(path).getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    failed = [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None or c.find("error") is not None]
+    return {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")} | {"failed": failed}

@@ -1,0 +1,153 @@
+"""Tokenized sources as compact id streams: what a draw's pack carries of its data.
+
+A tokenized folder (training/tokenized.py) is an Arrow dataset of `code_ids`,
+`trace_ids` (int16 lists), their lengths and each row's `fit`, with `tokenized.json`.
+Compressed as it is, the Arrow files cost about a third of a byte a token. Written as
+plain columns instead (every row's code ids back to back, then every row's trace ids,
+then the lengths and fits), rows kept in the build's order, where the mutants of one
+program sit together, a long-window LZMA finds each mutant's near-copy a few hundred
+bytes back; the 2-byte settings (`lp=1`, `pb=1`) align its literals to the
+2-byte ids. `pack_tokenized` writes one `.ids.xz` file a source and `unpack_tokenized`
+writes the same folder back (same columns, same rows, same marker), which the training
+reads as it reads any tokenized folder.
+
+The file: MAGIC, a 4-byte length, the header JSON (marker, rows, dtype, fit names,
+array sizes), then the arrays in the header's order, all in one LZMA stream.
+"""
+
+from __future__ import annotations
+
+import json
+import lzma
+import os
+import shutil
+import struct
+
+MAGIC = b"CEIDS\x00\x01\x00"  # format 1
+ARRAYS = ("code_len", "trace_len", "fit", "code_ids", "trace_ids")  # in the file's order
+DICT_SIZE = 192 * 2**20  # the LZMA window: a whole source's code ids of a million-row build, and more
+
+
+def filters(dict_size: int = DICT_SIZE) -> list[dict]:
+    """LZMA2 at preset 9 extreme, tuned for 2-byte symbols."""
+    return [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME, "dict_size": dict_size, "lc": 1, "lp": 1,
+             "pb": 1}]
+
+
+def _columns(folder: str):
+    """(marker, dict of numpy arrays) of a tokenized folder."""
+    import numpy as np
+    import pyarrow as pa
+
+    from codeexecutor.training.tokenized import MARKER
+
+    with open(os.path.join(folder, MARKER)) as f:
+        marker = json.load(f)
+    table = _read_arrow(folder)
+    out = {}
+    for name in ("code_ids", "trace_ids"):
+        col = pa.concat_arrays(table.column(name).chunks) if table.num_rows else pa.array([], pa.list_(pa.int16()))
+        offsets = col.offsets.to_numpy()
+        values = col.values.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]]
+        out[name] = values.astype(np.uint16 if values.dtype.itemsize == 2 else np.uint32)
+        out[name.replace("ids", "len")] = np.diff(offsets).astype(np.uint16)
+    fits = table.column("fit").to_pylist()
+    names = sorted(set(fits))
+    index = {n: i for i, n in enumerate(names)}
+    out["fit"] = np.array([index[f] for f in fits], dtype=np.uint8)
+    return marker, names, out
+
+
+def _read_arrow(folder: str):
+    """The rows of a dataset folder (`save_to_disk`'s layout: state.json naming its Arrow
+    stream files), as one pyarrow table; an empty one where it has no files."""
+    import pyarrow as pa
+
+    with open(os.path.join(folder, "state.json")) as f:
+        files = [d["filename"] for d in json.load(f)["_data_files"]]
+    tables = []
+    for name in files:
+        with pa.OSFile(os.path.join(folder, name)) as source:  # read into memory: the table outlives the file
+            tables.append(pa.ipc.open_stream(source).read_all())
+    tables = [t for t in tables if t.num_rows]
+    return pa.concat_tables(tables) if tables else pa.table({"code_ids": [], "trace_ids": [], "fit": pa.array([], pa.string())})
+
+
+def pack_tokenized(folder: str, dest: str, dict_size: int = DICT_SIZE, max_rows: int | None = None) -> dict:
+    """`folder` (a tokenized source) as one `.ids.xz` file at `dest`, written atomically;
+    returns its figures (rows, tokens, bytes, bytes a token). `max_rows`: only the first
+    rows (whole programs' mutants, in the build's order), where the whole does not fit."""
+    marker, fit_names, arrays = _columns(folder)
+    if max_rows is not None and max_rows < len(arrays["fit"]):
+        import numpy as np
+
+        code = int(np.sum(arrays["code_len"][:max_rows], dtype=np.int64))
+        trace = int(np.sum(arrays["trace_len"][:max_rows], dtype=np.int64))
+        arrays = {"code_len": arrays["code_len"][:max_rows], "trace_len": arrays["trace_len"][:max_rows],
+                  "fit": arrays["fit"][:max_rows], "code_ids": arrays["code_ids"][:code],
+                  "trace_ids": arrays["trace_ids"][:trace]}
+        marker = {**marker, "rows": max_rows, "cut_from_rows": marker.get("rows")}
+    header = {"marker": marker, "rows": int(len(arrays["fit"])), "fit_names": fit_names,
+              "arrays": {k: [str(arrays[k].dtype), int(arrays[k].size)] for k in ARRAYS}}
+    blob = json.dumps(header).encode()
+    tmp = dest + ".tmp"
+    with lzma.open(tmp, "wb", format=lzma.FORMAT_XZ, filters=filters(dict_size)) as f:
+        f.write(MAGIC + struct.pack("<I", len(blob)) + blob)
+        for k in ARRAYS:
+            f.write(arrays[k].astype(arrays[k].dtype.newbyteorder("<")).tobytes())
+    os.replace(tmp, dest)
+    tokens = int(arrays["code_ids"].size + arrays["trace_ids"].size)
+    size = os.path.getsize(dest)
+    return {"rows": header["rows"], "tokens": tokens, "trace_tokens": int(arrays["trace_ids"].size), "bytes": size,
+            "bytes_per_token": round(size / max(tokens, 1), 4)}
+
+
+def read_header(path: str) -> dict:
+    with lzma.open(path, "rb") as f:
+        head = f.read(len(MAGIC) + 4)
+        if head[:len(MAGIC)] != MAGIC:
+            raise ValueError(f"{path} is not an ids file of this format")
+        return json.loads(f.read(struct.unpack("<I", head[len(MAGIC):])[0]))
+
+
+def unpack_tokenized(path: str, folder: str) -> dict:
+    """The tokenized folder `path` was packed from, written to `folder` (atomically):
+    the same rows, ids, lengths, fits and marker. Returns the header."""
+    import datasets
+    import numpy as np
+    import pyarrow as pa
+
+    from codeexecutor.training.tokenized import MARKER
+
+    with lzma.open(path, "rb") as f:
+        head = f.read(len(MAGIC) + 4)
+        if head[:len(MAGIC)] != MAGIC:
+            raise ValueError(f"{path} is not an ids file of this format")
+        header = json.loads(f.read(struct.unpack("<I", head[len(MAGIC):])[0]))
+        arrays = {}
+        for k in ARRAYS:
+            dtype, size = header["arrays"][k]
+            dt = np.dtype(dtype).newbyteorder("<")
+            arrays[k] = np.frombuffer(f.read(dt.itemsize * size), dtype=dt).astype(dtype)
+    small = "int16" if arrays["code_ids"].dtype.itemsize == 2 else "int32"
+    columns = {}
+    for name in ("code", "trace"):
+        offsets = np.zeros(header["rows"] + 1, dtype=np.int32)
+        np.cumsum(arrays[f"{name}_len"], out=offsets[1:])
+        values = pa.array(arrays[f"{name}_ids"].astype(small))
+        columns[f"{name}_ids"] = pa.ListArray.from_arrays(pa.array(offsets), values)
+        columns[f"{name}_len"] = pa.array(arrays[f"{name}_len"].astype(np.int32))
+    names = np.array(header["fit_names"], dtype=object)
+    columns["fit"] = pa.array(names[arrays["fit"]].tolist() if header["rows"] else [], pa.string())
+    table = pa.table({k: columns[k] for k in ("code_ids", "trace_ids", "code_len", "trace_len", "fit")})
+    features = datasets.Features({
+        "code_ids": datasets.Sequence(datasets.Value(small)), "trace_ids": datasets.Sequence(datasets.Value(small)),
+        "code_len": datasets.Value("int32"), "trace_len": datasets.Value("int32"), "fit": datasets.Value("string")})
+    tmp = folder + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    datasets.Dataset(table).cast(features).save_to_disk(tmp)
+    with open(os.path.join(tmp, MARKER), "w") as f:
+        json.dump(header["marker"], f, indent=2)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.replace(tmp, folder)
+    return header

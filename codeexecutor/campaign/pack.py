@@ -1,0 +1,254 @@
+"""`codeexecutor draw pack`: what one GPU draw carries, into `.campaign/` (git-ignored).
+
+A lent GPU machine has Python 3.12 with PyTorch but no package registry, no ../shared and
+15 minutes, so the draw builds nothing there: it trains on what the pack carries. Packing
+is `codeexecutor pretrain --until tokenize` on the draw's recipe (its data built where
+missing, one tokenizer on a bounded sample, every source tokenized once, all resumable,
+in `--prep`), then:
+
+- `ids/NAME.ids.xz`: each tokenized source as compact id streams (campaign/ids.py);
+- `data.tar.xz`: the tokenizer, the curriculum over the packed sources, the fixed
+  300-example test sample of each test set (raw rows, scored there as `evaluate --limit`
+  scores them here) and each build's stats.json;
+- `whl/`: wheels of what the device lacks, at the versions requirements.txt pins;
+- `manifest.json`: the code it was packed for (a hash of the files the draw runs), the
+  interpreter that traced the data, the tokens carried a source, and the sizes. The draw
+  refuses a pack of other code, of mixed interpreters, or over the 64 MiB a call carries.
+
+`--smoke` packs the demo datasets (curricula/demo.yaml) with no wheels: what
+`CAMPAIGN_SMOKE=1 run_draw.sh` runs on the CPU, in CI.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import tarfile
+import tempfile
+
+from codeexecutor.errors import UsageError
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PACK = ROOT / ".campaign"
+LIMIT = 64 * 2**20  # what one device call carries, working tree included
+TREE_ALLOWANCE = 16 * 2**20  # the working tree beside the pack where git cannot measure it: a little over today's
+RECIPE = ROOT / "curricula" / "recipes" / "gpu-draw.yaml"
+SMOKE_RECIPE = ROOT / "curricula" / "demo.yaml"
+TEST_SETS = {"codenetmut": ("codenetmut", "errors"), "tutorial": ("tutorial",), "singleline": ("singleline",),
+             "functions": ("functions", "functions_errors")}  # build folder -> its datasets
+TEST_LIMIT = 300
+WHEELS_ALLOWANCE = 10 * 2**20  # the carried wheels (9.2 MB measured), counted before they are downloaded
+OTHER_ALLOWANCE = 2 * 2**20  # data.tar.xz: the tokenizer, curriculum and test samples (0.6 MB measured)
+CODE = ("codeexecutor", "curricula", "eval", "mutation", "benchmarks", "ds_configs")  # what the draw runs
+CODE_FILES = ("run_pretrain.sh", "run_draw.sh")
+
+
+def code_hash(root: pathlib.Path = ROOT) -> str:
+    """A hash of the source files the draw runs (Python, shell, YAML, JSON under CODE): the
+    same checkout here and on the device, or a stale pack."""
+    h = hashlib.sha256()
+    files = [root / f for f in CODE_FILES if (root / f).exists()]
+    for d in CODE:
+        files += [p for p in (root / d).rglob("*") if p.suffix in (".py", ".sh", ".yaml", ".json")
+                  and "results" not in p.parts and "__pycache__" not in p.parts and ".campaign" not in p.parts]
+    for path in sorted(files):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def tree_bytes(root: pathlib.Path = ROOT) -> int:
+    """What travels with a device call beside the pack: tracked files and untracked ones git
+    does not ignore (TREE_ALLOWANCE where git is not there to say)."""
+    try:
+        names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
+                               capture_output=True, check=True).stdout.split(b"\0")
+    except (OSError, subprocess.CalledProcessError):
+        return TREE_ALLOWANCE
+    return sum((root / n.decode()).stat().st_size for n in names if n and (root / n.decode()).is_file())
+
+
+def rebased_recipe(recipe: pathlib.Path, data: pathlib.Path) -> dict:
+    """The recipe with its datasets under `data` (each source's last two path parts,
+    `BUILD/NAME`, and data.dir = `data`): a recipe for datasets built elsewhere (`--data`)."""
+    import yaml
+
+    raw = yaml.safe_load(recipe.read_text())
+    for stage in raw["stages"]:
+        for src in stage["sources"]:
+            src["path"] = str(pathlib.PurePath(*pathlib.PurePath(src["path"]).parts[-2:]))
+    raw.setdefault("data", {})["dir"] = str(data)
+    return raw
+
+
+def test_samples(data: pathlib.Path, out: pathlib.Path, limit: int = TEST_LIMIT) -> dict:
+    """The fixed test sample of each test set (the rows `evaluate --limit` scores), as small
+    datasets in the layout of a build, stats.json beside."""
+    import datasets
+
+    from codeexecutor.cli import provided
+
+    sample = provided("test_sample")
+    sizes = {}
+    for build, names in TEST_SETS.items():
+        for name in names:
+            folder = data / build / name
+            if not folder.is_dir():
+                continue
+            test = datasets.load_from_disk(str(folder))["test"]
+            rows = test.select(sample(len(test), limit))
+            datasets.DatasetDict({"test": rows}).save_to_disk(str(out / build / name))
+            sizes[f"{build}/{name}"] = len(rows)
+        if (data / build / "stats.json").exists():
+            shutil.copy(data / build / "stats.json", out / build / "stats.json")
+    return sizes
+
+
+def _pack_ids(job: tuple) -> dict:
+    from codeexecutor.campaign.ids import pack_tokenized
+
+    src, dst, *rows = job
+    return pack_tokenized(src, dst, max_rows=rows[0] if rows else None)
+
+
+def fit_cut(figures: dict[str, dict], room: int) -> dict[str, int]:
+    """Rows to keep of each source so that the ids fit in `room` bytes ({} where they fit):
+    the sources dearest a token give up rows first (SingleLine's short rows), each down to
+    a tenth of its rows, then the next, so the largest set of unique tokens fits."""
+    over = sum(f["bytes"] for f in figures.values()) - room
+    cut: dict[str, int] = {}
+    for name, f in sorted(figures.items(), key=lambda kv: -kv[1]["bytes_per_token"]):
+        if over <= 0:
+            break
+        if not f["rows"] or f["bytes"] < 2**20:
+            continue
+        per_row = f["bytes"] / f["rows"]
+        drop = min(f["rows"] * 9 // 10, int(over / per_row * 1.03) + 1)  # 3%: a cut source packs a little worse a row
+        cut[name] = f["rows"] - drop
+        over -= drop * per_row
+    return cut
+
+
+def pack(recipe: str | None = None, out: str | None = None, prep: str | None = None, data: str | None = None,
+         overrides: list[str] = (), smoke: bool = False, assume_python: str | None = None, workers: int | None = None,
+         wheels: bool = True) -> dict:
+    """Prepare (pretrain --until tokenize) and pack; returns the manifest."""
+    import yaml
+
+    from codeexecutor.execution.interpreters import dataset_python
+    from codeexecutor.training.pretrain import Pretrain
+
+    recipe_path = pathlib.Path(recipe) if recipe else (SMOKE_RECIPE if smoke else RECIPE)
+    out_dir = pathlib.Path(out) if out else PACK
+    prep_dir = pathlib.Path(os.path.abspath(prep)) if prep else ROOT / "runs" / ("draw-prep-smoke" if smoke else "draw-prep")
+    if data:
+        if not pathlib.Path(data).is_dir():
+            raise UsageError(f"no built datasets at {data}: build them (codeexecutor pretrain --recipe R --until build) "
+                             "or leave out --data to build the recipe's")
+        raw = rebased_recipe(recipe_path, pathlib.Path(data).resolve())
+        lacking = [src["path"] for st in raw["stages"] for src in st["sources"]
+                   if not (pathlib.Path(data) / src["path"]).is_dir()]
+        if lacking and not (raw["data"].get("builds")):
+            raise UsageError(f"{data} has no {lacking[0]}: not this recipe's datasets (each source is looked for as "
+                             "BUILD/NAME under --data)")
+        prep_dir.mkdir(parents=True, exist_ok=True)
+        recipe_path = prep_dir / "recipe.yaml"
+        recipe_path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    run = Pretrain(str(recipe_path), out=str(prep_dir), resume=True, base_dir=str(ROOT), overrides=list(overrides),
+                   score=False)
+    cur = run.cur
+    sources = list(dict.fromkeys(s.path for st in cur.stages for s in st.sources))
+    missing = [p for p in sources if not (ROOT / p).is_dir() and not cur.data.builds]
+    if missing:
+        raise UsageError(f"{missing[0]} is missing and the recipe builds nothing: build it, or pass --data DIR")
+    run.run(until="tokenize")
+    pythons = {dataset_python(str(ROOT / p)) or assume_python for p in sources}
+    if None in pythons:
+        raise UsageError(f"a dataset of {cur.data.dir} does not say which interpreter traced it (built before builds "
+                         "recorded it): rebuild it, or name it with --assume-python X.Y")
+    if len(pythons) > 1:
+        raise UsageError(f"{cur.data.dir} mixes builds of Python {', '.join(sorted(pythons))}: rebuild with one")
+    tokenized = prep_dir / "tokenized"
+    markers = {p: json.loads((tokenized / folder / "tokenized.json").read_text()) | {"folder": folder}
+               for p, folder in _folders(tokenized).items()}
+    shutil.rmtree(out_dir, ignore_errors=True)
+    (out_dir / "ids").mkdir(parents=True)
+    jobs = [(str(tokenized / m["folder"]), str(out_dir / "ids" / f"{m['folder']}.ids.xz")) for m in markers.values()]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=max(1, min(len(jobs), workers or os.cpu_count() or 1))) as ex:
+        figures = dict(zip((m["folder"] for m in markers.values()), ex.map(_pack_ids, jobs)))
+        cut = fit_cut(figures, LIMIT - tree_bytes() - OTHER_ALLOWANCE - (WHEELS_ALLOWANCE if wheels and not smoke else 0))
+        if cut:  # over what a call carries: the costliest sources' first rows only, packed again
+            print(f"draw pack: the ids are over what a call carries beside the rest: keeping {cut}", flush=True)
+            redo = [(src, dst, cut[name]) for (src, dst), name in zip(jobs, figures) if name in cut]
+            figures.update(zip((os.path.basename(src) for src, _, _ in redo), ex.map(_pack_ids, redo)))
+    with tempfile.TemporaryDirectory() as tmp:
+        stage = pathlib.Path(tmp) / "data"
+        shutil.copytree(prep_dir / "tokenizer" if (prep_dir / "tokenizer").is_dir() else
+                        pathlib.Path(run.record["phases"]["tokenizer"]["tokenizer"]), stage / "tokenizer")
+        sizes = test_samples(ROOT / cur.data.dir, stage / "test")
+        relative = yaml.safe_load((tokenized / "curriculum.yaml").read_text())  # the sources as the pack holds them
+        by_path = {str(tokenized / m["folder"]): m["folder"] for m in markers.values()}
+        for st in relative["stages"]:
+            for src in st["sources"]:
+                src["path"] = "tokenized/" + by_path[os.path.normpath(src["path"])]
+        relative["model"]["tokenizer"] = "tokenizer"
+        relative["data"] = {"dir": "."}
+        (stage / "curriculum.yaml").write_text(yaml.safe_dump(relative, sort_keys=False))
+        with tarfile.open(out_dir / "data.tar.xz", "w:xz", preset=6) as tar:
+            tar.add(stage, arcname="data")
+    if wheels and not smoke:
+        from codeexecutor.campaign.wheels import download, missing as gaps
+
+        (out_dir / "whl").mkdir()
+        download(out_dir / "whl")
+        lacking = gaps(out_dir / "whl")
+        if lacking:
+            raise UsageError(f"requirements neither carried nor on the device: {lacking}; add them to wheels.CARRY")
+    size = sum(f.stat().st_size for f in out_dir.rglob("*") if f.is_file())
+    parts = {"ids": sum(f["bytes"] for f in figures.values()), "data": (out_dir / "data.tar.xz").stat().st_size,
+             "wheels": sum(f.stat().st_size for f in (out_dir / "whl").glob("*.whl")) if (out_dir / "whl").is_dir() else 0}
+    manifest = {"code": code_hash(), "python": next(iter(pythons), None), "recipe": os.path.relpath(recipe_path, ROOT),
+                "tree_bytes": tree_bytes(), "smoke": smoke,
+                "packed": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "bytes": size, "parts": parts, "tokens": sum(f["tokens"] for f in figures.values()),
+                "tokenizer": run.record["phases"].get("tokenizer", {}),
+                "sources": {folder: {**markers[p], **figures[folder]} for p, folder in _folders(tokenized).items()},
+                "test": sizes}
+    for m in manifest["sources"].values():
+        m.pop("source_fingerprint", None)
+        m["source"] = os.path.relpath(m["source"], ROOT) if m.get("source") else None  # no paths of this machine
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    if size + manifest["tree_bytes"] > LIMIT:
+        raise UsageError(f"the pack is {size / 2**20:.1f} MiB, too large to carry with the working tree's "
+                         f"{manifest['tree_bytes'] / 2**20:.1f} MiB (limit {LIMIT / 2**20:.0f}): pack less data")
+    return manifest
+
+
+def _folders(tokenized: pathlib.Path) -> dict[str, str]:
+    """source path -> its tokenized folder's name, from the tokenized curriculum."""
+    import yaml
+
+    raw = yaml.safe_load((tokenized / "curriculum.yaml").read_text())
+    out: dict[str, str] = {}
+    for st in raw["stages"]:
+        for src in st["sources"]:
+            out.setdefault(os.path.normpath(src["path"]), os.path.basename(os.path.normpath(src["path"])))
+    return out
+
+
+def summary(manifest: dict, out: pathlib.Path) -> str:
+    """The lines `draw pack` prints: size, tokens, bytes a token."""
+    size, tree = manifest["bytes"], manifest["tree_bytes"]
+    lines = [f"{out}: {size / 2**20:.1f} MiB (ids {manifest['parts']['ids'] / 2**20:.1f}, wheels "
+             f"{manifest['parts']['wheels'] / 2**20:.1f}, the rest {manifest['parts']['data'] / 2**20:.1f}) of the "
+             f"{LIMIT / 2**20:.0f} MiB a call carries, {tree / 2**20:.1f} of them the working tree",
+             f"tokens carried: {manifest['tokens']:,} in {len(manifest['sources'])} sources "
+             f"({manifest['parts']['ids'] / max(manifest['tokens'], 1):.3f} bytes a token); data traced by Python "
+             f"{manifest['python']}; code {manifest['code']}"]
+    return "\n".join(lines)
