@@ -394,3 +394,27 @@ def test_a_profiled_window_of_steps_is_refused_unless_it_reads_first_colon_last(
     quiet = StepProfiler("1:2", str(tmp_path), 1)  # another rank than 0 profiles nothing
     quiet.after(1), quiet.after(2)
     assert not (tmp_path / "profile.json").exists()
+
+
+def test_one_process_trains_and_resumes_without_deepspeed_installed(tmp_path, demo_data):
+    """A GPU draw may carry no DeepSpeed wheel: one process on the torch engine starts its
+    process group with torch alone, trains, checkpoints, resumes and exports; a config
+    that needs DeepSpeed's engine (fp16) is refused in one line."""
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['deepspeed'] = None  # as if not installed\n")
+    cur = _curriculum(tmp_path, demo_data, 2, eval_examples=0, eval_decode_examples=0)
+    env = {**os.environ, "PYTHONPATH": f"{hide}{os.pathsep}{ROOT}", "OMP_NUM_THREADS": "2"}
+    cmd = [sys.executable, "-m", "codeexecutor.training", "--curriculum", str(cur), "--ds-config",
+           str(ROOT / "ds_configs" / "single.json")]
+    first = subprocess.run(cmd + ["--max-steps", "3"], env=env, capture_output=True, text=True, timeout=400, cwd=ROOT)
+    assert first.returncode == 0, first.stderr[-3000:]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "resuming" in done.stdout + done.stderr and (tmp_path / "run" / "final" / "config.json").exists()
+    assert json.load(open(tmp_path / "run" / "curriculum.json"))["setup"]["engine"] == "torch"
+    fp16 = tmp_path / "fp16.json"
+    fp16.write_text(json.dumps({"fp16": {"enabled": True}}))
+    refused = subprocess.run(cmd[:-1] + [str(fp16)], env=env, capture_output=True, text=True, timeout=400, cwd=ROOT)
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert refused.returncode == 2 and "DeepSpeed is not installed" in lines[-1] and "Traceback" not in refused.stderr

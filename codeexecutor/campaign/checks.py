@@ -10,6 +10,7 @@ import sys
 import time
 
 from codeexecutor.campaign.steps import SIZES, WORK, curriculum, recipe_stages, sh, speed, tail, train_log, write_json
+from codeexecutor.training.loop import has_deepspeed
 
 
 def gpu_tests(checks: dict, log: pathlib.Path, deadline: float) -> None:
@@ -27,8 +28,10 @@ def final_checks(checks: dict, speeds: dict, log: pathlib.Path, deadline: float)
     """The last step, on the time left, each part only where its time fits: the 192 k-token
     steps and DeepSpeed's step beside the torch one (into throughput.json), tests/test_gpu.py,
     then the launcher and fp16 checks. Returns the step's status."""
+    deepspeed = has_deepspeed()
     if SIZES["more_runs"] and deadline - time.time() >= SIZES["more_need"]:
-        speeds["more"] = speed("more", SIZES["more_runs"], time.time() + (deadline - time.time()) * 0.4, log, deepspeed=True)
+        speeds["more"] = speed("more", SIZES["more_runs"], time.time() + (deadline - time.time()) * 0.4, log,
+                               deepspeed=deepspeed)
         write_json("throughput.json", speeds)
     else:
         speeds["more"] = {"skipped": f"{deadline - time.time():.0f} s left"}
@@ -36,6 +39,10 @@ def final_checks(checks: dict, speeds: dict, log: pathlib.Path, deadline: float)
         gpu_tests(checks, log, time.time() + SIZES["tests_need"])
     else:
         checks["test_gpu"] = {"skipped": f"{deadline - time.time():.0f} s left of the {SIZES['tests_need']} s it takes"}
+    if not deepspeed:
+        checks["launcher"] = checks["fp16"] = {"skipped": "DeepSpeed was not carried (the pack gave its room to data)"}
+        write_json("checks.json", checks)
+        return "skipped: no DeepSpeed carried"
     return launcher_checks(checks, log, deadline)
 
 

@@ -42,7 +42,8 @@ SMOKE_RECIPE = ROOT / "curricula" / "demo.yaml"
 TEST_SETS = {"codenetmut": ("codenetmut", "errors"), "tutorial": ("tutorial",), "singleline": ("singleline",),
              "functions": ("functions", "functions_errors")}  # build folder -> its datasets
 TEST_LIMIT = 300
-WHEELS_ALLOWANCE = 10 * 2**20  # the carried wheels (9.2 MB measured), counted before they are downloaded
+WHEELS_ALLOWANCE = int(4.5 * 2**20)  # the wheels every draw carries (4.0 MB measured), counted before the download
+DEEPSPEED_ALLOWANCE = int(5.2 * 2**20)  # DeepSpeed's wheels (5.1 MB), carried where the ids leave room
 OTHER_ALLOWANCE = 2 * 2**20  # data.tar.xz: the tokenizer, curriculum and test samples (0.6 MB measured)
 CODE = ("codeexecutor", "curricula", "eval", "mutation", "benchmarks", "ds_configs")  # what the draw runs
 CODE_FILES = ("run_pretrain.sh", "run_draw.sh")
@@ -182,7 +183,8 @@ def pack(recipe: str | None = None, out: str | None = None, prep: str | None = N
 
     with ProcessPoolExecutor(max_workers=max(1, min(len(jobs), workers or os.cpu_count() or 1))) as ex:
         figures = dict(zip((m["folder"] for m in markers.values()), ex.map(_pack_ids, jobs)))
-        cut = fit_cut(figures, LIMIT - tree_bytes() - OTHER_ALLOWANCE - (WHEELS_ALLOWANCE if wheels and not smoke else 0))
+        room = LIMIT - tree_bytes() - OTHER_ALLOWANCE - (WHEELS_ALLOWANCE if wheels and not smoke else 0)
+        cut = fit_cut(figures, room)
         if cut:  # over what a call carries: the costliest sources' first rows only, packed again
             print(f"draw pack: the ids are over what a call carries beside the rest: keeping {cut}", flush=True)
             redo = [(src, dst, cut[name]) for (src, dst), name in zip(jobs, figures) if name in cut]
@@ -202,11 +204,16 @@ def pack(recipe: str | None = None, out: str | None = None, prep: str | None = N
         (stage / "curriculum.yaml").write_text(yaml.safe_dump(relative, sort_keys=False))
         with tarfile.open(out_dir / "data.tar.xz", "w:xz", preset=6) as tar:
             tar.add(stage, arcname="data")
+    carry_deepspeed = False
     if wheels and not smoke:
         from codeexecutor.campaign.wheels import download, missing as gaps
 
+        carry_deepspeed = sum(f["bytes"] for f in figures.values()) + DEEPSPEED_ALLOWANCE <= room
+        if not carry_deepspeed:
+            print("draw pack: no room for DeepSpeed's wheels beside the data: the draw trains on the torch engine and "
+                  "skips its launcher, ZeRO and fp16 checks", flush=True)
         (out_dir / "whl").mkdir()
-        download(out_dir / "whl")
+        download(out_dir / "whl", deepspeed=carry_deepspeed)
         lacking = gaps(out_dir / "whl")
         if lacking:
             raise UsageError(f"requirements neither carried nor on the device: {lacking}; add them to wheels.CARRY")
@@ -214,7 +221,7 @@ def pack(recipe: str | None = None, out: str | None = None, prep: str | None = N
     parts = {"ids": sum(f["bytes"] for f in figures.values()), "data": (out_dir / "data.tar.xz").stat().st_size,
              "wheels": sum(f.stat().st_size for f in (out_dir / "whl").glob("*.whl")) if (out_dir / "whl").is_dir() else 0}
     manifest = {"code": code_hash(), "python": next(iter(pythons), None), "recipe": os.path.relpath(recipe_path, ROOT),
-                "tree_bytes": tree_bytes(), "smoke": smoke,
+                "tree_bytes": tree_bytes(), "smoke": smoke, "deepspeed": carry_deepspeed or (smoke or not wheels),
                 "packed": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "bytes": size, "parts": parts, "tokens": sum(f["tokens"] for f in figures.values()),
                 "tokenizer": run.record["phases"].get("tokenizer", {}),

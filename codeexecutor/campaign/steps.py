@@ -146,6 +146,9 @@ def preflight(checks: dict, log: pathlib.Path) -> None:
         try:
             info[name] = getattr(__import__(name), "__version__", "present")
         except Exception as exc:  # noqa: BLE001  (any import failure is a reason to stop here)
+            if name == "deepspeed" and isinstance(exc, ModuleNotFoundError):  # a pack without room for it
+                info[name] = None
+                continue
             raise Refused(f"cannot import {name} ({type(exc).__name__}: {exc}); carry its wheel (campaign/wheels.py)")
     import codeexecutor.training.loop  # noqa: F401  (the training loop imports: a broken one stops here)
 
@@ -162,8 +165,9 @@ def preflight(checks: dict, log: pathlib.Path) -> None:
         info["nvidia_smi"] = smi.stdout.strip()
     else:
         info["device"] = "cpu"
-    ds = subprocess.run([sys.executable, "-m", "deepspeed.env_report"], capture_output=True, text=True, timeout=30)
-    info["ds_report"] = re.sub(r"\x1b\[[0-9;]*m", "", ds.stdout + ds.stderr)[-1500:]  # its colours left out
+    if info["deepspeed"]:
+        ds = subprocess.run([sys.executable, "-m", "deepspeed.env_report"], capture_output=True, text=True, timeout=30)
+        info["ds_report"] = re.sub(r"\x1b\[[0-9;]*m", "", ds.stdout + ds.stderr)[-1500:]  # its colours left out
     info["matmul_tflops"] = matmul_tflops()
     info["peak_tflops"] = next((v for k, v in PEAK_TFLOPS.items() if k in info["device"]), None)
     checks["preflight"] = info

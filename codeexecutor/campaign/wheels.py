@@ -15,8 +15,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # What the training, scoring and checks import that the image lacks, or has at a version our
 # code was not tested with (transformers). The image's tokenizers and huggingface-hub satisfy
 # what these require, so they stay behind (3.4 and 1.4 MB of wheels).
-CARRY = ["datasets", "dill", "multiprocess", "hjson", "pydantic", "pydantic_core", "annotated-types", "typing-inspection",
-         "tree-sitter", "tree-sitter-python", "orjson", "transformers", "evaluate"]
+CARRY = ["datasets", "dill", "multiprocess", "tree-sitter", "tree-sitter-python", "orjson", "transformers", "evaluate"]
+# DeepSpeed and what it needs (5.1 MB): only the draw's launcher, ZeRO and fp16 checks use it
+# (one GPU trains on the torch engine), so the pack carries it where the data leaves room.
+DEEPSPEED = ["hjson", "pydantic", "pydantic_core", "annotated-types", "typing-inspection"]
 # transformers without the model families this project never loads: 13.3 MB -> about 2.6 MB
 SLIM = {"transformers": ("transformers/models/", ("auto", "roberta", "bart", "bert", "encoder_decoder", "__init__.py"))}
 BUILD = ["deepspeed"]  # published as a source distribution only: built here into a pure-Python wheel
@@ -49,14 +51,17 @@ def pins() -> dict[str, str]:
     return out
 
 
-def download(dest: pathlib.Path, names: list[str] = CARRY) -> None:
+def download(dest: pathlib.Path, deepspeed: bool = True) -> None:
+    """The carried wheels into `dest`: CARRY, and DeepSpeed's where `deepspeed`."""
     versions = pins()
+    names = CARRY + (DEEPSPEED if deepspeed else [])
     specs = [f"{n}=={versions[norm(n)]}" if norm(n) in versions else n for n in names]
     platforms = [a for p in PLATFORMS for a in ("--platform", p)]
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
                     "--implementation", "cp", *platforms, "-d", str(dest), *specs], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dest),
-                    *[f"{n}=={versions[norm(n)]}" for n in BUILD]], check=True, env={**os.environ, "DS_BUILD_OPS": "0"})
+    if deepspeed:
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dest),
+                        *[f"{n}=={versions[norm(n)]}" for n in BUILD]], check=True, env={**os.environ, "DS_BUILD_OPS": "0"})
     for name, (folder, keep) in SLIM.items():
         for wheel in dest.glob(f"{name}-*.whl"):
             slim(wheel, folder, keep)

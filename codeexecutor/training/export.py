@@ -8,11 +8,12 @@ import shutil
 
 def export_model(engine, tok, path: str, rank: int, zero_stage: int) -> None:
     """Save a Hugging Face model (save_pretrained) of the current weights."""
-    import deepspeed
     import torch.distributed as dist
 
     module = engine.module
     if zero_stage == 3:
+        import deepspeed
+
         with deepspeed.zero.GatheredParameters(list(module.parameters()), modifier_rank=None):
             if rank == 0:
                 save_export(module, tok, path)

@@ -54,7 +54,9 @@ def _free_port() -> int:
 
 def setup_distributed():
     """Initialise torch.distributed through DeepSpeed; works with the deepspeed launcher,
-    torchrun, or a single process started without any launcher."""
+    torchrun, or a single process started without any launcher. A single process where
+    DeepSpeed is not installed (a GPU draw that carries no DeepSpeed wheel) starts its
+    process group with torch alone: its torch engine needs nothing of DeepSpeed."""
     import torch
 
     if "RANK" not in os.environ:  # one process, no launcher
@@ -66,12 +68,24 @@ def setup_distributed():
     # DeepSpeed JIT-compiles its CPU shared-memory comm op (~35 s) into this folder: keep it
     # inside the virtualenv so it is built once per environment, not once per machine user.
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(sys.prefix, "torch_extensions"))
-    import deepspeed
-
-    deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
     import torch.distributed as dist
 
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if has_deepspeed():
+        import deepspeed
+
+        deepspeed.init_distributed(dist_backend=backend)
+    elif os.environ.get("WORLD_SIZE", "1") == "1":
+        dist.init_process_group(backend=backend, init_method="env://")
+    else:
+        raise ConfigError("several processes need DeepSpeed (pip install deepspeed; requirements.txt pins it)")
     return dist.get_rank(), dist.get_world_size()
+
+
+def has_deepspeed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("deepspeed") is not None
 
 
 def _device():
@@ -117,7 +131,6 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
     """Run (or resume) the whole curriculum; returns the final model folder. `minutes`:
     fit the stages' steps into that many minutes of training, each from its measured
     speed (training/budget.py)."""
-    import deepspeed
     import torch
 
     cur = Curriculum.load(curriculum_path, base_dir)  # a bad curriculum is reported before DeepSpeed starts
@@ -137,6 +150,10 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
     encoder = Encoder(tok, cur.model.max_code_length, cur.model.max_trace_length, profile)
     model = build_model(cur, tok, profile)
     kind = choose(cur.train.engine, world, ds_cfg)
+    if kind == "deepspeed" and not has_deepspeed():
+        raise ConfigError(f"this run needs the DeepSpeed engine (train.engine {cur.train.engine}, {world} process(es), "
+                          f"{os.path.basename(ds_config_path)}) and DeepSpeed is not installed: pip install deepspeed, or "
+                          "train one process with train.engine: torch")
     precision = cur.train.autocast or ("bf16" if kind == "torch" and ds_cfg.get("bf16", {}).get("enabled") else None)
     device = _device()
     half = next((k for k in ("bf16", "fp16") if ds_cfg.get(k, {}).get("enabled")), None)
@@ -178,6 +195,8 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
         engine = TorchEngine(model, optimizer, scheduler, ds_cfg["gradient_accumulation_steps"],
                              ds_cfg.get("gradient_clipping", cur.train.max_grad_norm), device, precision)
     else:
+        import deepspeed
+
         optimizer = optimizer_for(model, cur.train.weight_decay, "cpu")
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_at(cur.stages, s))
         engine, _, _, scheduler = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_cfg)
