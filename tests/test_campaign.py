@@ -79,6 +79,7 @@ def test_the_draw_refuses_a_missing_stale_or_oversized_pack(tmp_path, demo_data)
     assert not (tmp_path / "out" / "throughput.json").exists()  # refused before any step ran
 
 
+@pytest.mark.timeout(900)  # seven steps in processes of their own: about 130 s on a quiet 2-core machine
 def test_the_smoke_draw_brings_back_a_model_that_loads_here(tmp_path, demo_data):
     pack = _pack(demo_data, tmp_path / "pack")
     run = subprocess.run(["bash", str(SCRIPT)], env=_env(tmp_path, pack), cwd=ROOT, capture_output=True, text=True,
