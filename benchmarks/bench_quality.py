@@ -388,9 +388,7 @@ def main() -> None:
     quiet_libraries()
     log = open(os.path.join(out, "bench_quality.log"), "a")
     if args.build_only:
-        cmd = [sys.executable, "-m", "codeexecutor", "pretrain", "--recipe", recipe_path, "--out", out, "--resume",
-               "--until", "build"]
-        subprocess.run(cmd, cwd=ROOT, check=True)
+        pretrain(recipe_path, out, None, log, "--until", "build")
         return
     if args.score_only:
         record_path = os.path.join(out, "pretrain.json")

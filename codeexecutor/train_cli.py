@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 
 from codeexecutor.cli import register
-
-PHASES = ("build", "tokenizer", "tokenize", "train", "score", "card")  # training/pretrain.py's, without importing it
+from codeexecutor.training.pretrain import PHASES  # light: the module imports its heavy parts in its phases
 
 
 def _args(p: argparse.ArgumentParser) -> None:

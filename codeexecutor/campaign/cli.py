@@ -86,13 +86,13 @@ def data_plan(manifest: dict, trained: float, pack: pathlib.Path) -> str:
     """Tokens carried a source, and the epochs a training of `trained` tokens makes over
     each: a stage takes its share of the tokens, and its sources their weights' share of
     the stage's examples (so of its tokens, by each source's tokens a row)."""
+    import tarfile
+
     import yaml
 
     sources = manifest["sources"]
     per_row = {name: s["tokens"] / max(s["rows"], 1) for name, s in sources.items()}
     taken = dict.fromkeys(sources, 0.0)
-    import tarfile
-
     with tarfile.open(pack / "data.tar.xz") as tar:
         recipe = yaml.safe_load(tar.extractfile("data/curriculum.yaml").read())
     stages = recipe["stages"]

@@ -102,12 +102,17 @@ def pack_tokenized(folder: str, dest: str, dict_size: int = DICT_SIZE, max_rows:
             "bytes_per_token": round(size / max(tokens, 1), 4)}
 
 
+def _header(f, path: str) -> dict:
+    """The header of an open ids file, which is left at its first array."""
+    head = f.read(len(MAGIC) + 4)
+    if head[:len(MAGIC)] != MAGIC:
+        raise ValueError(f"{path} is not an ids file of this format")
+    return json.loads(f.read(struct.unpack("<I", head[len(MAGIC):])[0]))
+
+
 def read_header(path: str) -> dict:
     with lzma.open(path, "rb") as f:
-        head = f.read(len(MAGIC) + 4)
-        if head[:len(MAGIC)] != MAGIC:
-            raise ValueError(f"{path} is not an ids file of this format")
-        return json.loads(f.read(struct.unpack("<I", head[len(MAGIC):])[0]))
+        return _header(f, path)
 
 
 def unpack_tokenized(path: str, folder: str) -> dict:
@@ -120,10 +125,7 @@ def unpack_tokenized(path: str, folder: str) -> dict:
     from codeexecutor.training.tokenized import MARKER
 
     with lzma.open(path, "rb") as f:
-        head = f.read(len(MAGIC) + 4)
-        if head[:len(MAGIC)] != MAGIC:
-            raise ValueError(f"{path} is not an ids file of this format")
-        header = json.loads(f.read(struct.unpack("<I", head[len(MAGIC):])[0]))
+        header = _header(f, path)
         arrays = {}
         for k in ARRAYS:
             dtype, size = header["arrays"][k]

@@ -174,8 +174,9 @@ def pack(recipe: str | None = None, out: str | None = None, prep: str | None = N
     if len(pythons) > 1:
         raise UsageError(f"{cur.data.dir} mixes builds of Python {', '.join(sorted(pythons))}: rebuild with one")
     tokenized = prep_dir / "tokenized"
+    folders = _folders(tokenized)
     markers = {p: json.loads((tokenized / folder / "tokenized.json").read_text()) | {"folder": folder}
-               for p, folder in _folders(tokenized).items()}
+               for p, folder in folders.items()}
     shutil.rmtree(out_dir, ignore_errors=True)
     (out_dir / "ids").mkdir(parents=True)
     jobs = [(str(tokenized / m["folder"]), str(out_dir / "ids" / f"{m['folder']}.ids.xz")) for m in markers.values()]
@@ -195,10 +196,9 @@ def pack(recipe: str | None = None, out: str | None = None, prep: str | None = N
                         pathlib.Path(run.record["phases"]["tokenizer"]["tokenizer"]), stage / "tokenizer")
         sizes = test_samples(ROOT / cur.data.dir, stage / "test")
         relative = yaml.safe_load((tokenized / "curriculum.yaml").read_text())  # the sources as the pack holds them
-        by_path = {str(tokenized / m["folder"]): m["folder"] for m in markers.values()}
         for st in relative["stages"]:
             for src in st["sources"]:
-                src["path"] = "tokenized/" + by_path[os.path.normpath(src["path"])]
+                src["path"] = "tokenized/" + folders[os.path.normpath(src["path"])]
         relative["model"]["tokenizer"] = "tokenizer"
         relative["data"] = {"dir": "."}
         (stage / "curriculum.yaml").write_text(yaml.safe_dump(relative, sort_keys=False))
@@ -225,7 +225,7 @@ def pack(recipe: str | None = None, out: str | None = None, prep: str | None = N
                 "packed": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "bytes": size, "parts": parts, "tokens": sum(f["tokens"] for f in figures.values()),
                 "tokenizer": run.record["phases"].get("tokenizer", {}),
-                "sources": {folder: {**markers[p], **figures[folder]} for p, folder in _folders(tokenized).items()},
+                "sources": {folder: {**markers[p], **figures[folder]} for p, folder in folders.items()},
                 "test": sizes}
     for m in manifest["sources"].values():
         m.pop("source_fingerprint", None)
