@@ -5,10 +5,9 @@
 This script measures; `codeexecutor pretrain` trains. A run is the recipe (`--recipe`,
 default curricula/recipes/cpu-hour.yaml), or a variant of it made by the options given
 (model and train fields, stage 3's weights of the crashing programs and of the functions
-set, a stage of its own for the functions, the builds' sizes), written to OUT/recipe.yaml
-and trained by
+set, the builds' sizes), each a field that `pretrain --set` changes:
 
-    codeexecutor pretrain --recipe OUT/recipe.yaml --minutes N --out OUT --resume
+    codeexecutor pretrain --recipe R --set model.step_order=end ... --minutes N --out OUT --resume
 
 which builds the datasets that are missing, trains the tokenizer once, tokenizes once,
 fits each stage's steps into its share of the minutes from its speed measured after a
@@ -67,95 +66,12 @@ def refuse(message: str) -> None:
     sys.exit(2)
 
 
-def curriculum(recipe: dict, data: str | None, out: str, steps: dict[str, int] | None = None, hardest: int | None = None,
-               mine_from: int | None = None, model: dict | None = None, train: dict | None = None,
-               errors_weight: float | None = None, functions_weight: float | None = None,
-               functions_stage: float | None = None, builds: dict | None = None) -> dict:
-    """The variant of a recipe this run trains: the options given over a copy of it.
-    `data`: its data.dir (None: the recipe's); `steps`: each stage's steps (warm-up a tenth
-    of a stage, at most 200; None: the recipe's, which `--minutes` replaces); `hardest`,
-    `mine_from`: stage 2's mining sizes; `model`, `train`: fields to override;
-    `errors_weight`: stage 3's weight of the crashing programs; `functions_weight`: stage
-    3's weight of the functions set, its crashes a third of that, 0 leaving both out;
-    `functions_stage`: the share of stage 3's steps that become a fourth stage
-    (`split_functions_stage`); `builds`: fields of `data.builds` entries to override."""
-    cur = copy.deepcopy(recipe)
-    cur["model"].update(model or {})
-    cur["train"].update(output_dir=out, **(train or {}))
-    if data is not None:
-        cur.setdefault("data", {})["dir"] = data  # the stages' paths are relative to it
-    for name, fields in (builds or {}).items():
-        cur.setdefault("data", {}).setdefault("builds", {}).setdefault(name, {}).update(fields)
-    for stage in cur["stages"]:
-        if steps:
-            n = steps[stage["name"]]
-            stage.update(steps=n, warmup=max(1, min(200, n // 10)))
-        for src in stage["sources"]:
-            if "hardest" in src and hardest:
-                src["hardest"] = hardest
-                src.pop("mine_from", None)
-                if mine_from:
-                    src["mine_from"] = mine_from
-            if errors_weight is not None and src["path"].endswith("codenetmut/errors"):
-                src["weight"] = errors_weight
-    if functions_weight is not None:
-        last = cur["stages"][-1]
-        last["sources"] = [src for src in last["sources"] if not functions_source(src)]
-        if functions_weight > 0:
-            last["sources"] += [
-                {"path": "functions/functions", "task": "codenet", "weight": functions_weight},
-                {"path": "functions/functions_errors", "task": "codenet",
-                 "weight": round(functions_weight * FUNCTION_ERRORS_SHARE, 4)}]
-    if functions_stage is not None:
-        split_functions_stage(cur, functions_stage)
-    return cur
-
-
-def functions_source(src: dict) -> bool:
-    """Whether a stage's source is of the functions build (its path under data.dir: functions/...)."""
-    return ("/" + src["path"]).find("/functions/") >= 0
-
-
-def split_functions_stage(cur: dict, share: float) -> None:
-    """Stage 3 (in place) becomes two: its first 1 - `share` of steps without the
-    functions set, then a `functions` stage of the rest where the functions set takes the
-    examples it had in the whole of stage 3, and the other sources the rest in stage 3's
-    proportions. Every source is drawn as often as before (in expectation); only when
-    the functions come changes. A share below the functions set's part of stage 3 cannot
-    hold its examples and is refused."""
-    import copy
-
-    last = cur["stages"][-1]
-    is_functions = functions_source
-    total = sum(src.get("weight", 1.0) for src in last["sources"])
-    part = sum(src.get("weight", 1.0) for src in last["sources"] if is_functions(src)) / total
-    if not part:
-        refuse("--functions-stage needs the functions set in stage 3 (a --functions-weight above 0)")
-    if not part < share < 1:
-        refuse(f"--functions-stage takes a share of stage 3's steps between the functions set's part of it "
-               f"({part:.3f}) and 1 (got {share:g})")
-    steps = last["steps"]
-    tail = copy.deepcopy(last)
-    tail_steps = max(1, round(steps * share))
-    tail.update(name="functions", steps=tail_steps, warmup=max(1, min(200, tail_steps // 10)))
-    head_steps = max(1, steps - tail_steps)
-    last.update(steps=head_steps, warmup=max(1, min(200, head_steps // 10)))
-    if last.get("share"):  # a --minutes budget splits stage 3's time the same way
-        tail["share"] = round(last["share"] * share, 4)
-        last["share"] = round(last["share"] - tail["share"], 4)
-    last["sources"] = [src for src in last["sources"] if not is_functions(src)]
-    functions_share = part / share  # the tail's share of functions examples: all of stage 3's, in fewer steps
-    rest = 1 - part
-    for src in tail["sources"]:
-        w = src.get("weight", 1.0) / total
-        src["weight"] = round(w / part * functions_share if is_functions(src) else w / rest * (1 - functions_share), 4)
-    cur["stages"].append(tail)
-
-
-def pretrain(recipe_path: str, out: str, minutes: float | None, log, *extra: str) -> None:
-    """`codeexecutor pretrain` on the variant, carrying on a run already in `out`."""
-    cmd = [sys.executable, "-m", "codeexecutor", "pretrain", "--recipe", recipe_path, "--out", out, "--resume",
-           "--ds-config", str(ROOT / "ds_configs" / DS_CONFIG), *extra] + (["--minutes", f"{minutes:g}"] if minutes else [])
+def pretrain(recipe_path: str, sets: list[str], out: str, minutes: float | None, log, *extra: str) -> None:
+    """`codeexecutor pretrain` on the recipe with this run's `--set` fields, carrying on a
+    run already in `out`."""
+    cmd = [sys.executable, "-m", "codeexecutor", "pretrain", "--recipe", os.path.abspath(recipe_path), "--out", out, "--resume",
+           "--ds-config", str(ROOT / "ds_configs" / DS_CONFIG), *extra] + [f"--set={item}" for item in sets]
+    cmd += ["--minutes", f"{minutes:g}"] if minutes else []
     print("$", " ".join(cmd), flush=True)
     proc = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
@@ -218,10 +134,10 @@ def stage_summary(run: str) -> dict:
 
 
 def result_name(device: str, recipe: dict, model: dict, errors_weight: float | None = None,
-                functions_weight: float | None = None, functions_stage: float | None = None) -> str:
+                functions_weight: float | None = None) -> str:
     """quality-<device>, with the preset, positions, trace state, vocabulary and stage 3's
-    crash weight appended where they differ from the recipe's, so that a variant's run
-    never overwrites the recipe's results."""
+    crash and functions weights appended where they differ from the recipe's, so that a
+    variant's run never overwrites the recipe's results."""
     base = recipe["model"]
     changed = lambda key: key in model and model[key] != base.get(key)  # noqa: E731
     parts = [f"quality-{device}"] + [str(model[k]) for k in ("preset", "positions", "trace_state") if changed(k)]
@@ -232,8 +148,7 @@ def result_name(device: str, recipe: dict, model: dict, errors_weight: float | N
     parts += [f"vocab{model['vocab_size']}"] if changed("vocab_size") else []
     parts += [f"excw{model['exception_weight']:g}"] if changed("exception_weight") else []
     parts += [f"errors{errors_weight:g}"] if errors_weight is not None else []
-    parts += [f"functions{functions_weight:g}"] if functions_weight is not None else []
-    return "-".join(parts + ([f"functions-stage{functions_stage:g}"] if functions_stage else []))
+    return "-".join(parts + ([f"functions{functions_weight:g}"] if functions_weight is not None else []))
 
 
 def stale_build(data: str) -> bool:
@@ -253,9 +168,11 @@ def recipe_errors_weight(recipe: dict) -> float | None:
     return next((src.get("weight", 1.0) for src in recipe["stages"][-1]["sources"] if src["path"].endswith("codenetmut/errors")), None)
 
 
-def options(args, recipe: dict, device: str) -> tuple[dict, dict, dict]:
-    """The model, train and build fields this run sets over the recipe: those given on the
-    command line, the tokens per step on a GPU, and bf16 autocast where the CPU has it."""
+def options(args, recipe: dict, device: str) -> tuple[dict, list[str]]:
+    """(the model fields this run changes, every field it sets over the recipe as
+    `pretrain --set` items): those given on the command line, each stage's steps and
+    warm-up (a tenth, at most 200) for `--steps`, the tokens per step on a GPU, and bf16
+    autocast where the CPU has it."""
     model = {k: v for k, v in (("preset", args.preset), ("dropout", args.dropout), ("positions", args.positions),
                                ("vocab_size", args.vocab_size), ("trace_state", args.state),
                                ("step_order", args.order), ("code_window", args.code_window),
@@ -267,17 +184,33 @@ def options(args, recipe: dict, device: str) -> tuple[dict, dict, dict]:
         train["max_tokens"] = args.max_tokens or MAX_TOKENS["gpu"]
     if args.autocast:
         train["autocast"] = args.autocast
-    builds: dict[str, dict] = {}
+    fields = {**{f"model.{k}": v for k, v in model.items()}, **{f"train.{k}": v for k, v in train.items()},
+              "score.limit": args.eval_limit}
+    if args.data:
+        fields["data.dir"] = args.data  # the stages' paths are relative to it
     for build, field, value in (("codenetmut", "mutants", args.mutants), ("codenetmut", "codenet", args.corpora),
                                 ("codenetmut", "limit", args.codenet_limit), ("tutorial", "sources", args.tutorial_sources),
                                 ("singleline", "limit", args.singleline_limit), ("singleline", "augment", args.augment),
                                 ("functions", "from", args.function_corpora)):
         if value is not None:
-            builds.setdefault(build, {})[field] = value
-    if args.workers:
-        for build in (recipe.get("data") or {}).get("builds") or {}:
-            builds.setdefault(build, {})["workers"] = args.workers
-    return model, train, builds
+            fields[f"data.builds.{build}.{field}"] = value
+    for build in (recipe.get("data") or {}).get("builds") or {} if args.workers else ():
+        fields[f"data.builds.{build}.workers"] = args.workers
+    for stage in recipe["stages"]:
+        name = stage["name"]
+        if args.lr is not None:  # stage 1's rate, the later stages' scaled alike
+            fields[f"stages.{name}.lr"] = stage["lr"] * args.lr / recipe["stages"][0]["lr"]
+        if args.steps:
+            fields[f"stages.{name}.steps"] = args.steps[name]
+            fields[f"stages.{name}.warmup"] = max(1, min(200, args.steps[name] // 10))
+    last = recipe["stages"][-1]["name"]
+    if args.errors_weight is not None:
+        fields[f"stages.{last}.sources.codenetmut/errors.weight"] = args.errors_weight
+    if args.functions_weight is not None:  # its crashes a third of it; 0 leaves both out
+        fields[f"stages.{last}.sources.functions/functions.weight"] = args.functions_weight
+        fields[f"stages.{last}.sources.functions/functions_errors.weight"] = round(
+            args.functions_weight * FUNCTION_ERRORS_SHARE, 4)
+    return model, [f"{key}={json.dumps(value)}" for key, value in fields.items()]
 
 
 def main() -> None:
@@ -337,47 +270,35 @@ def main() -> None:
                     "their doctest and test inputs; its crashes weigh a third of that; 0: left out; default: the recipe's)")
     ap.add_argument("--function-corpora", nargs="+", metavar="DIR",
                     help="folders of modules with doctests to build the functions set from (default: the recipe's)")
-    ap.add_argument("--functions-stage", type=float, metavar="SHARE",
-                    help="the last SHARE of stage 3's steps become a stage of the functions set, which takes there "
-                         "all the examples it had in stage 3 (every source drawn as often; default: none, a share "
-                         "of stage 3)")
     args = ap.parse_args()
     recipe = load_recipe(args.recipe)
     for flag, value in (("--errors-weight", args.errors_weight), ("--functions-weight", args.functions_weight)):
         if value is not None and not 0 <= value <= 10:
             refuse(f"{flag} takes a weight between 0 and 10 (got {value:g})")
-    if args.lr is not None:
-        if args.lr <= 0:
-            refuse(f"--lr must be positive (got {args.lr:g})")
-        scale = args.lr / recipe["stages"][0]["lr"]
-        for stage in recipe["stages"]:
-            stage["lr"] *= scale
-    fixed_steps = None
+    if args.lr is not None and args.lr <= 0:
+        refuse(f"--lr must be positive (got {args.lr:g})")
     if args.steps:
         try:
-            fixed_steps = dict(zip(STAGES, (int(n) for n in args.steps.split(",")), strict=True))
+            args.steps = dict(zip(STAGES, (int(n) for n in args.steps.split(",")), strict=True))
         except ValueError:
             refuse(f"--steps takes three step counts, e.g. 983,462,463 (got {args.steps!r})")
-    if not (args.budget_minutes or fixed_steps or args.build_only or args.score_only):
+    if not (args.budget_minutes or args.steps or args.build_only or args.score_only):
         refuse("give --budget-minutes N (or --steps SL,TUT,CN, --build-only, --score-only)")
     args.autocast = None if args.autocast == "none" else args.autocast
     device = device_label()
-    model_opts, train_opts, builds = options(args, recipe, device)
+    model_opts, sets = options(args, recipe, device)
+    from codeexecutor.errors import ConfigError
+    from codeexecutor.training.pretrain import apply_overrides
+
+    try:
+        variant = apply_overrides(copy.deepcopy(recipe), sets)  # what pretrain trains: for the result's fields
+    except ConfigError as exc:
+        refuse(f"{args.recipe}: {exc}")
     name = result_name(device, recipe, model_opts,
                        args.errors_weight if args.errors_weight != recipe_errors_weight(recipe) else None,
-                       args.functions_weight if args.functions_weight not in (None, recipe_functions_weight(recipe)) else None,
-                       args.functions_stage)
+                       args.functions_weight if args.functions_weight not in (None, recipe_functions_weight(recipe)) else None)
     out = os.path.abspath(args.out or os.path.join(ROOT, "runs", "quality", name))
-    variant = curriculum(recipe, args.data, os.path.join(out, "run"), fixed_steps, model=model_opts, train=train_opts,
-                         errors_weight=args.errors_weight, functions_weight=args.functions_weight,
-                         functions_stage=args.functions_stage, builds=builds)  # a bad functions stage is refused here
-    variant.setdefault("score", {})["limit"] = args.eval_limit
     os.makedirs(out, exist_ok=True)
-    recipe_path = os.path.join(out, "recipe.yaml")
-    import yaml
-
-    with open(recipe_path, "w") as f:
-        yaml.safe_dump(variant, f, sort_keys=False)
     data = os.path.join(ROOT, variant.get("data", {}).get("dir", "."))
     order = variant["model"].get("step_order", "start")
     if order == "end" and os.path.isdir(os.path.join(data, "codenetmut", "codenetmut")) and stale_build(data):
@@ -388,7 +309,7 @@ def main() -> None:
     quiet_libraries()
     log = open(os.path.join(out, "bench_quality.log"), "a")
     if args.build_only:
-        pretrain(recipe_path, out, None, log, "--until", "build")
+        pretrain(args.recipe, sets, out, None, log, "--until", "build")
         return
     if args.score_only:
         record_path = os.path.join(out, "pretrain.json")
@@ -404,8 +325,8 @@ def main() -> None:
         print(f"bench_quality: warning: {100 * busy:.0f}% of this machine's CPU time goes to other processes; the "
               "training will measure slower steps and plan fewer of them, so this result will not compare with a "
               "run on a quiet machine (stop the other work first)", file=sys.stderr, flush=True)
-    minutes = None if fixed_steps else args.budget_minutes
-    pretrain(recipe_path, out, minutes, log)
+    minutes = None if args.steps else args.budget_minutes
+    pretrain(args.recipe, sets, out, minutes, log)
     record = json.load(open(os.path.join(out, "pretrain.json")))
     report, predictions = gathered_scores(out)
     from codeexecutor.modeling.loading import load_model
@@ -422,7 +343,7 @@ def main() -> None:
         "device": device, "machine": machine(), "state": variant["model"]["trace_state"],
         "step_order": order, "code_window": variant["model"].get("code_window", "head"),
         "exception_weight": variant["model"].get("exception_weight"),
-        "recipe": os.path.relpath(args.recipe, ROOT), "run_recipe": os.path.relpath(recipe_path, ROOT),
+        "recipe": os.path.relpath(args.recipe, ROOT), "sets": sets,
         "preset": variant["model"]["preset"], "parameters": params, "budget_minutes": args.budget_minutes,
         "training_seconds": round(train_s, 1), "pretrain_phase_seconds": {k: v.get("seconds") for k, v in phases.items()},
         "busy_before_training": busy,
@@ -433,9 +354,7 @@ def main() -> None:
         "split_digits": variant["model"].get("split_digits", False), "dropout": variant["model"].get("dropout"),
         "autocast": variant["train"].get("autocast"), "positions": variant["model"].get("positions"),
         "vocab_size": variant["model"]["vocab_size"],
-        "functions_weight": recipe_functions_weight(variant if args.functions_stage is None else recipe)
-        if args.functions_weight is None else args.functions_weight,
-        "functions_stage": args.functions_stage,
+        "functions_weight": recipe_functions_weight(variant),
         "stage_mixes": {st["name"]: {src["path"].rsplit("/", 1)[-1]: src.get("weight", 1.0) for src in st["sources"]}
                         for st in variant["stages"]},
         "data": variant.get("data"),

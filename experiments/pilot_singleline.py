@@ -2,9 +2,8 @@
 
     .venv/bin/python experiments/pilot_singleline.py --name p4 --steps 2400 --max-tokens 1024
 
-Trains stage 1 of the quality recipe (curricula/recipes/cpu-hour.yaml, as a variant written by
-bench_quality.curriculum and trained by `codeexecutor pretrain`: preset, learning rate, warm-up and
-decay as there) for a fixed number of steps on `--data`'s SingleLine split,
+Trains stage 1 of the quality recipe (curricula/recipes/cpu-hour.yaml, alone, through
+`codeexecutor pretrain --set`: preset, learning rate, warm-up and decay as there) for a fixed number of steps on `--data`'s SingleLine split,
 then scores greedy decoding on a fixed sample of the *unaugmented* SingleLine test split
 (`--test-data`; the release's metric, copy vs computed answers apart). Appends one JSON
 line to benchmarks/results/pilots-<device>.jsonl, so pilots of several sessions sit
@@ -57,18 +56,13 @@ def main() -> None:
     model = {"preset": args.preset, "split_digits": args.split_digits, "dropout": args.dropout, "positions": args.positions,
              "vocab_size": args.vocab_size}
     train = {"max_tokens": args.max_tokens, "eval_examples": 0, **({"autocast": args.autocast} if args.autocast != "none" else {})}
-    cur = bq.curriculum(bq.load_recipe(), args.data, run, {"singleline": args.steps, "tutorial": 1, "codenet": 1}, 1, None,
-                        model, train)
-    cur["stages"] = cur["stages"][:1]
-    cur["stages"][0]["lr"] = args.lr
-    cur["data"]["builds"] = {}  # the SingleLine build is there (checked above); nothing else is read
+    stage = dict(bq.load_recipe()["stages"][0], steps=args.steps, warmup=max(1, min(200, args.steps // 10)), lr=args.lr)
+    fields = {**{f"model.{k}": v for k, v in model.items()}, **{f"train.{k}": v for k, v in train.items()},
+              "data.dir": args.data, "data.builds": {},  # the SingleLine build is there (checked above)
+              "stages": [stage]}  # stage 1 alone
     os.makedirs(run, exist_ok=True)
-    import yaml
-
-    with open(os.path.join(run, "recipe.yaml"), "w") as f:
-        yaml.safe_dump(cur, f, sort_keys=False)
     with open(run + ".log", "w") as log:
-        bq.pretrain(os.path.join(run, "recipe.yaml"), run, None, log, "--no-score")
+        bq.pretrain(str(bq.RECIPE), [f"{k}={json.dumps(v)}" for k, v in fields.items()], run, None, log, "--no-score")
     run = os.path.join(run, "run")
     train_s = sum(s["seconds"] for s in bq.stage_summary(run).values())
     from curricula.singleline import built_params

@@ -49,7 +49,34 @@ def test_quality_defaults_pick_the_token_budget_by_device_and_pilot_refuses_miss
     assert run.returncode == 1 and "no SingleLine dataset under" in run.stderr and "Traceback" not in run.stderr
 
 
-def test_quality_curriculum_is_the_recipe_with_the_runs_steps_data_and_mining(tmp_path):
+def _variant(argv: list[str], device: str = "cpu") -> tuple[dict, list[str]]:
+    """bench_quality's options parsed as its main does, and the recipe with their --set fields."""
+    import argparse
+    import copy
+
+    import bench_quality
+
+    from codeexecutor.training.pretrain import apply_overrides
+
+    names = {"--steps": None, "--lr": float, "--data": str, "--mutants": int, "--errors-weight": float,
+             "--functions-weight": float, "--positions": str, "--preset": str}
+    ap = argparse.ArgumentParser()
+    for flag, kind in names.items():
+        ap.add_argument(flag, type=kind)
+    args = ap.parse_args(argv)
+    for field in ("dropout", "vocab_size", "state", "order", "code_window", "exception_weight", "max_tokens", "autocast",
+                  "corpora", "codenet_limit", "tutorial_sources", "singleline_limit", "augment", "function_corpora",
+                  "workers"):
+        setattr(args, field, None)
+    args.split_digits, args.valid_examples, args.eval_limit = False, 0, 300
+    if args.steps:
+        args.steps = dict(zip(bench_quality.STAGES, (int(n) for n in args.steps.split(","))))
+    recipe = bench_quality.load_recipe()
+    _, sets = bench_quality.options(args, recipe, device)
+    return apply_overrides(copy.deepcopy(recipe), sets), sets
+
+
+def test_a_quality_variant_is_the_recipe_with_the_runs_fields_set(tmp_path):
     import yaml
 
     import bench_quality
@@ -57,19 +84,16 @@ def test_quality_curriculum_is_the_recipe_with_the_runs_steps_data_and_mining(tm
     from codeexecutor.training.config import Curriculum
 
     recipe = bench_quality.load_recipe()
-    steps = {"singleline": 30, "tutorial": 20, "codenet": 3000}
-    raw = bench_quality.curriculum(recipe, str(tmp_path), str(tmp_path / "run"), steps, hardest=100, mine_from=300)
+    raw, sets = _variant(["--steps", "30,20,3000", "--data", str(tmp_path), "--lr", "2e-3", "--mutants", "3"])
+    assert all(item.split("=", 1)[0].split(".")[0] in ("model", "train", "score", "data", "stages") for item in sets)
     cur = Curriculum.from_dict(raw)
     first, second, third = cur.stages
     assert [s.steps for s in cur.stages] == [30, 20, 3000] and [s.warmup for s in cur.stages] == [3, 2, 200]
-    assert second.lr == third.lr < first.lr  # the later stages at a lower rate, as the recipe says
-    singleline = [src for src in second.sources if src.task == "singleline"]
-    assert [(src.hardest, src.mine_from) for src in singleline] == [(100, 300), (None, None)]
-    assert sum(src.weight for src in singleline) == 0.5
+    assert first.lr == pytest.approx(2e-3) and second.lr == third.lr == pytest.approx(1e-3)  # scaled alike
     assert all(src.path.startswith(str(tmp_path) + "/") for st in cur.stages for src in st.sources)  # the run's data
-    assert cur.train.output_dir == str(tmp_path / "run") and cur.train.autocast is None
-    plain = bench_quality.curriculum(recipe, str(tmp_path), "run", steps, hardest=100)
-    assert "mine_from" not in plain["stages"][1]["sources"][0]  # all of them scored when no pool is given
+    assert raw["data"]["builds"]["codenetmut"]["mutants"] == 3
+    assert raw["data"]["builds"]["codenetmut"]["codenet"] == recipe["data"]["builds"]["codenetmut"]["codenet"]
+    assert cur.train.autocast is None and raw["score"]["limit"] == 300
     assert recipe == bench_quality.load_recipe()  # the recipe itself is left as it was
     # the recipe is a curriculum run_pretrain.sh takes as it is
     raw_recipe = yaml.safe_load(open(bench_quality.RECIPE))
@@ -77,12 +101,12 @@ def test_quality_curriculum_is_the_recipe_with_the_runs_steps_data_and_mining(tm
     assert on_disk.model.preset == "mini" and [s.name for s in on_disk.stages] == list(bench_quality.STAGES)
     data_dir = raw_recipe["data"]["dir"]
     assert all(src.path.startswith(data_dir + "/") for st in on_disk.stages for src in st.sources)
-    # no steps: the recipe's own, which `pretrain --minutes` replaces; builds' fields set over the recipe's
-    timed = bench_quality.curriculum(recipe, None, "run", builds={"codenetmut": {"mutants": 3}, "new": {"kind": "tutorial"}})
+    # no steps: the recipe's own, which `pretrain --minutes` replaces
+    timed, _ = _variant([])
     assert [st["steps"] for st in timed["stages"]] == [st["steps"] for st in recipe["stages"]]
-    assert timed["data"]["dir"] == data_dir and timed["data"]["builds"]["codenetmut"]["mutants"] == 3
-    assert timed["data"]["builds"]["codenetmut"]["codenet"] == recipe["data"]["builds"]["codenetmut"]["codenet"]
-    assert sum(st["share"] for st in timed["stages"]) == pytest.approx(1.0)
+    assert timed["data"]["dir"] == data_dir and sum(st["share"] for st in timed["stages"]) == pytest.approx(1.0)
+    gpu, _ = _variant([], device="gpu")
+    assert gpu["train"]["max_tokens"] == bench_quality.MAX_TOKENS["gpu"]  # full batches on a GPU
 
 
 def test_stage_exports_come_in_stage_order_and_a_run_without_them_is_refused(tmp_path):
@@ -103,10 +127,8 @@ def test_stage_exports_come_in_stage_order_and_a_run_without_them_is_refused(tmp
     assert run.returncode == 1 and "no stage exports under" in run.stderr and "Traceback" not in run.stderr
 
 
-def test_quality_variants_name_their_results_and_reach_the_model_config(tmp_path):
+def test_quality_variants_name_their_results_and_reach_the_model_config():
     import bench_quality
-
-    from codeexecutor.training.config import Curriculum
 
     recipe = bench_quality.load_recipe()
     base = recipe["model"]
@@ -126,22 +148,20 @@ def test_quality_variants_name_their_results_and_reach_the_model_config(tmp_path
     assert len(names) == 11  # no variant overwrites another's results
     assert bench_quality.result_name("cpu", recipe, {"code_window": base.get("code_window", "head")}) == "quality-cpu"
     assert bench_quality.result_name("cpu", recipe, {"step_order": base.get("step_order", "start")}) == "quality-cpu"
-    steps = {"singleline": 3, "tutorial": 2, "codenet": 1}
-    third = Curriculum.from_dict(bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, errors_weight=0.3)).stages[2]
+    from codeexecutor.training.config import Curriculum
+
+    third = Curriculum.from_dict(_variant(["--errors-weight", "0.3"])[0]).stages[2]
     assert third.sources[3].path.endswith("codenetmut/errors") and third.sources[3].weight == 0.3
     assert bench_quality.recipe_errors_weight(recipe) == 0.1
     weight = bench_quality.recipe_functions_weight(recipe) + 0.25
-    with_functions = bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, functions_weight=weight)
-    sources = Curriculum.from_dict(with_functions).stages[2].sources
-    assert [(s.path[len(str(tmp_path)) + 1:], s.weight) for s in sources if "/functions/" in s.path] == [
+    sources = Curriculum.from_dict(_variant(["--functions-weight", str(weight)])[0]).stages[2].sources
+    assert [("/".join(s.path.split("/")[-2:]), s.weight) for s in sources if "/functions/" in s.path] == [
         ("functions/functions", weight), ("functions/functions_errors", round(weight / 3, 4))]
-    without = Curriculum.from_dict(bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, functions_weight=0))
-    assert not [s for s in without.stages[2].sources if "/functions/" in s.path]
-    assert bench_quality.recipe_functions_weight(bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10,
-                                                                          functions_weight=0)) == 0.0
+    without, _ = _variant(["--functions-weight", "0"])  # a weight of 0 leaves the source out
+    assert not [s for s in Curriculum.from_dict(without).stages[2].sources if "/functions/" in s.path]
+    assert bench_quality.recipe_functions_weight(without) == 0.0
     for positions in ("absolute", "rotary"):
-        cur = Curriculum.from_dict(bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, model={"positions": positions}))
-        assert cur.model.positions == positions
+        assert Curriculum.from_dict(_variant(["--positions", positions])[0]).model.positions == positions
 
 
 def test_a_result_names_the_machine_its_wall_clock_figures_came_from():
@@ -234,43 +254,7 @@ def test_comparison_columns_name_the_options_their_runs_set():
     assert compare_quality.extras({"functions_stage": 0.5}) == ", a functions stage of 0.5 of stage 3"
 
 
-def test_a_functions_stage_draws_every_source_as_often_as_stage_three_did(tmp_path):
-    import bench_quality
-
-    from codeexecutor.training.config import Curriculum
-
-    recipe = bench_quality.load_recipe()
-    steps = {"singleline": 30, "tutorial": 20, "codenet": 1000}
-    share = bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, functions_weight=0.3)
-    split = Curriculum.from_dict(bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, functions_weight=0.3,
-                                                          functions_stage=0.5))
-    assert [(s.name, s.steps) for s in split.stages] == [("singleline", 30), ("tutorial", 20), ("codenet", 500), ("functions", 500)]
-    assert [s.share for s in split.stages[2:]] == [0.125, 0.125]  # stage 3's share of a budget, split alike
-    assert not [src for src in split.stages[2].sources if "/functions/" in src.path]
-
-    def drawn(stages) -> dict[str, float]:  # expected steps' worth of each source
-        out: dict[str, float] = {}
-        for st in stages:
-            total = sum(src.weight for src in st.sources)
-            for src in st.sources:
-                out[src.path] = out.get(src.path, 0.0) + st.steps * src.weight / total
-        return out
-
-    before = drawn(Curriculum.from_dict(share).stages[2:])
-    after = drawn(split.stages[2:])
-    assert before.keys() == after.keys() and all(abs(before[k] - after[k]) < 1.0 for k in before)
-    tail = split.stages[3]
-    assert sum(s.weight for s in tail.sources if "/functions/" in s.path) / sum(s.weight for s in tail.sources) > 0.5
-    for bad in (0.1, 1.0):  # below the functions' part of stage 3 (0.29), or the whole stage
-        with pytest.raises(SystemExit) as exc:
-            bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, functions_weight=0.3, functions_stage=bad)
-        assert exc.value.code == 2
-    with pytest.raises(SystemExit):
-        bench_quality.curriculum(recipe, str(tmp_path), "run", steps, 10, functions_weight=0, functions_stage=0.5)
-    names = {bench_quality.result_name("cpu", recipe, {}), bench_quality.result_name("cpu", recipe, {}, functions_stage=0.5)}
-    assert len(names) == 2
-
-
+@pytest.mark.timeout(900)  # pretrain's six phases and a second scoring: 235 s on 2 cores beside a data build
 def test_a_quality_run_is_pretrain_on_a_variant_and_gathers_its_scores(tmp_path, demo_data):
     """bench_quality on the demo recipe, a few steps: the variant written, `pretrain` run
     on it, the per-build scores merged into one result file with the run's steps."""
@@ -291,10 +275,11 @@ def test_a_quality_run_is_pretrain_on_a_variant_and_gathers_its_scores(tmp_path,
            "--errors-weight", "0.3"]
     run = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-    variant = yaml.safe_load((tmp_path / "run" / "recipe.yaml").read_text())
+    variant = json.loads((tmp_path / "run" / "pretrain.json").read_text())["settings"]["recipe"]  # what pretrain trained
     assert [st["steps"] for st in variant["stages"]] == [3, 2, 2]
     assert [s["weight"] for s in variant["stages"][2]["sources"] if s["path"].endswith("codenetmut/errors")] == [0.3]
     result = json.loads((tmp_path / "results" / "quality-cpu-errors0.3.json").read_text())
+    assert "stages.codenet.sources.codenetmut/errors.weight=0.3" in result["sets"]
     assert result["steps"] == {"singleline": 3, "tutorial": 2, "codenet": 2}
     assert {"singleline", "tutorial", "codenetmut", "errors"} <= set(result["test"])
     assert all(e["examples"] == 2 for e in result["test"].values()) and result["runtime_errors"] is not None

@@ -148,3 +148,30 @@ def test_minutes_must_buy_something_and_sets_must_name_a_field(tmp_path):
     assert bad.returncode == 2 and "SECTION.FIELD=VALUE" in bad.stderr
     stage = _pretrain("--recipe", recipe, "--out", tmp_path / "out", "--set", "stages.nope.steps=3", timeout=120)
     assert stage.returncode == 2 and "no stage 'nope'" in stage.stderr
+
+
+def test_a_set_reaches_one_source_of_a_stage_and_a_zero_weight_leaves_it_out():
+    from codeexecutor.errors import ConfigError
+    from codeexecutor.training.pretrain import apply_overrides
+
+    def recipe() -> dict:
+        return {"data": {"builds": {"codenetmut": {"mutants": 9}}},
+                "stages": [{"name": "mix", "steps": 5, "sources": [
+                    {"path": "singleline/singleline", "weight": 0.25, "hardest": 10},
+                    {"path": "singleline/singleline", "weight": 0.25},
+                    {"path": "codenetmut/errors", "weight": 0.1}]}]}
+
+    raw = apply_overrides(recipe(), ["stages.mix.sources.errors.weight=0.3", "stages.mix.sources.1.weight=0.5",
+                                     "data.builds.codenetmut.mutants=3", "stages.mix.steps=7"])
+    assert [src["weight"] for src in raw["stages"][0]["sources"]] == [0.25, 0.5, 0.3]
+    assert raw["data"]["builds"]["codenetmut"]["mutants"] == 3 and raw["stages"][0]["steps"] == 7
+    alone = apply_overrides(recipe(), ['stages=[{"name": "one", "steps": 2, "sources": [{"path": "a/b"}]}]'])
+    assert [st["name"] for st in alone["stages"]] == ["one"]
+    full = apply_overrides(recipe(), ["stages.mix.sources.codenetmut/errors.weight=0"])
+    assert [src["path"] for src in full["stages"][0]["sources"]] == ["singleline/singleline"] * 2
+    for item, words in (("stages.mix.sources.singleline.weight=1", "several source 'singleline'"),
+                        ("stages.mix.sources.functions.weight=1", "no source 'functions'"),
+                        ("stages.mix.sources.7.weight=1", "no source '7'"),
+                        ("stages.mix.extra.errors.weight=1", "stages.STAGE.sources.SOURCE.FIELD")):
+        with pytest.raises(ConfigError, match=words):
+            apply_overrides(recipe(), [item])

@@ -39,21 +39,35 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:
-    """`section.field=value` (`model.preset=small`, `train.max_tokens=49152`,
-    `stages.codenet.steps=100`) set on a recipe's mapping; values read as YAML."""
+    """`section.field=value` set on a recipe's mapping, values read as YAML:
+    `model.preset=small`, `data.builds.codenetmut.mutants=3`, a stage by its name
+    (`stages.codenet.steps=100`), and one of its sources by its index or its path, whole or
+    its last part (`stages.codenet.sources.errors.weight=0.3`; a weight of 0 leaves the
+    source out), or the whole list of stages (`stages=[...]`)."""
     import yaml
 
     for item in overrides:
         key, sep, value = item.partition("=")
         parts = key.split(".")
+        if sep and parts == ["stages"]:  # the whole list of stages
+            raw["stages"] = yaml.safe_load(value)
+            continue
         if not sep or len(parts) < 2:
             raise ConfigError(f"--set {item}: write SECTION.FIELD=VALUE, e.g. --set model.preset=small")
         node = raw
-        if parts[0] == "stages" and len(parts) == 3:
+        if parts[0] == "stages" and len(parts) in (3, 5):
             node = next((st for st in raw.get("stages") or [] if st.get("name") == parts[1]), None)
             if node is None:
                 raise ConfigError(f"--set {item}: the recipe has no stage {parts[1]!r}")
-            parts = parts[2:]
+            if len(parts) == 5 and parts[2] == "sources":
+                sources = node.get("sources") or []
+                node = _source(sources, parts[3], item, parts[1])
+                if parts[4] == "weight" and yaml.safe_load(value) == 0:
+                    sources.remove(node)
+                    continue
+            elif len(parts) == 5:
+                raise ConfigError(f"--set {item}: a stage's field is stages.STAGE.FIELD or stages.STAGE.sources.SOURCE.FIELD")
+            parts = parts[-1:]
         else:
             for part in parts[:-1]:
                 node = node.setdefault(part, {})
@@ -61,6 +75,18 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
                     raise ConfigError(f"--set {item}: {part} is not a section")
         node[parts[-1]] = yaml.safe_load(value)
     return raw
+
+
+def _source(sources: list[dict], name: str, item: str, stage: str) -> dict:
+    """The one source of a stage that `name` means: its index, its path, or its path's last part."""
+    if name.isdigit() and int(name) < len(sources):
+        return sources[int(name)]
+    found = [src for src in sources if src.get("path") == name or str(src.get("path", "")).rsplit("/", 1)[-1] == name]
+    if len(found) != 1:
+        paths = ", ".join(f"{i}: {src.get('path')}" for i, src in enumerate(sources))
+        raise ConfigError(f"--set {item}: stage {stage} has {'no' if not found else 'several'} source {name!r}; "
+                          f"name one by its index or path ({paths})")
+    return found[0]
 
 
 def load_recipe(path: str, base_dir: str, overrides: list[str] = ()) -> tuple[Curriculum, dict]:
