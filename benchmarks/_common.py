@@ -10,7 +10,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data" / "atcoder-python"
-RESULTS = pathlib.Path(os.environ.get("CODEEXECUTOR_RESULTS") or ROOT / "benchmarks" / "results")  # the GPU campaign: $OUT
+RESULTS = pathlib.Path(os.environ.get("CODEEXECUTOR_RESULTS") or ROOT / "benchmarks" / "results")  # a GPU draw points it at the device call's $OUT
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

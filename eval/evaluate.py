@@ -124,8 +124,6 @@ def task_of_file(path: str, task: str | None) -> str:
 
 def read_release_file(path: str) -> list[dict]:
     """Rows of a test file in the release's format; UsageError naming the bad line."""
-    import json
-
     from codeexecutor.errors import UsageError
     from codeexecutor.source import read_text_file
 

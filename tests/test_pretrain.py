@@ -52,6 +52,15 @@ def test_pretrain_builds_tokenizes_trains_scores_and_resumes(tmp_path):
     assert prepared.returncode == 0 and prepared.stdout.splitlines()[-1] == str(out), prepared.stderr[-3000:]
     assert list(json.loads((out / "pretrain.json").read_text())["phases"]) == ["build", "tokenizer", "tokenize"]
     assert not (out / "run").exists() and "--resume carries on" in prepared.stderr
+    # until the training begins the schedule may change: the tokens are kept, their curriculum written again
+    tuned = _pretrain("--recipe", recipe, "--out", out, "--until", "tokenize", "--resume", "--minutes", "5", *flex,
+                      "--set", "stages.second.sources.errors.weight=0.5", "--set", "stages.first.steps=4")
+    assert tuned.returncode == 0 and "schedule changed" in tuned.stderr and "tokenized before" in tuned.stderr, tuned.stderr
+    written = yaml.safe_load((out / "tokenized" / "curriculum.yaml").read_text())["stages"]
+    assert written[0]["steps"] == 4 and [src.get("weight", 1.0) for src in written[1]["sources"]] == [1.0, 0.5]
+    data_change = _pretrain("--recipe", recipe, "--out", out, "--until", "tokenize", "--resume", *flex,
+                            "--set", "model.vocab_size=300")
+    assert data_change.returncode == 2 and "another recipe or settings" in data_change.stderr
     done = _pretrain("--recipe", recipe, "--out", out, "--resume", *flex)  # --minutes may change until the training
     assert done.returncode == 0, done.stderr[-3000:]
     record = json.loads((out / "pretrain.json").read_text())
@@ -175,3 +184,23 @@ def test_a_set_reaches_one_source_of_a_stage_and_a_zero_weight_leaves_it_out():
                         ("stages.mix.extra.errors.weight=1", "stages.STAGE.sources.SOURCE.FIELD")):
         with pytest.raises(ConfigError, match=words):
             apply_overrides(recipe(), [item])
+
+
+@pytest.mark.parametrize("name", ["cpu-hour", "gpu-draw", "paper", "million"])
+def test_each_shipped_recipe_is_valid_bar_data_this_machine_lacks(name):
+    """A recipe of curricula/recipes/ loads as `pretrain` reads it; where it cannot, only
+    because data it reads is not on this machine (the paper's CodeNet, a million-row build)."""
+    from codeexecutor.errors import ConfigError
+    from codeexecutor.training.pretrain import load_recipe
+
+    from .conftest import SHARED_DATA
+
+    try:
+        cur, _ = load_recipe(str(ROOT / "curricula" / "recipes" / f"{name}.yaml"), str(ROOT))
+    except ConfigError as exc:
+        problems = [line for line in str(exc).splitlines()[1:] if line.strip()]
+        assert problems and all("not found" in p or "is not a folder" in p for p in problems), str(exc)
+        assert name in ("paper", "million") or not SHARED_DATA.is_dir(), str(exc)
+        return
+    assert [st.name for st in cur.stages][:3] == ["singleline", "tutorial", "codenet"]
+    assert sum(st.share for st in cur.stages) == pytest.approx(1.0)  # a --minutes budget is shared out whole

@@ -5,7 +5,9 @@ sections: `data` (where the datasets live and how to build the missing ones), `t
 (the sample it is trained on) and `score` (what the model is scored on). The command runs
 its phases in order, each into the output folder and each skipped when its result is
 already there, so the same command with `--resume` carries on from where a killed run
-stopped:
+stopped. Until the training has begun, a resumed run may change its schedule (`train`,
+`score`, the stages' steps, shares, rates and weights) and `--minutes`: the data phases'
+results are kept, and the tokenized sources' curriculum is written again (`data_part`):
 
     build      each dataset of `data.builds` that is missing (`codeexecutor build KIND`, resumable)
     tokenizer  one tokenizer on a bounded sample of the sources (unless the model names one or an init)
@@ -107,6 +109,15 @@ def load_recipe(path: str, base_dir: str, overrides: list[str] = ()) -> tuple[Cu
     return Curriculum.from_dict(raw, path, base_dir, buildable=True), raw
 
 
+def data_part(raw: dict) -> dict:
+    """What a recipe's data phases (build, tokenizer, tokenize) depend on: everything but the
+    schedule (`train`, `score`, and of the stages their sources' paths and tasks only). Two
+    recipes with the same data part share their datasets, tokenizer and tokens."""
+    sources = sorted({(str(src.get("path")), str(src.get("task"))) for st in raw.get("stages") or []
+                      for src in st.get("sources") or []})
+    return {**{k: v for k, v in raw.items() if k not in ("train", "score", "stages")}, "sources": sources}
+
+
 class Pretrain:
     def __init__(self, recipe: str, out: str | None = None, minutes: float | None = None, resume: bool = False,
                  base_dir: str = ".", ds_config: str | None = None, overrides: list[str] = (), launcher: bool = False,
@@ -125,10 +136,15 @@ class Pretrain:
             raise ConfigError(f"{self.out} holds a pretrain run already: add --resume to carry it on, or give --out a new folder")
         self.record = json.load(open(self.record_path)) if started else {"recipe": os.path.abspath(recipe), "phases": {}}
         before = self.record.get("settings") or {}
-        training = os.path.isdir(os.path.join(self.out, "run"))  # --minutes may change until the training has begun
-        if started and (before.get("recipe") != raw or (training and before.get("minutes") != minutes)):
+        training = os.path.isdir(os.path.join(self.out, "run"))  # the schedule and --minutes may change until then
+        if started and (before.get("recipe") != raw and (training or data_part(before.get("recipe") or {}) != data_part(raw))
+                        or training and before.get("minutes") != minutes):
             raise ConfigError(f"{self.out} was started with another recipe or settings ({self.record_path}): --resume "
                               "carries on the same run; give --out a new folder for this one")
+        if started and before.get("recipe") != raw and self.record["phases"].get("tokenize", {}).get("done"):
+            print("pretrain: the recipe's schedule changed before training began: its tokenized sources are kept and "
+                  "their curriculum written again", file=sys.stderr, flush=True)
+            self.record["phases"]["tokenize"]["done"] = False
         self.record["settings"] = {"recipe": raw, "minutes": minutes}
 
     # -- the phases --------------------------------------------------------------------------
