@@ -9,6 +9,7 @@ import sys
 
 from codeexecutor.cli import provide, register
 from codeexecutor.generation.api import decoding_arguments
+from eval.agreement import agreement
 
 HUMANEVAL = os.path.join("..", "shared", "data", "humaneval")
 
@@ -187,4 +188,5 @@ def _test_sample(size: int, limit: int) -> list[int]:
 
 
 provide("evaluate_model", _evaluate_model)
+provide("agreement", agreement)
 provide("test_sample", _test_sample)

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 from codeexecutor.errors import ConfigError
 from codeexecutor.generation.verdict import finite_margin
+from codeexecutor.modeling.int8 import INT8_FILE
 from codeexecutor.modeling.profiles import lacks_depth
 from eval.answers import Answers, generate_answers
 from eval.trace_metrics import TraceRecord, aligned_metrics, crash_score_auroc, error_metrics, orca_metrics, table3_metrics
@@ -249,6 +250,8 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
     decoded = {"shard": f"{shard[0]}/{shard[1]}", "decoded": 0, "examples": 0} if shard else None
     if answers:
         weights = os.path.join(model, "model.safetensors")
+        if not os.path.exists(weights):
+            weights = os.path.join(model, INT8_FILE)  # a shipped folder in int8
         stamp = os.path.getmtime(weights) if os.path.exists(weights) else None
         journal = Answers(answers, shard=shard, settings={"model": os.path.abspath(model) if os.path.exists(model) else model, "stamp": stamp,
                                     "beam": beam, "max_length": max_length, **decoding})

@@ -103,9 +103,16 @@ def test_the_smoke_draw_brings_back_a_model_that_loads_here(tmp_path, demo_data)
     assert checks["unpack"]["sources"] == {k: v["rows"] for k, v in json.loads((pack / "manifest.json").read_text())[
         "sources"].items()}  # each source's ids written back whole
     back = subprocess.run([sys.executable, "-m", "codeexecutor", "draw", "unpack", str(out), "--pack", str(pack),
-                           "--limit", "2", "--record", str(tmp_path / "record.json")],
+                           "--limit", "2", "--record", str(tmp_path / "record.json"),
+                           "--install", str(tmp_path / "models" / "drawn"), "--weights", "int8"],
                           capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert back.returncode == 0, back.stderr[-3000:]
+    installed = tmp_path / "models" / "drawn"  # the model as it would ship: int8 codes, its card, loadable
+    assert (installed / "model.int8.safetensors").exists() and not (installed / "model.safetensors").exists()
+    assert "weights in int8" in (installed / "README.md").read_text()
+    copy = json.loads((out / "unpacked.json").read_text())["installed"]  # the int8 copy scored on the same examples
+    assert copy["weights"] == "int8" and set(copy["sets"]) == set(scores["sets"])
+    assert all(0 <= c["identical_to_bf16"] <= 100 for c in copy["sets"].values())
     unpacked = json.loads((out / "unpacked.json").read_text())
     assert unpacked["pieces"] >= 1 and set(unpacked["sets"]) == set(scores["sets"])
     assert all(c["draw"] and c["here"]["examples"] == 2 for c in unpacked["sets"].values())

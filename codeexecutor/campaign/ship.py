@@ -1,9 +1,9 @@
-"""Ship a trained run's model in the repository: bf16, its card, its scores.
+"""Ship a trained run's model in the repository: bf16 or int8, its card, its scores.
 
     codeexecutor ship --run runs/qd/run --data runs/quality/data-depth \
         --name codeexecutor-mini-cpu [--device "AVX512_BF16 CPU"] [--limit 300]
 
-Saves RUN/final as one bf16 safetensors file with its config and tokenizer under
+Saves RUN/final as one safetensors file (bf16, or int8 with --weights int8) with its config and tokenizer under
 models/NAME, scores that copy (loaded as a user loads it) on the fixed test sample of
 every test set of DATA (`evaluate --limit`, greedy, the release's metric), and writes the
 model card (README.md) from the run's own records: its curriculum, steps and training
@@ -31,6 +31,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--command", default="", help="the command that trained it, for the card")
     ap.add_argument("--recipe", default="curricula/recipes/cpu-hour.yaml", help="the recipe it was trained by, for the card")
     ap.add_argument("--limit", type=int, default=300)
+    ap.add_argument("--weights", choices=("bf16", "int8"), default="bf16",
+                    help="how the weights are stored: bfloat16, or int8 codes a row at half the bytes (modeling/int8.py)")
     ap.add_argument("--trace-python", help="the interpreter that traced the training data, where the run's config does "
                     "not say (a run from before models kept it)")
     ap.add_argument("--note", default="", help="a paragraph for the card's scores section")
@@ -52,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.run or not args.data:
         raise UsageError("--run and --data are needed (all but --card-only)")
     from codeexecutor.progress import quiet_libraries
-    from codeexecutor.training.export import save_bf16
+    from codeexecutor.training.export import save_shipped
     from codeexecutor.cli import provided
     from codeexecutor.training.card import write_card
 
@@ -63,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     if not (run / "final" / "config.json").is_file():
         raise UsageError(f"no final model in {run}: give --run a finished training run's folder")
     dest = ROOT / "models" / args.name
-    params = save_bf16(str(run / "final"), str(dest))
+    params = save_shipped(str(run / "final"), str(dest), args.weights)
     config = json.loads((dest / "config.json").read_text())
     if not config.get("trace_python"):
         from codeexecutor.execution.interpreters import dataset_python

@@ -8,7 +8,7 @@ joined (training/export.py join_pieces); the model is loaded here and scored on 
 `--limit` examples of the same fixed test samples (`evaluate --limit`; the pack's data,
 or --data), and each set's scores are set beside the draw's: a model that lost something
 in transfer, or that scores differently on this machine, shows there. `--install` copies
-the joined model to models/NAME with a model card (README.md, Hugging Face layout).
+the joined model to models/NAME (bf16, or int8 with --weights int8) with a model card (README.md, Hugging Face layout).
 Writes DRAW_DIR/unpacked.json.
 """
 
@@ -35,6 +35,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--pack", default=str(ROOT / ".campaign"), help="the pack the draw ran on (its test samples)")
     ap.add_argument("--limit", type=int, default=50, help="test examples per set scored here (the draw scored 300)")
     ap.add_argument("--install", metavar="models/NAME", help="copy the model there, with a model card")
+    ap.add_argument("--weights", choices=("bf16", "int8"), default="bf16", help="how --install stores the weights: "
+                    "bfloat16, or int8 codes a row at half the bytes (modeling/int8.py; score the copy before shipping it)")
     ap.add_argument("--record", metavar="FILE.json", help="also write the draw's JSON files and this scoring into one "
                     "result file (benchmarks/results/...), the logs' tails cut to 600 characters")
 
@@ -60,31 +62,50 @@ def run(args: argparse.Namespace) -> int:
     evaluate_model = provided("evaluate_model")
 
     theirs = json.loads(scores_path.read_text())
-    ours: dict = {}
-    for build in sorted(p for p in pathlib.Path(data).iterdir() if p.is_dir()):
-        # answers journalled beside the draw: a scoring run stopped here resumes where it was
-        report = evaluate_model(str(model), str(build), split="test", limit=args.limit, beam=1, batch_size=64, progress=False,
-                                answers=str(draw / f"here-{build.name}.answers.jsonl"))
-        for name, e in report["datasets"].items():
-            ours[name] = {"examples": e["examples"], **e["table3"], "aligned": e.get("aligned"),
-                          "unfinished": (e.get("unfinished") or {}).get("share")}
+    ours, predictions = score_here(evaluate_model, model, pathlib.Path(data), args.limit, draw, "here")
     keys = ("examples", "trace_accuracy", "output_accuracy")
     drawn = theirs.get("sets", {})
     compared = {name: {"draw": {k: drawn[name].get(k) for k in keys} if name in drawn else None,  # None: not scored there
                        "here": ours[name]} for name in ours}
     out = {"model": str(model), "pieces": len(manifest["pieces"]), "bytes": manifest["bytes"], "parameters":
            manifest["parameters"], "limit_here": args.limit, "sets": compared}
-    (draw / "unpacked.json").write_text(json.dumps(out, indent=2) + "\n")
     for name, c in compared.items():
         there = c["draw"] or {"trace_accuracy": "-", "examples": 0}
         print(f"{name:<18} draw {there['trace_accuracy']!s:>6} ({there['examples']})   "
               f"here {c['here']['trace_accuracy']!s:>6} ({c['here']['examples']})")
     if args.install:
-        install(model, pathlib.Path(args.install), draw)
+        dest = pathlib.Path(args.install)
+        install(model, dest, draw, args.weights)
+        if args.weights != "bf16":  # the copy that ships, scored on the same examples: what the new precision moved
+            copy, copy_predictions = score_here(evaluate_model, dest, pathlib.Path(data), args.limit, draw, args.weights)
+            same = provided("agreement")(predictions, copy_predictions)
+            out["installed"] = {"model": str(dest), "weights": args.weights, "sets": {
+                name: {"trace_accuracy": copy[name]["trace_accuracy"], "output_accuracy": copy[name]["output_accuracy"],
+                       "identical_to_bf16": same.get(name, {}).get("identical")} for name in copy}}
+            for name, c in out["installed"]["sets"].items():
+                print(f"{name:<18} {args.weights} {c['trace_accuracy']!s:>6}  identical to bf16: {c['identical_to_bf16']}%")
+    (draw / "unpacked.json").write_text(json.dumps(out, indent=2) + "\n")
     if args.record:
         record(draw, pathlib.Path(args.record))
     print(f"report: {draw / 'unpacked.json'}")
     return 0
+
+
+def score_here(evaluate_model, model: pathlib.Path, data: pathlib.Path, limit: int, draw: pathlib.Path,
+               label: str) -> tuple[dict, list]:
+    """Each test set's scores of `model` on the first `limit` examples of every build in
+    `data`, and the predictions; answers journaled beside the draw (DRAW/LABEL-BUILD), so a
+    scoring run stopped here resumes where it was."""
+    scores: dict = {}
+    predictions: list = []
+    for build in sorted(p for p in data.iterdir() if p.is_dir()):
+        report = evaluate_model(str(model), str(build), split="test", limit=limit, beam=1, batch_size=64, progress=False,
+                                answers=str(draw / f"{label}-{build.name}.answers.jsonl"))
+        predictions += report["predictions"]
+        for name, e in report["datasets"].items():
+            scores[name] = {"examples": e["examples"], **e["table3"], "aligned": e.get("aligned"),
+                            "unfinished": (e.get("unfinished") or {}).get("share")}
+    return scores, predictions
 
 
 def record(draw: pathlib.Path, path: pathlib.Path) -> None:
@@ -116,12 +137,13 @@ def unpack_test_samples(draw: pathlib.Path, pack_dir: pathlib.Path) -> str:
     return str(target / "data" / "test")
 
 
-def install(model: pathlib.Path, dest: pathlib.Path, draw: pathlib.Path) -> None:
-    """The model under models/NAME with its card, from the draw's own records."""
+def install(model: pathlib.Path, dest: pathlib.Path, draw: pathlib.Path, weights: str = "bf16") -> None:
+    """The model under models/NAME, its weights stored as `weights`, with its card from the
+    draw's own records."""
     from codeexecutor.training.card import write_card
+    from codeexecutor.training.export import save_shipped
 
-    shutil.rmtree(dest, ignore_errors=True)
-    shutil.copytree(model, dest)
+    save_shipped(str(model), str(dest), weights)
     checks = json.loads((draw / "checks.json").read_text())
     training = json.loads((draw / "training.json").read_text())
     scores = json.loads((draw / "scores.json").read_text())

@@ -25,7 +25,8 @@ from codeexecutor.errors import UsageError
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 _NOT_CARRIED = {"model_type", "architectures", "transformers_version", "is_decoder", "add_cross_attention", "_name_or_path",
                 "auto_map", "dtype", "torch_dtype"}
-_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
+_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json",
+            "model.int8.safetensors")  # the last: int8 codes a row (modeling/int8.py), what the repository ships
 
 
 def resolve(name: str) -> str:
@@ -81,6 +82,28 @@ def folder_profile(path: str, cfg: dict) -> str | None:
     return None
 
 
+def _int8_only(path: str) -> bool:
+    from codeexecutor.modeling.int8 import INT8_FILE
+
+    return os.path.isfile(os.path.join(path, INT8_FILE)) and not any(
+        os.path.exists(os.path.join(path, w)) for w in _WEIGHTS if w != INT8_FILE)
+
+
+def _load_int8(path: str, dtype):
+    """A folder whose weights are int8 codes: the model built from its config, the weights
+    multiplied back into float32 and loaded; (model, {"missing_keys": ...}) as
+    from_pretrained's loading info."""
+    from codeexecutor.modeling.int8 import INT8_FILE, load_int8
+    from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
+
+    config = CodeExecutorConfig.from_pretrained(path)
+    model = CodeExecutorModel(config)
+    result = model.load_state_dict(load_int8(os.path.join(path, INT8_FILE)), strict=False)
+    model.tie_lm_head()
+    model.eval()
+    return (model.to(dtype) if dtype is not None else model), {"missing_keys": list(result.missing_keys)}
+
+
 def load_model(name: str, dtype=None, vocab_size: int | None = None, overrides: dict | None = None):
     """`CodeExecutorModel` from a folder or hub id in either layout. `vocab_size` resizes
     the embeddings (a training init whose tokenizer gained tokens); `overrides` set
@@ -92,7 +115,10 @@ def load_model(name: str, dtype=None, vocab_size: int | None = None, overrides: 
     kind = cfg.get("model_type")
     if kind == "codeexecutor":
         try:
-            model, info = CodeExecutorModel.from_pretrained(path, dtype=dtype, output_loading_info=True)
+            if _int8_only(path):
+                model, info = _load_int8(path, dtype)
+            else:
+                model, info = CodeExecutorModel.from_pretrained(path, dtype=dtype, output_loading_info=True)
         except (OSError, ValueError, RuntimeError) as exc:
             raise UsageError(f"cannot load the model in {path}: {str(exc).splitlines()[0]}") from None
         missing = [k for k in info.get("missing_keys", ()) if not k.startswith("lm_head.") and not k.endswith("position_ids")]

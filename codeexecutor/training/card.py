@@ -27,11 +27,16 @@ def write_card(dest, scores: dict, device: str, recipe: str | None, steps: dict 
     (device, minutes, recipe, command) and its scores per test set, plainly."""
     dest = pathlib.Path(dest)
     config = json.loads((dest / "config.json").read_text())
-    if parameters is None and (dest / "model.safetensors").exists():
+    from codeexecutor.modeling.int8 import INT8_FILE, SCALE
+
+    int8 = (dest / INT8_FILE).exists() and not (dest / "model.safetensors").exists()
+    weights_file = dest / (INT8_FILE if int8 else "model.safetensors")
+    if parameters is None and weights_file.exists():
         from safetensors import safe_open
 
-        with safe_open(str(dest / "model.safetensors"), "pt") as f:
-            parameters = sum(_count(f.get_slice(k).get_shape()) for k in f.keys())
+        with safe_open(str(weights_file), "pt") as f:
+            parameters = sum(_count(f.get_slice(k).get_shape()) for k in f.keys() if not k.endswith(SCALE))
+    stored = "int8 codes with a float32 scale a row (norms in bfloat16; loaded into float32)" if int8 else "bfloat16"
     sets = scores.get("sets") or scores.get("test") or {}
     rows = []
     for name in [n for n in ORDER if n in sets] + [n for n in sets if n not in ORDER]:
@@ -61,7 +66,7 @@ and the exception with its line where it crashes. Use it with this repository's 
     codeexecutor trace prog.py --stdin in.txt --model {shown} --compare
 
 - architecture: RoBERTa encoder as a prefix-LM (`model_type: codeexecutor`), {config.get('num_hidden_layers')} layers of
-  {config.get('hidden_size')}, {f"{parameters:,}" if parameters else '?'} parameters, vocabulary {config.get('vocab_size')}, weights in bfloat16;
+  {config.get('hidden_size')}, {f"{parameters:,}" if parameters else '?'} parameters, vocabulary {config.get('vocab_size')}, weights in {stored};
 - trace format: profile `{config.get('format_profile')}`, states `{config.get('trace_state')}`, step order
   `{config.get('step_order')}` (docs/trace-format.md); traces made by Python {config.get('trace_python') or '3.11'};
 - trained on {device}, {minutes} minutes of training, recipe `{recipe}`, steps {' / '.join(f'{k} {v:,}' for k, v in (steps or {}).items()) or '?'}, by

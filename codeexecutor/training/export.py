@@ -147,24 +147,33 @@ def _check_pieces(pieces_dir: str, manifest: dict, tmp: str) -> None:
         json.dump(manifest, f, indent=2)
 
 
-def save_bf16(model_dir: str, dest: str) -> int:
-    """A saved model as one bf16 safetensors file beside its config and tokenizer files:
-    half the bytes of float32, what a repository ships (the loader reads it back into
-    float32 on a CPU). Returns the parameters."""
+def save_shipped(model_dir: str, dest: str, weights: str = "bf16") -> int:
+    """A saved model as one weights file beside its config and tokenizer files, in bfloat16
+    (`model.safetensors`, half the bytes of float32) or int8 codes a row
+    (`model.int8.safetensors`, a quarter: modeling/int8.py); the loader reads either back
+    into float32 on a CPU. Returns the parameters."""
     import shutil
 
     import torch
     from safetensors.torch import load_file, save_file
 
+    from codeexecutor.modeling.int8 import INT8_FILE, save_int8
+
+    if weights not in ("bf16", "int8"):
+        raise ValueError(f"weights {weights!r}: bf16 or int8")
     tmp = dest.rstrip("/") + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
-    tensors = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous()
-               for k, v in load_file(os.path.join(model_dir, "model.safetensors")).items()}
-    save_file(tensors, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+    source = os.path.join(model_dir, "model.safetensors")
+    if weights == "int8":
+        params = save_int8(load_file(source), os.path.join(tmp, INT8_FILE))
+    else:
+        tensors = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous() for k, v in load_file(source).items()}
+        save_file(tensors, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+        params = sum(v.numel() for v in tensors.values())
     for f in sorted(os.listdir(model_dir)):
-        if f != "model.safetensors" and os.path.isfile(os.path.join(model_dir, f)):
+        if f not in ("model.safetensors", INT8_FILE) and os.path.isfile(os.path.join(model_dir, f)):
             shutil.copy(os.path.join(model_dir, f), os.path.join(tmp, f))
     shutil.rmtree(dest, ignore_errors=True)
     os.replace(tmp, dest)
-    return sum(v.numel() for v in tensors.values())
+    return params
