@@ -32,7 +32,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--recipe", default="curricula/recipes/cpu-hour.yaml", help="the recipe it was trained by, for the card")
     ap.add_argument("--limit", type=int, default=300)
     ap.add_argument("--weights", choices=("bf16", "int8"), default="bf16",
-                    help="how the weights are stored: bfloat16, or int8 codes a row at half the bytes (modeling/int8.py)")
+                    help="how the weights are stored: bfloat16, or int8 codes a row at about 0.6 of the bytes (modeling/int8.py)")
     ap.add_argument("--trace-python", help="the interpreter that traced the training data, where the run's config does "
                     "not say (a run from before models kept it)")
     ap.add_argument("--note", default="", help="a paragraph for the card's scores section")

@@ -36,7 +36,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--limit", type=int, default=50, help="test examples per set scored here (the draw scored 300)")
     ap.add_argument("--install", metavar="models/NAME", help="copy the model there, with a model card")
     ap.add_argument("--weights", choices=("bf16", "int8"), default="bf16", help="how --install stores the weights: "
-                    "bfloat16, or int8 codes a row at half the bytes (modeling/int8.py; score the copy before shipping it)")
+                    "bfloat16, or int8 codes a row at about 0.6 of the bytes (modeling/int8.py; score the copy before shipping it)")
     ap.add_argument("--record", metavar="FILE.json", help="also write the draw's JSON files and this scoring into one "
                     "result file (benchmarks/results/...), the logs' tails cut to 600 characters")
 

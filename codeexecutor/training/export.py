@@ -150,7 +150,7 @@ def _check_pieces(pieces_dir: str, manifest: dict, tmp: str) -> None:
 def save_shipped(model_dir: str, dest: str, weights: str = "bf16") -> int:
     """A saved model as one weights file beside its config and tokenizer files, in bfloat16
     (`model.safetensors`, half the bytes of float32) or int8 codes a row
-    (`model.int8.safetensors`, a quarter: modeling/int8.py); the loader reads either back
+    (`model.int8.safetensors`, about 0.3 of float32: modeling/int8.py); the loader reads either back
     into float32 on a CPU. Returns the parameters."""
     import shutil
 
