@@ -103,10 +103,13 @@ def test_minutes_fit_each_stage_from_its_measured_speed(tmp_path):
     assert set(fixed) == {"first", "second"} and all(s["seconds_per_step"] > 0 for s in fixed.values())
     log = [json.loads(line) for line in (out / "run" / "train_log.jsonl").read_text().splitlines() if '"loss"' in line]
     assert log[-1]["step"] == fixed["first"]["steps"] + fixed["second"]["steps"]  # the run trained what it planned
-    # the first stage took its share of the half minute: about 0.7 x 30 s / its seconds a step, less the margin
+    # the first stage's fix took its share of the half minute: about 0.7 x 30 s / its seconds a step, less the
+    # margin; later log steps may have fitted it again to the moment that planned (refits)
     first = fixed["first"]  # plan.json rounds the seconds it records: within a step or two of the figure
     want = max(first["fixed_after"], int(first["seconds_left"] * 0.7 * 0.92 / first["seconds_per_step"]) + first["fixed_after"])
-    assert abs(first["steps"] - want) <= max(2, 0.01 * want)
+    assert abs(first["planned"] - want) <= max(2, 0.01 * want)
+    assert first["ends_at"] == pytest.approx(plan["seconds"] - first["seconds_left"] * (1 - 0.7 * 0.92), abs=1.0)
+    assert (first["refits"] == 0) == (first["steps"] == first["planned"])
 
 
 def test_a_resumed_budget_keeps_the_steps_it_fixed_and_the_time_it_spent(tmp_path):
@@ -128,6 +131,36 @@ def test_a_resumed_budget_keeps_the_steps_it_fixed_and_the_time_it_spent(tmp_pat
     assert again[0].steps == steps and resumed.is_fixed(again[0]) and not resumed.is_fixed(again[1])
     later = resumed.fix(1, 0.5, 20)  # the second stage gets the time left: about 200 s, not 300
     assert 20 + int(190 * 0.92 / 0.5) <= later <= 20 + int(200 * 0.92 / 0.5)
+
+
+def test_a_refit_moves_a_stage_end_back_to_the_moment_its_fix_planned(tmp_path):
+    """A warm-up measured on a busy machine (or a device that slows later) is corrected at
+    the log steps after it: the stage's steps are fitted again to its planned end."""
+    import time
+
+    from codeexecutor.training.budget import Budget
+    from codeexecutor.training.config import Source, Stage
+
+    stages = [Stage("a", [Source("x", "codenet")], 100, share=0.5), Stage("b", [Source("x", "codenet")], 100, share=0.5)]
+    budget = Budget(10, stages, str(tmp_path))
+    planned = budget.fix(0, 1.0, 20)  # a slow warm-up: 1 s a step over 300 s less the margin
+    assert abs(planned - (20 + 276)) <= 1 and budget.fixed["a"]["ends_at"] == pytest.approx(276, abs=1)
+
+    def at(seconds):  # the run's clock set to `seconds`
+        budget.spent, budget.started = seconds, time.perf_counter()
+
+    at(76.0)  # 40 steps later the machine is quiet: 0.25 s a step, 200 s to the planned end
+    faster = budget.refit(0, 0.25, 60)
+    assert abs(faster - (60 + 800)) <= 2 and stages[0].steps == faster and budget.fixed["a"]["refits"] == 1
+    assert budget.refit(0, 0.255, 61) == faster  # within the tolerance: unchanged, no jolt to the decay
+    at(176.0)  # then it slows to 1 s a step with 100 s left: the stage shrinks instead of overrunning
+    assert abs(budget.refit(0, 1.0, 460) - 560) <= 1
+    at(300.0)  # past the moment: the stage ends at the step it is at
+    assert budget.refit(0, 1.0, 500) == 500
+    again = [Stage("a", [Source("x", "codenet")], 100, share=0.5), Stage("b", [Source("x", "codenet")], 100, share=0.5)]
+    resumed = Budget(10, again, str(tmp_path))  # the steps and the moment survive a kill
+    assert again[0].steps == 500 and resumed.fixed["a"]["ends_at"] == budget.fixed["a"]["ends_at"]
+    assert Budget(10, [Stage("c", [Source("x", "codenet")], 7)], str(tmp_path / "new")).refit(0, 1.0, 3) == 7  # unfixed
 
 
 @pytest.mark.parametrize("edit, words", [

@@ -7,9 +7,19 @@ recipe's steps) among itself and the stages after it, less a margin for the stag
 (export, evaluation) and the next stages' set-up (mining, data). Its learning rate warms
 up over those first steps whatever the total, so fixing the total then changes nothing
 already trained. A stage of another speed (SingleLine's short rows against CodeNet's
-long ones) measures its own. The plan is written to `plan.json` in the run folder as each
-stage is fixed, so a resumed run keeps the steps it started with and plans only the
-stages left, with the time that is left.
+long ones) measures its own.
+
+Fixing sets the moment the stage should end (`ends_at`, on the run's clock). At every
+log step after that the stage's steps are fitted again to that moment from its recent
+speed (`refit`, `RecentSpeed`), moved only when they are off by more than
+`TOLERANCE`: a warm-up measured on a busy machine, a device that slows, or a resumed
+process's lost time then move the stage's end back to its moment instead of starving or
+overrunning the stages after it. Each move rescales the rest of the stage's linear
+learning-rate decay.
+
+The plan is written to `plan.json` in the run folder as each stage is fixed or fitted
+again, so a resumed run keeps the steps and moments it had and plans only the stages
+left, with the time that is left.
 """
 
 from __future__ import annotations
@@ -20,6 +30,8 @@ import time
 
 WARMUP = 20  # steps a stage runs before its total is fixed
 MARGIN = 0.92  # of a stage's share of the time that goes to its steps; the rest covers its end and set-ups
+TOLERANCE = 0.03  # share of a stage's steps by which a refit may be off before it moves them
+RECENT = 6  # log intervals a refit measures the speed over, at the least
 
 
 class Budget:
@@ -52,8 +64,26 @@ class Budget:
         share = self.shares[stage.name] / sum(self.shares[st.name] for st in later)
         steps = max(done, int(left * share * MARGIN / max(seconds_per_step, 1e-9)) + done)
         stage.steps = steps
-        self.fixed[stage.name] = {"steps": steps, "seconds_per_step": round(seconds_per_step, 5),
-                                  "fixed_after": done, "seconds_left": round(left, 1)}
+        self.fixed[stage.name] = {"steps": steps, "planned": steps, "seconds_per_step": round(seconds_per_step, 5),
+                                  "fixed_after": done, "seconds_left": round(left, 1),
+                                  "ends_at": round(self.elapsed() + left * share * MARGIN, 2), "refits": 0}
+        self.save()
+        return steps
+
+    def refit(self, index: int, seconds_per_step: float, done: int) -> int:
+        """Stage `index`'s steps fitted again, after `done` of them, so that at
+        `seconds_per_step` it still ends at the moment its fix planned; unchanged while
+        within TOLERANCE, never fewer than `done` (a stage past its moment ends now)."""
+        stage = self.stages[index]
+        plan = self.fixed.get(stage.name)
+        if plan is None or "ends_at" not in plan:
+            return stage.steps
+        left = plan["ends_at"] - self.elapsed()
+        steps = done + max(0, int(left / max(seconds_per_step, 1e-9)))
+        if left > 0 and abs(steps - stage.steps) <= TOLERANCE * stage.steps:
+            return stage.steps
+        stage.steps = steps
+        plan.update(steps=steps, refits=plan.get("refits", 0) + 1, last_seconds_per_step=round(seconds_per_step, 5))
         self.save()
         return steps
 
@@ -62,6 +92,23 @@ class Budget:
         with open(tmp, "w") as f:
             json.dump({"seconds": self.seconds, "spent": self.elapsed(), "stages": self.fixed}, f, indent=2)
         os.replace(tmp, self.path)
+
+
+class RecentSpeed:
+    """Seconds a step over the later half of a stage's log intervals since its fix (at
+    least the last RECENT of them): steady as the stage goes on, yet following a change of
+    speed. Seeded with the step its fix was made at; a stage resumed by a new process
+    starts unseeded, so that its start-up is not taken for its speed."""
+
+    def __init__(self, step: int | None = None) -> None:
+        self.stamps = [] if step is None else [(step, time.perf_counter())]
+
+    def tick(self, step: int) -> float | None:
+        """Stamps `step`; the seconds a step over the window, None with one stamp."""
+        self.stamps.append((step, time.perf_counter()))
+        first = max(0, min(len(self.stamps) // 2, len(self.stamps) - 1 - RECENT))
+        (s0, t0), (s1, t1) = self.stamps[first], self.stamps[-1]
+        return (t1 - t0) / (s1 - s0) if s1 > s0 else None
 
 
 class StepClock:

@@ -33,7 +33,7 @@ from dataclasses import asdict
 
 from codeexecutor.errors import ConfigError
 from codeexecutor.training.config import Curriculum, Stage, load_ds_config
-from codeexecutor.training.budget import WARMUP, Budget, StepClock
+from codeexecutor.training.budget import WARMUP, Budget, RecentSpeed, StepClock
 from codeexecutor.training.data import Prefetcher
 from codeexecutor.training.engine import TorchEngine, checkpoint_engine, choose, optimizer_for
 from codeexecutor.training.export import export_model, save_checkpoint
@@ -247,7 +247,7 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
         unfixed = bool(minutes) and not _agreed_fixed(budget, stage)
         stop = lambda: min(end_of, max_steps) if max_steps is not None else end_of  # noqa: E731
         batches = Prefetcher(data, cur.train.seed, start_of, global_step, stop(), accum, rank, size, engine.device)
-        clock = StepClock()
+        clock, recent = StepClock(), RecentSpeed()  # the warm-up's speed; a fixed stage's recent speed
         loss_sum, loss_count = torch.zeros((), device=engine.device), 0  # on the device until a log step reads it
         while global_step < stop():
             for micro in range(accum):
@@ -261,17 +261,24 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
                 loss_count += 1
             global_step += 1
             profiler.after(global_step)
+            steps = stage.steps
             if unfixed:
                 clock.tick()
                 if global_step - start_of == min(WARMUP, stage.steps - 1):  # the warm-up ran: the stage's total is fixed
-                    stage.steps = _agreed(budget.fix(si, clock.seconds_per_step(), global_step - start_of) if budget else 0)
-                    end_of, unfixed = start_of + stage.steps, False
-                    batches.close()
-                    batches = Prefetcher(data, cur.train.seed, start_of, global_step, stop(), accum, rank, size, engine.device)
-                    if bar is not None:
-                        from codeexecutor.progress import set_total
+                    steps = _agreed(budget.fix(si, clock.seconds_per_step(), global_step - start_of) if budget else 0)
+                    unfixed, recent = False, RecentSpeed(global_step)
+            elif minutes and global_step % cur.train.log_every == 0:  # fitted again to the moment its fix planned
+                sps = recent.tick(global_step)  # None at a resumed stage's first log step: its start-up is no speed
+                if sps is not None:
+                    steps = _agreed(budget.refit(si, sps, global_step - start_of) if budget else 0)
+            if steps != stage.steps or end_of != start_of + steps:
+                stage.steps, end_of = steps, start_of + steps
+                batches.close()
+                batches = Prefetcher(data, cur.train.seed, start_of, global_step, stop(), accum, rank, size, engine.device)
+                if bar is not None:
+                    from codeexecutor.progress import set_total
 
-                        set_total(bar, stage.steps)
+                    set_total(bar, stage.steps)
             if rank == 0:
                 bar.update(1)
             if global_step % cur.train.log_every == 0 or global_step == end_of or global_step == max_steps:
