@@ -139,3 +139,27 @@ def test_a_stopped_draw_keeps_the_files_of_its_finished_steps(tmp_path, demo_dat
     assert [s["status"] for s in steps[:2]] == ["ok"] * 2 and steps[2]["status"] == "stopped by SIGTERM", steps
     assert json.loads((tmp_path / "out" / "throughput.json").read_text())["step"]["status"] == "stopped by SIGTERM"
     assert not list((tmp_path / "work").glob("**/*.tmp"))
+
+
+def test_a_training_step_that_failed_its_measurement_is_trained_through_the_tile_path(monkeypatch, tmp_path):
+    """The throughput step measures the training preset's step first; where that step
+    failed (a FlexAttention kernel the device could not build), the training is set to the
+    tile path, with the reason, instead of paying the same failed compile again."""
+    from codeexecutor.campaign import steps
+
+    size = steps.SIZES["budgets"][-1]
+    reports = {
+        "failed": {"steps": [{"preset": steps.SIZES["train_preset"], "tokens_per_step": size,
+                              "error": "BackendCompilerFailed: no kernel"}]},
+        "measured": {"steps": [{"preset": steps.SIZES["train_preset"], "tokens_per_step": size,
+                                "seconds_per_step": 0.03, "first_step_seconds": 40.0}]},
+    }
+    chosen = {}
+    for name, report in reports.items():
+        monkeypatch.setattr(steps, "speed", lambda *a, report=report, **k: report)
+        result = {}
+        steps.throughput({}, result, tmp_path / "log", time.time() + 60)
+        chosen[name] = result["chosen"]
+    assert chosen["failed"]["attention"] == "sdpa" and "no kernel" in chosen["failed"]["because"]
+    assert chosen["measured"]["attention"] == steps.SIZES["attention"] and "because" not in chosen["measured"]
+    assert chosen["measured"]["compile_seconds"] == 40.0 and chosen["measured"]["max_tokens"] == size

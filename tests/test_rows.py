@@ -239,3 +239,36 @@ def test_a_compile_that_fails_leaves_the_run_stepping_eagerly_and_says_why(monke
     row = torch_row(RowSpec(1024, 384, fixed=True).row(*random_examples(np.random.default_rng(5), 1024, 384), 1,
                                                        model.loss_table(), 128))
     assert torch.isfinite(model(row=row).loss)
+
+
+@pytest.mark.parametrize("tiles_compile", [True, False])
+def test_a_flex_step_that_fails_to_compile_falls_back_to_tiles_never_to_eager_flex(monkeypatch, tiles_compile):
+    """FlexAttention's compile failing (a kernel the device cannot build): the tile path is
+    compiled instead, and where that fails too the tile path steps eagerly; eager flex,
+    which would materialise a row's whole score matrix, is never what the run steps with."""
+    from types import SimpleNamespace
+
+    from codeexecutor.training.step import compile_with_fallbacks
+
+    tried = []
+
+    def compile_(fn, **kwargs):
+        def run(model, row, mask):
+            flex = "kv_num" in row
+            tried.append("flex" if flex else "tiles")
+            if flex or not tiles_compile:
+                raise RuntimeError(f"no kernel for {'flex' if flex else 'tiles'}\ndetail")
+            return fn(model, row, mask)
+        return run
+
+    monkeypatch.setattr(torch, "compile", compile_)
+    model = tiny()
+    cur = SimpleNamespace(model=SimpleNamespace(max_code_length=128, max_trace_length=256),
+                          train=SimpleNamespace(max_tokens=1024))
+    attention, probe = compile_with_fallbacks(model, cur, "flex", "cpu", None)
+    assert attention == "tiles" and tried == ["flex", "tiles"] and probe["compiled"] is tiles_compile
+    assert "the flex row step: compile failed (RuntimeError: no kernel for flex); trying the tile path" == probe["fallbacks"][0]
+    assert len(probe["fallbacks"]) == (1 if tiles_compile else 2)
+    if not tiles_compile:
+        assert probe["fallbacks"][1].endswith("this run steps eagerly through the tile path")
+    assert hasattr(model, "_row_loss") is tiles_compile and all(p.grad is None for p in model.parameters())

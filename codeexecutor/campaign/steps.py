@@ -274,7 +274,11 @@ def throughput(checks: dict, result: dict, log: pathlib.Path, deadline: float) -
             r["mfu_measured_matmul"] = round(r["achieved_tflops"] / measured, 4)
     trained = next((r for r in report.get("steps", []) if r.get("preset") == SIZES["train_preset"]
                     and "seconds_per_step" in r), None)
-    result["chosen"] = {"preset": SIZES["train_preset"], "attention": SIZES["attention"],
+    failed = next((r for r in report.get("steps", []) if r.get("preset") == SIZES["train_preset"] and "error" in r), None)
+    attention = "sdpa" if failed and not trained else SIZES["attention"]  # its step failed: the training tries no flex
+    result["chosen"] = {"preset": SIZES["train_preset"], "attention": attention,
+                        **({"because": f"the {SIZES['attention']} step failed: {failed['error'][:200]}"}
+                           if attention != SIZES["attention"] else {}),
                         "max_tokens": trained["tokens_per_step"] if trained else SIZES["budgets"][-1],
                         "seconds_per_step": (trained or {}).get("seconds_per_step"),
                         "compile_seconds": (trained or {}).get("first_step_seconds")}

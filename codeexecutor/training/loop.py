@@ -41,7 +41,7 @@ from codeexecutor.training.plots import plot_losses
 from codeexecutor.training.profiling import StepProfiler
 from codeexecutor.training.setup import autocast, build_model, build_tokenizer, resolve_profile
 from codeexecutor.training.stages import evaluate, evaluator_for, log_row, loss_scaling, stage_data
-from codeexecutor.training.step import attention_path, compile_and_probe, row_spec, wants_compile
+from codeexecutor.training.step import attention_path, compile_with_fallbacks, row_spec, wants_compile
 
 log = logging.getLogger("codeexecutor.train")
 
@@ -166,7 +166,9 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
         setup.update(row_tokens=cur.train.max_tokens, attention=attention, fallbacks=[fallback] if fallback else [])
         if compiled and kind == "torch":  # on the device it trains on, before the optimizer holds its parameters
             model.to(device)
-            setup.update(compile_and_probe(model, row_spec(cur, attention, True), cur, device, precision))
+            attention, probe = compile_with_fallbacks(model, cur, attention, device, precision)
+            setup["fallbacks"] += probe.pop("fallbacks")
+            setup.update(probe, attention=attention)
         elif compiled:  # DeepSpeed moves the model itself; ZeRO-3's hooks break the graph between modules
             model.compile_rows(fullgraph=zero_stage < 3)
             setup.update(compiled=True, fullgraph=zero_stage < 3)
@@ -175,8 +177,6 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
                                           "with graph breaks between modules")
         else:
             setup["compiled"] = False
-        if setup.get("fallback"):
-            setup["fallbacks"].append(setup.pop("fallback"))
         spec = row_spec(cur, attention, setup["compiled"])
     else:
         setup.update(compiled=False, fallbacks=["train.max_tokens is not set: batches of micro_batch_size examples are "

@@ -7,9 +7,12 @@ each chosen once at setup and written to the run's log with any fallback taken.
 * Compile: `train.compile: auto` compiles on CUDA and steps eagerly on the CPU, where
   a compiled step needs fixed shapes that cost the tile path its narrowing (every key
   tile a row might need, every position projected) and the CPU's eager step is the
-  faster (benchmarks/bench_step.py). `true` compiles anywhere; a compile that fails
-  (an old torch, no compiler) falls back to eager steps with the error's first line
-  in the log.
+  faster (benchmarks/bench_step.py). `true` compiles anywhere. A compile that fails
+  (an old torch, no compiler, a kernel the device cannot build) falls back with the
+  error's first line in the log: a FlexAttention step to the tile path compiled, then
+  to the tile path eagerly (`compile_with_fallbacks`). Eager FlexAttention is never the
+  fallback: without its compiled kernel it materialises a row's whole score matrix
+  (tens of GB at 48 k tokens a row).
 * The compiled forward is probed once on a synthetic row before training, so that
   its compile time is measured apart from the steps and a failure is found before the
   data starts.
@@ -97,8 +100,27 @@ def compile_and_probe(model, spec, cur, device, precision: str | None, fullgraph
         del model._row_loss
         model.zero_grad(set_to_none=True)
         model.train(was_training)
+        torch._dynamo.reset()  # nothing of the failed graph is reused by a next try
+        if torch.device(device).type == "cuda":
+            torch.cuda.empty_cache()  # a probe that ran out of memory leaves the next try its room
         return {"compiled": False, "fallback": f"compile failed ({type(exc).__name__}: {first}); this run steps eagerly"}
     seconds = time.perf_counter() - t0
     model.zero_grad(set_to_none=True)
     model.train(was_training)
     return {"compiled": True, "compile_seconds": round(seconds, 2), "fullgraph": fullgraph}
+
+
+def compile_with_fallbacks(model, cur, attention: str, device, precision: str | None) -> tuple[str, dict]:
+    """The row step compiled and probed with `attention`; where that fails with "flex",
+    with the tile path; where every compile fails, the tile path eagerly. Returns (the
+    attention the run steps with, what the log records: `compiled`, its seconds, and
+    the `fallbacks` taken, each naming the error)."""
+    fallbacks = []
+    for tried in dict.fromkeys((attention, "tiles")):
+        probe = compile_and_probe(model, row_spec(cur, tried, True), cur, device, precision)
+        if probe["compiled"]:
+            return tried, {**probe, "fallbacks": fallbacks}
+        why = probe["fallback"].split("; this run")[0]
+        fallbacks.append(f"the {tried} row step: {why}" + ("; trying the tile path" if tried != "tiles" else
+                                                         "; this run steps eagerly through the tile path"))
+    return "tiles", {"compiled": False, "fallbacks": fallbacks}
