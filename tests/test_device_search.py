@@ -60,3 +60,18 @@ def test_generate_answers_in_input_order_whatever_the_batching(generator_and_pro
     one = [gen.generate([text], beam=1, max_length=96)[0] for text in inputs[:4]]
     assert [g.text for g in sorted_] == [g.text for g in as_given]
     assert [g.text for g in sorted_[:4]] == [g.text for g in one]
+
+
+def test_a_step_the_device_will_not_capture_decodes_eagerly_the_same_tokens(generator_and_programs):
+    """A CUDA graph capture that fails (here: no CUDA at all) leaves the search where it
+    was and stepping eagerly, with the reason kept: the same answers as an eager search."""
+    from codeexecutor.generation.device_search import DeviceSearch
+
+    gen, inputs = generator_and_programs
+    codes = [gen.encoder.code(t) for t in inputs[:4]]
+    with torch.no_grad():
+        tried = DeviceSearch(gen.model, gen.encoder, codes, 1, 96, graphs=True)
+        answers = tried.run()
+        eager = DeviceSearch(gen.model, gen.encoder, codes, 1, 96, graphs=False).run()
+    assert tried.graph_fallback.startswith("CUDA graph capture failed (") and "decoding steps eagerly" in tried.graph_fallback
+    assert [a[1] for a in answers] == [b[1] for b in eager] and [a[0] for a in answers] == [b[0] for b in eager]

@@ -11,7 +11,9 @@ How often the host looks: every `check_every` steps it reads which programs are 
 searching (one small copy) and stops when none is. On the CPU that is every step, and
 programs that are done leave the batch as they finish, as before, so a batch decodes
 the same tokens through the same arithmetic; on CUDA every 8 steps, and a greedy step
-runs as one captured CUDA graph over the whole cache (its shapes never change).
+runs as one captured CUDA graph over the whole cache (its shapes never change). A step
+the device will not capture leaves the search stepping eagerly (the same arithmetic,
+one launch per operator), the reason in `graph_fallback` and the log.
 
 A program's answer is its best finished hypothesis (highest summed log-probability, or
 per length with `length_penalty`; ties to the earliest), else its top hypothesis when
@@ -22,12 +24,15 @@ Python by nature; `trace` uses them, `evaluate` does not).
 
 from __future__ import annotations
 
+import logging
 import math
 
 import torch
 
 from codeexecutor.generation.beam import NO_CHILDREN
 from codeexecutor.modeling.decode import StaticCache, decode_step
+
+log = logging.getLogger("codeexecutor.generation")
 
 
 class DeviceSearch:
@@ -44,6 +49,7 @@ class DeviceSearch:
         cuda = dev.type == "cuda"
         self.check_every = check_every or (8 if cuda and rules is None else 1)
         self.graphs = (cuda and size == 1 and rules is None) if graphs is None else graphs
+        self.graph_fallback: str | None = None  # why a capture failed, where one did
         batch = pad(codes, encoder.pad, "code")
         code_ids, code_mask = batch["code_ids"].to(dev), batch["code_mask"].to(dev)
         B, S = code_ids.shape
@@ -128,7 +134,7 @@ class DeviceSearch:
 
     # -- the loop --------------------------------------------------------------------------
     def run(self) -> list[tuple]:
-        graph = self._capture() if self.graphs else None
+        graph = self._capture_or_none() if self.graphs else None
         constraint = None
         if self.rules:
             from codeexecutor.generation.constraints import RowConstraints
@@ -155,6 +161,21 @@ class DeviceSearch:
                     self._leave(alive, constraint, self.cache.code + t + 1)
         self._finish(torch.arange(len(self.programs)))
         return [self.results[b] for b in range(self.B)]
+
+    def _capture_or_none(self):
+        """`_capture()`, or None with the step state as it was where the capture fails."""
+        snapshot = {n: getattr(self, n).clone() for n in _STATE}
+        column = self.cache.column.clone()
+        try:
+            return self._capture()
+        except Exception as exc:  # noqa: BLE001 - any capture failure: the eager step computes the same
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            self.graph_fallback = f"CUDA graph capture failed ({type(exc).__name__}: {first}); decoding steps eagerly"
+            log.warning("%s", self.graph_fallback)
+            for n in _STATE:
+                setattr(self, n, snapshot[n])
+            self.cache.column = column
+            return None
 
     def _capture(self):
         """One greedy step as a CUDA graph over the whole cache (after a warm-up step on a
