@@ -5,7 +5,7 @@
 A lent GPU gives 15 minutes of machine time in all and 10 minutes a call, and returns at
 most 8 files of 16 MiB. The draw is one call of eight steps, each under its own time
 limit and all of them under 540 s (`steps.BUDGET`), in the order of what a draw is for:
-the checks that stop everything, the speed the training is planned from, the trained
+the checks that stop everything, the step the training will take, the trained
 model, its export (before any scoring, so that it comes back), the scores, and last, on
 the time left, the launcher and fp16 checks that earlier draws answered. The training
 takes the time the steps before it left over. Each step writes its file to $OUT as it
@@ -20,7 +20,7 @@ it stops writes what it has with its log's end:
                      warm-up, `small` and `base`, its compile seconds, greedy decoding at a
                      batch of 300; on the time left, 192 k-token steps and DeepSpeed's
     training.json    the recipe trained on the packed data at the fastest budget, and the
-                     speed it ran at beside the speed it was planned from
+                     speed it ran at beside the throughput step's
     model-meta.tar, model.safetensors.partK   the model in bfloat16, in pieces of 16 MiB
     scores.json      the test samples (100 a set), greedy, batched, cheapest set first
 

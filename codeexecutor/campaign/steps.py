@@ -25,7 +25,7 @@ PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "V100": 125.0, "L4":
 # The sizes the draw works at: on the accelerator, and at toy scale on the CPU.
 SIZES = {
     # speed_runs: what the throughput step measures (bench_step.py --speed), the training
-    # preset's first: its compile seconds and steady step plan the training. more_runs:
+    # preset's first: where its flex step fails, the training takes the tile path. more_runs:
     # measured at the end, on the time left, beside DeepSpeed's step.
     False: {"presets": ("small", "base"), "budgets": (12288, 49152), "train_preset": "small",
             "speed_runs": ("small:49152", "base:49152"), "more_runs": ("small:196608", "base:196608"), "decode": 300,
@@ -264,8 +264,9 @@ def speed(name: str, runs, deadline: float, log: pathlib.Path, decode: int = 0, 
 
 
 def throughput(checks: dict, result: dict, log: pathlib.Path, deadline: float) -> None:
-    """The training preset's step at the draw's budget first (its compile seconds and its
-    steady step plan the training), then `base`'s MFU and greedy decoding at a batch of 300."""
+    """The training preset's step at the draw's budget first (its compile seconds and
+    steady step recorded; where it failed, the training takes the tile path), then
+    `base`'s MFU and greedy decoding at a batch of 300."""
     report = speed("tput", SIZES["speed_runs"], deadline, log, SIZES["decode"])
     result.update(report)
     measured = checks.get("preflight", {}).get("matmul_tflops")
@@ -286,11 +287,13 @@ def throughput(checks: dict, result: dict, log: pathlib.Path, deadline: float) -
 
 def train(result: dict, chosen: dict, log: pathlib.Path, deadline: float) -> None:
     """The recipe's three stages through `codeexecutor pretrain --minutes`: the time up to
-    `deadline` less a margin for the process's start-up and the compile (as the throughput
-    step measured it), each stage fixing its steps after its warm-up from its own speed and
-    its share of the time left (training/budget.py). The data comes tokenized in the pack,
-    so its build, tokenizer and tokenize phases have nothing to do."""
-    startup = (30.0 if not SMOKE else 20.0) + (chosen.get("compile_seconds") or 0)
+    `deadline` less a margin for the process's start until its training loop begins (the
+    budget's clock starts there, and pays for the set-up and the compile, whatever they
+    take), each stage fixing its steps after its warm-up from its own speed and its share
+    of the time left, then fitted again to its planned end (training/budget.py). The data
+    comes tokenized in the pack, so its build, tokenizer and tokenize phases have nothing
+    to do."""
+    startup = 20.0  # imports and the skipped phases before the loop (the second draw: ~20 s to a first step)
     minutes = max(0.2, (deadline - time.time() - startup) / 60)
     if SIZES.get("train_minutes_max"):
         minutes = min(minutes, SIZES["train_minutes_max"])

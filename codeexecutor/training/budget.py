@@ -1,6 +1,8 @@
 """Fitting a curriculum's stages into a wall-clock budget (`codeexecutor pretrain --minutes`).
 
-A stage's steps are fixed when its first `WARMUP` steps have run: from their speed (the
+The clock starts as the training process enters its loop, so its set-up and the step's
+compile are paid from the budget, however long they take. A stage's steps are fixed when
+its first `WARMUP` steps have run: from their speed (the
 first two left out: they pay for the stage's set-up) and the time the training has left,
 the stage takes its share of that time (`Stage.share`, by default its part of the
 recipe's steps) among itself and the stages after it, less a margin for the stage ends
@@ -35,7 +37,7 @@ RECENT = 6  # log intervals a refit measures the speed over, at the least
 
 
 class Budget:
-    def __init__(self, minutes: float, stages: list, out: str) -> None:
+    def __init__(self, minutes: float, stages: list, out: str, started: float | None = None) -> None:
         self.path = os.path.join(out, "plan.json")
         self.stages = stages
         plan = json.load(open(self.path)) if os.path.exists(self.path) else {}
@@ -47,7 +49,7 @@ class Budget:
                 st.steps = self.fixed[st.name]["steps"]
         total = sum(st.steps for st in stages)
         self.shares = {st.name: st.share if st.share is not None else st.steps / total for st in stages}
-        self.started = time.perf_counter()
+        self.started = time.perf_counter() if started is None else started  # perf_counter() when this process's clock began
 
     def elapsed(self) -> float:
         return self.spent + time.perf_counter() - self.started

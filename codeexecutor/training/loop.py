@@ -129,9 +129,11 @@ def _agreed_fixed(budget, stage) -> bool:
 def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output_dir: str | None = None,
           max_steps: int | None = None, minutes: float | None = None) -> str:
     """Run (or resume) the whole curriculum; returns the final model folder. `minutes`:
-    fit the stages' steps into that many minutes of training, each from its measured
-    speed (training/budget.py)."""
+    fit the stages' steps into that many minutes from this call on (set-up and compile
+    included), each from its measured speed (training/budget.py)."""
     import torch
+
+    entered = time.perf_counter()  # a budget counts from here: a slow set-up or compile is paid from it
 
     cur = Curriculum.load(curriculum_path, base_dir)  # a bad curriculum is reported before DeepSpeed starts
     rank, world = setup_distributed()
@@ -219,7 +221,7 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
 
         writer = SummaryWriter(os.path.join(out, "tensorboard"))
     log_path = os.path.join(out, "train_log.jsonl")
-    budget = Budget(minutes, cur.stages, out) if minutes and rank == 0 else None
+    budget = Budget(minutes, cur.stages, out, started=entered) if minutes and rank == 0 else None
     final = os.path.join(out, "final")
     saved_at = global_step if global_step else -1  # the step of the newest checkpoint (one save per step)
     profiler = StepProfiler.from_env(out, rank)  # CODEEXECUTOR_PROFILE=FIRST:LAST (training/profiling.py)
