@@ -97,6 +97,7 @@ def test_the_smoke_draw_brings_back_a_model_that_loads_here(tmp_path, demo_data)
     assert tput["decode"]["eager"]["ms_per_step"] > 0 and tput["chosen"]["seconds_per_step"] > 0
     training = json.loads((out / "training.json").read_text())
     assert training["exit_code"] == 0 and training["measured"]["steps"] > 0
+    assert all("ends_at" in st for st in training["plan"]["stages"].values())  # each stage fitted to a planned end
     scores = json.loads((out / "scores.json").read_text())
     assert set(scores["sets"]) == {"singleline", "tutorial", "codenetmut", "errors", "functions", "functions_errors"}
     assert scores["exit_code"] == 0 and len(scores["builds_scored"]) == 4  # decoded in the child, every build

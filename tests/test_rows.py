@@ -183,6 +183,29 @@ def test_flex_attentions_block_mask_from_the_data_workers_lists_is_the_rule():
     assert torch.allclose(out, torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=dense), atol=1e-5)
 
 
+def test_the_flex_row_forward_compiles_whole_with_the_tile_paths_loss():
+    """The GPU's row step, compiled as the draw compiles it (`fullgraph`, fixed shapes),
+    checked here as far as a CPU goes: its forward (FlexAttention's backward needs CUDA:
+    tests/test_gpu.py) makes one graph with no break, reused by the next row of its spec,
+    and gives the tile path's loss on the same examples."""
+    from torch._dynamo.utils import counters
+
+    from codeexecutor.modeling.rows import CPU_TILE
+
+    rng = np.random.default_rng(2)
+    model = tiny("rotary").eval()
+    flex, tiles = RowSpec(1024, 384, "flex", BLOCK, fixed=True), RowSpec(1024, 384, "tiles", CPU_TILE, fixed=True)
+    batches = [random_examples(rng, 1024, 384) for _ in range(2)]
+    torch._dynamo.reset()
+    counters.clear()
+    with torch.no_grad():
+        want = [model(row=torch_row(tiles.row(*ex, 1, model.loss_table(), 128))).loss.item() for ex in batches]
+        model.compile_rows()
+        got = [model(row=torch_row(flex.row(*ex, 1, model.loss_table(), 128))).loss.item() for ex in batches]
+    assert got == pytest.approx(want, rel=1e-4)
+    assert sum(counters["graph_break"].values()) == 0 and counters["stats"]["unique_graphs"] == 1
+
+
 def test_a_training_step_makes_the_host_wait_for_nothing():
     """Forward, backward, clipping and the optimizer step of the torch engine read nothing
     back from the device: no `.item()`, `bool()`, `nonzero`, boolean index or

@@ -43,8 +43,9 @@ def _attend(q, k, v, mask, scale: float, dropout: float, training: bool) -> torc
     from torch.nn.attention.flex_attention import flex_attention
 
     T, H, D = q.shape
-    out = flex_attention(q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None], block_mask=mask,
-                         scale=scale)  # (1, H, T, D)
+    q, k, v = (t.transpose(0, 1)[None].contiguous() for t in (q, k, v))  # (1, H, T, D) laid out so: inductor's CPU
+    # template reads its input's storage as 4-D; on a GPU the copy fuses into the kernel that makes q and k
+    out = flex_attention(q, k, v, block_mask=mask, scale=scale)  # (1, H, T, D)
     return out[0].transpose(0, 1).reshape(T, H * D)
 
 
