@@ -75,3 +75,20 @@ def test_a_step_the_device_will_not_capture_decodes_eagerly_the_same_tokens(gene
         eager = DeviceSearch(gen.model, gen.encoder, codes, 1, 96, graphs=False).run()
     assert tried.graph_fallback.startswith("CUDA graph capture failed (") and "decoding steps eagerly" in tried.graph_fallback
     assert [a[1] for a in answers] == [b[1] for b in eager] and [a[0] for a in answers] == [b[0] for b in eager]
+
+
+def test_steps_over_the_whole_cache_decode_what_steps_over_its_written_part_decode(generator_and_programs):
+    """A GPU's greedy step attends over the whole preallocated cache (fixed shapes, for its
+    CUDA graph), its unwritten columns masked; the CPU's over the columns written so far.
+    Checked here on the CPU, both ways: the same tokens, the scores to float rounding."""
+    from codeexecutor.generation.device_search import DeviceSearch
+
+    gen, inputs = generator_and_programs
+    codes = [gen.encoder.code(t) for t in inputs]
+    with torch.no_grad():
+        whole = DeviceSearch(gen.model, gen.encoder, codes, 1, 120, graphs=False)
+        whole.full_cache = True
+        answers = whole.run()
+        written = DeviceSearch(gen.model, gen.encoder, codes, 1, 120, graphs=False).run()
+    assert [a[1] for a in answers] == [b[1] for b in written] and [a[2] for a in answers] == [b[2] for b in written]
+    assert [a[0] for a in answers] == pytest.approx([b[0] for b in written], rel=1e-4, abs=1e-4)

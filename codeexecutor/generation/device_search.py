@@ -50,6 +50,7 @@ class DeviceSearch:
         self.check_every = check_every or (8 if cuda and rules is None else 1)
         self.graphs = (cuda and size == 1 and rules is None) if graphs is None else graphs
         self.graph_fallback: str | None = None  # why a capture failed, where one did
+        self.full_cache = cuda and size == 1  # each step attends over the whole cache (fixed shapes), not the written part
         batch = pad(codes, encoder.pad, "code")
         code_ids, code_mask = batch["code_ids"].to(dev), batch["code_mask"].to(dev)
         B, S = code_ids.shape
@@ -144,7 +145,7 @@ class DeviceSearch:
             if graph is not None:
                 graph.replay()
             else:
-                window = None if self.dev.type == "cuda" and self.size == 1 else self.cache.code + t + 1
+                window = None if self.full_cache else self.cache.code + t + 1
                 self._step(window, constraint.mask if constraint else None)
                 if self.size > 1:
                     self.cache.reorder(self._reorder, self.cache.code + t + 1)
@@ -157,7 +158,7 @@ class DeviceSearch:
                 alive = self.alive.cpu()
                 if not bool(alive.any()):
                     break
-                if graph is None and not bool(alive.all()) and self.dev.type != "cuda":
+                if graph is None and not bool(alive.all()) and not self.full_cache and self.dev.type != "cuda":
                     self._leave(alive, constraint, self.cache.code + t + 1)
         self._finish(torch.arange(len(self.programs)))
         return [self.results[b] for b in range(self.B)]
