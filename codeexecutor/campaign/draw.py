@@ -1,16 +1,17 @@
-"""One GPU draw: checks, throughput, a trained model and its scores, in at most 540 s.
+"""One GPU draw: checks, a trained model and its scores, throughput, in at most 540 s.
 
     bash run_draw.sh [--plan]      # installs the carried wheels, then `codeexecutor draw run`
 
 A lent GPU gives 15 minutes of machine time in all and 10 minutes a call, and returns at
-most 8 files of 16 MiB. The draw is one call of eight steps, each under its own time
+most 8 files of 16 MiB. The draw is one call of seven steps, each under its own time
 limit and all of them under 540 s (`steps.BUDGET`), in the order of what a draw is for:
-the checks that stop everything, the step the training will take, the trained
-model, its export (before any scoring, so that it comes back), the scores, and last, on
-the time left, the launcher and fp16 checks that earlier draws answered. The training
-takes the time the steps before it left over. Each step writes its file to $OUT as it
-finishes, so a call killed at any point leaves every finished step's file, and the step
-it stops writes what it has with its log's end:
+the checks that stop everything, the trained model, its export (before any scoring, so
+that it comes back), the scores, the step's and the decoder's speed, and last, on the
+time left, the launcher and fp16 checks that earlier draws answered. The training starts
+as soon as the data is unpacked and takes all the time but what the steps after it are
+reserved. Each step writes its file to $OUT as it finishes, so a call killed at any
+point leaves every finished step's file, and the step it stops writes what it has with
+its log's end:
 
     checks.json      versions, the accelerator, the pack; on the time left,
                      tests/test_gpu.py, the deepspeed launcher through run_pretrain.sh
@@ -19,8 +20,8 @@ it stops writes what it has with its log's end:
     throughput.json  bench_step.py --speed: the compiled row step's tokens/s and MFU after a
                      warm-up, `small` and `base`, its compile seconds, greedy decoding at a
                      batch of 300; on the time left, 192 k-token steps and DeepSpeed's
-    training.json    the recipe trained on the packed data at the fastest budget, and the
-                     speed it ran at beside the throughput step's
+    training.json    the recipe trained on the packed data at the fastest budget: its
+                     plan, set-up (compile seconds, fallbacks) and log
     model-meta.tar, model.safetensors.partK   the model in bfloat16, in pieces of 16 MiB
     scores.json      the test samples (100 a set), greedy, batched, cheapest set first
 
@@ -80,7 +81,6 @@ def draw() -> int:
                 d.unpack(checks, manifest)
             elif name == "throughput":
                 d.throughput(checks, results[file], log, step_deadline)
-                chosen = results[file].get("chosen") or chosen
             elif name == "train":
                 d.train(results[file], chosen, log, step_deadline)
                 if d.trained_model() is None:

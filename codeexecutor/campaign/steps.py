@@ -24,9 +24,9 @@ PIECE = int(float(os.environ.get("CAMPAIGN_PIECE_MIB", "16")) * 2**20)  # the la
 PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "V100": 125.0, "L4": 121.0}  # dense bf16 (V100: fp16)
 # The sizes the draw works at: on the accelerator, and at toy scale on the CPU.
 SIZES = {
-    # speed_runs: what the throughput step measures (bench_step.py --speed), the training
-    # preset's first: where its flex step fails, the training takes the tile path. more_runs:
-    # measured at the end, on the time left, beside DeepSpeed's step.
+    # speed_runs: what the throughput step measures after the scoring (bench_step.py --speed):
+    # the training preset (its graph in inductor's cache by then), then `base` for its MFU.
+    # more_runs: measured last, on the time left, beside DeepSpeed's step.
     False: {"presets": ("small", "base"), "budgets": (12288, 49152), "train_preset": "small",
             "speed_runs": ("small:49152", "base:49152"), "more_runs": ("small:196608", "base:196608"), "decode": 300,
             "launch_steps": 6, "fp16_steps": 40, "ds": "zero2_bf16.json", "autocast": None, "score_limit": 100,
@@ -38,22 +38,24 @@ SIZES = {
            "train_minutes_max": 0.4},  # a CPU's speed moves with its load: the smoke run's training stays short
 }[SMOKE]
 # step: (seconds on the accelerator, seconds in the CPU smoke run, the file it writes, what it does),
-# in the order they run: what a draw exists for (a trained model, back here) first, the checks
-# that earlier draws already answered last, on the time left. The GPU seconds follow the second
-# draw's (H100, 2026-11-27): preflight 21 s, each training process about 20 s before its first
-# step (now with the compile on top), a deepspeed-launcher run 50 to 80 s.
+# in the order they run: what a draw exists for (a trained model, back here, scored) first, then
+# the measurements, then the checks that earlier draws already answered, on the time left. The
+# training plans itself (its budget measures its own speed, compile included, and falls back
+# from a step that fails to compile), so nothing needs measuring before it. The GPU seconds
+# follow the second draw's (H100, 2026-11-27): preflight 21 s, each training process about 20 s
+# before its first step, a deepspeed-launcher run 50 to 80 s.
 STEPS = {
     "preflight": (30, 90, "checks.json", "versions, imports, the accelerator, ds_report, a matmul's TFLOP/s, the pack"),
     "unpack": (20, 30, "checks.json", "the packed tokenizer, test samples and each source's ids, as tokenized folders"),
-    "throughput": (120, 300, "throughput.json", "bench_step.py --speed: small and base at 48 k tokens a step (compile "
-                   "seconds, tokens/s, MFU), greedy decoding at a batch of 300"),
-    "train": (200, 120, "training.json", "the recipe on the packed data, steps from the measured speed and the time left"),
+    "train": (200, 120, "training.json", "the recipe on the packed data, in the time the steps after it leave"),
     "export": (10, 60, "model-meta.tar", "the model in bf16 safetensors pieces of 16 MiB"),
     "score": (60, 240, "scores.json", "the six test samples, greedy, batched, cheapest first, in a child stopped at the limit"),
+    "throughput": (90, 300, "throughput.json", "bench_step.py --speed: small and base at 48 k tokens a step (compile "
+                   "seconds, tokens/s, MFU), greedy decoding at a batch of 300"),
     "checks": (35, 400, "checks.json", "on the time left: 192 k-token steps and DeepSpeed's, tests/test_gpu.py, "
                "run_pretrain.sh stopped and resumed (ZeRO-2 bf16), fp16's loss scale"),
 }
-RESERVED_AFTER_TRAIN = ("export", "score")  # steps the training leaves their time to; `checks` takes what is left
+RESERVED_AFTER_TRAIN = ("export", "score", "throughput")  # steps the training leaves their time to; `checks` takes what is left
 SCORE_ORDER = ("singleline", "tutorial", "codenetmut", "functions")  # test builds by decoding cost, cheapest first
 
 
@@ -264,25 +266,14 @@ def speed(name: str, runs, deadline: float, log: pathlib.Path, decode: int = 0, 
 
 
 def throughput(checks: dict, result: dict, log: pathlib.Path, deadline: float) -> None:
-    """The training preset's step at the draw's budget first (its compile seconds and
-    steady step recorded; where it failed, the training takes the tile path), then
-    `base`'s MFU and greedy decoding at a batch of 300."""
+    """The training preset's step at the draw's budget (a clean steady step beside the
+    training's own), then `base`'s MFU and greedy decoding at a batch of 300."""
     report = speed("tput", SIZES["speed_runs"], deadline, log, SIZES["decode"])
     result.update(report)
     measured = checks.get("preflight", {}).get("matmul_tflops")
     for r in report.get("steps", []):
         if r.get("achieved_tflops") and measured:
             r["mfu_measured_matmul"] = round(r["achieved_tflops"] / measured, 4)
-    trained = next((r for r in report.get("steps", []) if r.get("preset") == SIZES["train_preset"]
-                    and "seconds_per_step" in r), None)
-    failed = next((r for r in report.get("steps", []) if r.get("preset") == SIZES["train_preset"] and "error" in r), None)
-    attention = "sdpa" if failed and not trained else SIZES["attention"]  # its step failed: the training tries no flex
-    result["chosen"] = {"preset": SIZES["train_preset"], "attention": attention,
-                        **({"because": f"the {SIZES['attention']} step failed: {failed['error'][:200]}"}
-                           if attention != SIZES["attention"] else {}),
-                        "max_tokens": trained["tokens_per_step"] if trained else SIZES["budgets"][-1],
-                        "seconds_per_step": (trained or {}).get("seconds_per_step"),
-                        "compile_seconds": (trained or {}).get("first_step_seconds")}
 
 
 def train(result: dict, chosen: dict, log: pathlib.Path, deadline: float) -> None:
@@ -308,7 +299,7 @@ def train(result: dict, chosen: dict, log: pathlib.Path, deadline: float) -> Non
     cur = curriculum("run", stages, chosen["preset"], chosen["max_tokens"], {"attention": chosen["attention"]},
                      log_every=20)
     shutil.rmtree(WORK / "run", ignore_errors=True)
-    result.update(curriculum=str(cur), minutes=round(minutes, 2), planned_from=chosen)
+    result.update(curriculum=str(cur), minutes=round(minutes, 2), trains=chosen)
     write_json("training.json", result)
     start = time.time()
     code = sh([sys.executable, "-m", "codeexecutor", "pretrain", "--recipe", cur, "--out", WORK / "run", "--minutes",
