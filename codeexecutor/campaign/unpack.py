@@ -33,7 +33,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("draw", help="the folder the draw's files came back to")
     ap.add_argument("--data", help="built datasets to score on (default: the pack's test samples, .campaign/data.tar.xz)")
     ap.add_argument("--pack", default=str(ROOT / ".campaign"), help="the pack the draw ran on (its test samples)")
-    ap.add_argument("--limit", type=int, default=50, help="test examples per set scored here (the draw scored 300)")
+    ap.add_argument("--limit", type=int, default=50, help="test examples per set scored here (the draw scored 100; "
+                    "shipping compares the 300-example samples)")
     ap.add_argument("--install", metavar="models/NAME", help="copy the model there, with a model card")
     ap.add_argument("--weights", choices=("bf16", "int8"), default="bf16", help="how --install stores the weights: "
                     "bfloat16, or int8 codes a row at about 0.6 of the bytes (modeling/int8.py; score the copy before shipping it)")
