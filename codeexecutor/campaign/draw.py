@@ -61,7 +61,6 @@ def draw() -> int:
     checks["pack"] = {k: manifest.get(k) for k in ("code", "python", "recipe", "packed", "bytes", "test")}
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    chosen = {"preset": d.SIZES["train_preset"], "max_tokens": d.SIZES["budgets"][-1], "attention": d.SIZES["attention"]}
     for name, spec in d.STEPS.items():
         budget, file = spec[col], spec[2]
         log = d.WORK / f"{name}.log"
@@ -82,7 +81,7 @@ def draw() -> int:
             elif name == "throughput":
                 d.throughput(checks, results[file], log, step_deadline)
             elif name == "train":
-                d.train(results[file], chosen, log, step_deadline)
+                d.train(results[file], log, step_deadline)
                 if d.trained_model() is None:
                     status = "failed: no model came out of the training"
             elif name in ("export", "score") and d.trained_model() is None:

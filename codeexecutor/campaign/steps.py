@@ -276,7 +276,7 @@ def throughput(checks: dict, result: dict, log: pathlib.Path, deadline: float) -
             r["mfu_measured_matmul"] = round(r["achieved_tflops"] / measured, 4)
 
 
-def train(result: dict, chosen: dict, log: pathlib.Path, deadline: float) -> None:
+def train(result: dict, log: pathlib.Path, deadline: float) -> None:
     """The recipe's three stages through `codeexecutor pretrain --minutes`: the time up to
     `deadline` less a margin for the process's start until its training loop begins (the
     budget's clock starts there, and pays for the set-up and the compile, whatever they
@@ -296,10 +296,11 @@ def train(result: dict, chosen: dict, log: pathlib.Path, deadline: float) -> Non
             if src.get("hardest"):
                 src["mine_from"] = min(src.get("mine_from") or 4096, 4096)
                 src["hardest"] = min(src["hardest"], src["mine_from"] // 3)
-    cur = curriculum("run", stages, chosen["preset"], chosen["max_tokens"], {"attention": chosen["attention"]},
+    trains = {"preset": SIZES["train_preset"], "max_tokens": SIZES["budgets"][-1], "attention": SIZES["attention"]}
+    cur = curriculum("run", stages, trains["preset"], trains["max_tokens"], {"attention": trains["attention"]},
                      log_every=20)
     shutil.rmtree(WORK / "run", ignore_errors=True)
-    result.update(curriculum=str(cur), minutes=round(minutes, 2), trains=chosen)
+    result.update(curriculum=str(cur), minutes=round(minutes, 2), trains=trains)
     write_json("training.json", result)
     start = time.time()
     code = sh([sys.executable, "-m", "codeexecutor", "pretrain", "--recipe", cur, "--out", WORK / "run", "--minutes",

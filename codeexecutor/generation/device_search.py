@@ -135,7 +135,7 @@ class DeviceSearch:
 
     # -- the loop --------------------------------------------------------------------------
     def run(self) -> list[tuple]:
-        graph = self._capture_or_none() if self.graphs else None
+        graph = self._capture() if self.graphs else None
         constraint = None
         if self.rules:
             from codeexecutor.generation.constraints import RowConstraints
@@ -163,41 +163,36 @@ class DeviceSearch:
         self._finish(torch.arange(len(self.programs)))
         return [self.results[b] for b in range(self.B)]
 
-    def _capture_or_none(self):
-        """`_capture()`, or None with the step state as it was where the capture fails."""
+    def _capture(self):
+        """One greedy step as a CUDA graph over the whole cache (after a warm-up step on a
+        side stream, as capture requires); the step state is updated in place. None, with
+        the state as it was and the reason in `graph_fallback`, where the capture fails."""
         snapshot = {n: getattr(self, n).clone() for n in _STATE}
-        column = self.cache.column.clone()
+        cache_col = self.cache.column.clone()
         try:
-            return self._capture()
+            state = {}
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                self._step(None)
+            torch.cuda.current_stream().wait_stream(s)
+            for n in _STATE:  # undo the warm-up step
+                getattr(self, n).copy_(snapshot[n])
+            self.cache.column.copy_(cache_col)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                state.update({n: getattr(self, n) for n in _STATE})
+                self._step(None)
+                for n in _STATE:  # the graph's outputs become the inputs of its next replay
+                    state[n].copy_(getattr(self, n))
         except Exception as exc:  # noqa: BLE001 - any capture failure: the eager step computes the same
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
             self.graph_fallback = f"CUDA graph capture failed ({type(exc).__name__}: {first}); decoding steps eagerly"
             log.warning("%s", self.graph_fallback)
-            for n in _STATE:
+            for n in _STATE:  # a failed capture may have rebound them to tensors it never computed
                 setattr(self, n, snapshot[n])
-            self.cache.column = column
+            self.cache.column = cache_col
             return None
-
-    def _capture(self):
-        """One greedy step as a CUDA graph over the whole cache (after a warm-up step on a
-        side stream, as capture requires); the step state is updated in place."""
-        state = {}
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        snapshot = {n: getattr(self, n).clone() for n in _STATE}
-        cache_col = self.cache.column.clone()
-        with torch.cuda.stream(s):
-            self._step(None)
-        torch.cuda.current_stream().wait_stream(s)
-        for n in _STATE:  # undo the warm-up step
-            getattr(self, n).copy_(snapshot[n])
-        self.cache.column.copy_(cache_col)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            state.update({n: getattr(self, n) for n in _STATE})
-            self._step(None)
-            for n in _STATE:  # the graph's outputs become the inputs of its next replay
-                state[n].copy_(getattr(self, n))
         for n in _STATE:
             setattr(self, n, state[n])
         return graph
