@@ -109,7 +109,7 @@ def test_minutes_fit_each_stage_from_its_measured_speed(tmp_path):
     want = max(first["fixed_after"], int(first["seconds_left"] * 0.7 * 0.92 / first["seconds_per_step"]) + first["fixed_after"])
     assert abs(first["planned"] - want) <= max(2, 0.01 * want)
     assert first["ends_at"] == pytest.approx(plan["seconds"] - first["seconds_left"] * (1 - 0.7 * 0.92), abs=1.0)
-    assert (first["refits"] == 0) == (first["steps"] == first["planned"])
+    assert first["refits"] > 0 or first["steps"] == first["planned"]  # steps move only by a refit (which may move them back)
 
 
 def test_a_resumed_budget_keeps_the_steps_it_fixed_and_the_time_it_spent(tmp_path):
