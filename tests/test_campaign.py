@@ -71,8 +71,12 @@ def test_the_draw_refuses_a_missing_stale_or_oversized_pack(tmp_path, demo_data)
     lost.rename(lost.with_suffix(".gone"))
     _one_line_refusal(draw(pack), "lacks", lost.name)
     lost.with_suffix(".gone").rename(lost)
-    (pack / "manifest.json").write_text(json.dumps({**manifest, "code": "0123456789abcdef"}))
-    _one_line_refusal(draw(pack), "packed for other code", "again")
+    (pack / "manifest.json").write_text(json.dumps({**manifest, "code": "0123456789abcdef"}))  # other code, same ids:
+    other = subprocess.run(["bash", str(SCRIPT), "--plan"], env=_env(tmp_path, pack), cwd=ROOT, capture_output=True,
+                           text=True, timeout=120)
+    assert other.returncode == 0 and "ready" in other.stdout, other.stderr  # the pack is bound to its ids, not the checkout
+    (pack / "manifest.json").write_text(json.dumps({**manifest, "data_format": manifest["data_format"] - 1}))
+    _one_line_refusal(draw(pack), "data format", "pack again")
     (pack / "manifest.json").write_text(json.dumps(manifest))
     with open(pack / "ballast", "wb") as f:
         f.truncate(60 * 2**20)  # sparse: its size counts, not its disk

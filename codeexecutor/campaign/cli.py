@@ -14,8 +14,6 @@ import pathlib
 
 from codeexecutor.cli import register
 
-ASSUMED_TOKENS_PER_S = 1.5e6  # the training step's target on one H100 (`small`, 48 k tokens a step), for `draw plan`
-
 
 def _draw_args(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -34,8 +32,20 @@ def _draw_args(p: argparse.ArgumentParser) -> None:
     pk.add_argument("--workers", type=int, help="processes compressing the sources (default: every core)")
     pk.add_argument("--assume-python", metavar="X.Y", help="the interpreter that traced a build made before builds "
                     "recorded it (their stats.json has no `python`)")
+    pk.add_argument("--build", action="store_true", help="build, tokenize and pack the recipe's data here (hours) "
+                    "instead of packing the committed data (curricula/packed)")
+    ad = sub.add_parser("add", help="add a prep's tokenized sources to the committed data (curricula/packed) as a part")
+    ad.add_argument("--prep", required=True, help="a folder where `pretrain --until tokenize` finished (e.g. runs/draw-prep)")
+    ad.add_argument("--part", required=True, help="the part's name, e.g. s0of4 for the builds' --shard 0/4 (letters, "
+                    "digits, -)")
+    rw = sub.add_parser("rows", help="the committed data back as readable JSON lines (code, trace, fit), a file a source")
+    rw.add_argument("--out", required=True, help="folder for SOURCE.jsonl")
+    rw.add_argument("--source", action="append", dest="sources", metavar="NAME", help="only this source (repeatable)")
+    rw.add_argument("--limit", type=int, help="at most this many rows a source")
     pl = sub.add_parser("plan", help="the draw's steps and time limits, and the tokens the pack carries")
     pl.add_argument("--pack", help="the pack (default .campaign, or CAMPAIGN_PACK)")
+    pl.add_argument("--device", help="plan at the speed last measured on this device (e.g. H100, H200; default: the "
+                    "last draw's device)")
     sub.add_parser("run", help="the draw itself, on the lent GPU machine (run_draw.sh installs the wheels first)")
     from codeexecutor.campaign import unpack
 
@@ -48,9 +58,11 @@ def _draw_run(args: argparse.Namespace) -> int:
         from codeexecutor.campaign.pack import PACK, pack, summary
 
         manifest = pack(args.recipe, args.out, args.prep, args.data, args.overrides, args.smoke, args.assume_python,
-                        args.workers, wheels=not args.no_wheels)
+                        args.workers, wheels=not args.no_wheels, build=args.build)
         print(summary(manifest, pathlib.Path(args.out) if args.out else PACK))
         return 0
+    if args.action in ("add", "rows"):
+        return _release(args)
     if args.action == "plan":
         return _plan(args)
     if args.action == "run":
@@ -62,54 +74,32 @@ def _draw_run(args: argparse.Namespace) -> int:
     return unpack.run(args)
 
 
-def _plan(args: argparse.Namespace) -> int:
-    import json
+def _release(args: argparse.Namespace) -> int:
+    import re
 
-    from codeexecutor.campaign import steps
+    from codeexecutor.campaign import release
     from codeexecutor.errors import UsageError
 
-    print(steps.plan())
-    total = sum(s[0] for s in steps.STEPS.values())
-    if total > steps.BUDGET:
-        raise UsageError(f"the plan's steps add up to {total} s, over the draw's {steps.BUDGET}")
-    manifest_path = pathlib.Path(args.pack or os.environ.get("CAMPAIGN_PACK") or steps.ROOT / ".campaign") / "manifest.json"
-    if not manifest_path.is_file():
-        print(f"no pack at {manifest_path.parent}: `codeexecutor draw pack` makes one")
+    if args.action == "rows":
+        written = release.rows(release.RELEASE, pathlib.Path(args.out), args.sources, args.limit)
+        for name, n in written.items():
+            print(f"{pathlib.Path(args.out) / (name + '.jsonl')}: {n:,} rows")
         return 0
-    manifest = json.loads(manifest_path.read_text())
-    seconds = steps.BUDGET - sum(s[0] for k, s in steps.STEPS.items() if k != "train")
-    print(data_plan(manifest, seconds * ASSUMED_TOKENS_PER_S, manifest_path.parent))
+    if not re.fullmatch(r"[A-Za-z0-9-]+", args.part):
+        raise UsageError(f"--part {args.part!r}: use letters, digits and -, e.g. s0of4")
+    if not (pathlib.Path(args.prep) / "tokenized").is_dir():
+        raise UsageError(f"{args.prep} has no tokenized sources: run codeexecutor pretrain --recipe R --out {args.prep} "
+                         "--until tokenize first")
+    manifest = release.add(pathlib.Path(args.prep).resolve(), args.part)
+    print(f"{release.RELEASE}: {manifest['tokens']:,} tokens in {len(manifest['sources'])} sources, "
+          f"{manifest['bytes'] / 2**20:.1f} MiB; fingerprint {manifest['fingerprint']}")
     return 0
 
 
-def data_plan(manifest: dict, trained: float, pack: pathlib.Path) -> str:
-    """Tokens carried a source, and the epochs a training of `trained` tokens makes over
-    each: a stage takes its share of the tokens, and its sources their weights' share of
-    the stage's examples (so of its tokens, by each source's tokens a row)."""
-    import tarfile
+def _plan(args: argparse.Namespace) -> int:
+    from codeexecutor.campaign.plan import print_plan
 
-    import yaml
-
-    sources = manifest["sources"]
-    per_row = {name: s["tokens"] / max(s["rows"], 1) for name, s in sources.items()}
-    taken = dict.fromkeys(sources, 0.0)
-    with tarfile.open(pack / "data.tar.xz") as tar:
-        recipe = yaml.safe_load(tar.extractfile("data/curriculum.yaml").read())
-    stages = recipe["stages"]
-    for st in stages:
-        share = st.get("share") or 1 / len(stages)
-        srcs = [(os.path.basename(s["path"]), s.get("weight", 1.0)) for s in st["sources"]]
-        mass = sum(w * per_row[n] for n, w in srcs)
-        for n, w in srcs:
-            taken[n] += trained * share * w * per_row[n] / mass
-    lines = [f"{'source':<28} {'rows':>10} {'tokens':>12} {'MiB':>6} {'B/token':>8} {'epochs':>7}"]
-    for name, s in sorted(sources.items()):
-        lines.append(f"{name:<28} {s['rows']:>10,} {s['tokens']:>12,} {s['bytes'] / 2**20:>6.1f} "
-                     f"{s['bytes'] / max(s['tokens'], 1):>8.3f} {taken[name] / max(s['tokens'], 1):>7.2f}")
-    lines.append(f"{'carried':<28} {sum(s['rows'] for s in sources.values()):>10,} {manifest['tokens']:>12,} "
-                 f"{sum(s['bytes'] for s in sources.values()) / 2**20:>6.1f}   trained: {trained / 1e6:.0f} M tokens "
-                 f"at {ASSUMED_TOKENS_PER_S / 1e6:.1f} M/s (assumed)")
-    return "\n".join(lines)
+    return print_plan(args.pack, args.device)
 
 
 register("draw", "a GPU draw: pack its data here, run it there, unpack what comes back (docs/gpu-draw.md)", _draw_args,

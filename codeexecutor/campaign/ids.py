@@ -115,14 +115,10 @@ def read_header(path: str) -> dict:
         return _header(f, path)
 
 
-def unpack_tokenized(path: str, folder: str) -> dict:
-    """The tokenized folder `path` was packed from, written to `folder` (atomically):
-    the same rows, ids, lengths, fits and marker. Returns the header."""
-    import datasets
+def read_arrays(path: str) -> tuple[dict, dict]:
+    """(header, arrays) of one ids file: the lengths, fits (indices into the header's
+    `fit_names`) and the flat code and trace ids."""
     import numpy as np
-    import pyarrow as pa
-
-    from codeexecutor.training.tokenized import MARKER
 
     with lzma.open(path, "rb") as f:
         header = _header(f, path)
@@ -131,6 +127,48 @@ def unpack_tokenized(path: str, folder: str) -> dict:
             dtype, size = header["arrays"][k]
             dt = np.dtype(dtype).newbyteorder("<")
             arrays[k] = np.frombuffer(f.read(dt.itemsize * size), dtype=dt).astype(dtype)
+    return header, arrays
+
+
+def joined(paths: list[str]) -> tuple[dict, dict, list[str]]:
+    """(header, arrays, fit names) of several ids files of one source read as one, their
+    rows in the order given (the parts of a source built in shards)."""
+    import numpy as np
+
+    read = [read_arrays(p) for p in paths]
+    names = sorted({n for header, _ in read for n in header["fit_names"]})
+    index = {n: i for i, n in enumerate(names)}
+    arrays = {}
+    for k in ARRAYS:
+        if k == "fit":
+            parts = [np.array([index[n] for n in h["fit_names"]], dtype=np.uint8)[a["fit"]] if len(a["fit"]) else
+                     a["fit"] for h, a in read]
+        else:
+            parts = [a[k] for _, a in read]
+        arrays[k] = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    header = dict(read[0][0])
+    rows = sum(h["rows"] for h, _ in read)
+    header.update(rows=rows, fit_names=names, marker={**header["marker"], "rows": rows})
+    if len(paths) > 1:  # what became of every part's targets, the dropped ones included
+        fits: dict[str, int] = {}
+        for h, _ in read:
+            for outcome, n in (h["marker"].get("fits") or {}).items():
+                fits[outcome] = fits.get(outcome, 0) + n
+        header["marker"]["fits"] = fits
+    return header, arrays, names
+
+
+def unpack_tokenized(path: str | list[str], folder: str) -> dict:
+    """The tokenized folder `path` was packed from, written to `folder` (atomically):
+    the same rows, ids, lengths, fits and marker. Several paths (a source's parts) make one
+    folder of all their rows. Returns the header."""
+    import datasets
+    import numpy as np
+    import pyarrow as pa
+
+    from codeexecutor.training.tokenized import MARKER
+
+    header, arrays, _ = joined([path] if isinstance(path, str) else list(path))
     small = "int16" if arrays["code_ids"].dtype.itemsize == 2 else "int32"
     columns = {}
     for name in ("code", "trace"):

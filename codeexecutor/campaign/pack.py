@@ -136,15 +136,49 @@ def fit_cut(figures: dict[str, dict], room: int) -> dict[str, int]:
 
 def pack(recipe: str | None = None, out: str | None = None, prep: str | None = None, data: str | None = None,
          overrides: list[str] = (), smoke: bool = False, assume_python: str | None = None, workers: int | None = None,
-         wheels: bool = True) -> dict:
-    """Prepare (pretrain --until tokenize) and pack; returns the manifest."""
+         wheels: bool = True, build: bool = False, committed: pathlib.Path | None = None) -> dict:
+    """The draw's pack; returns its manifest. From the committed data (campaign/release.py)
+    unless asked to `build`, given `data`, or packing the smoke run's demo data: then
+    prepared here (pretrain --until tokenize) and packed."""
+    recipe_path = pathlib.Path(recipe) if recipe else (SMOKE_RECIPE if smoke else RECIPE)
+    out_dir = pathlib.Path(out) if out else PACK
+    if not (build or smoke or data or prep):
+        return _pack_committed(recipe_path, out_dir, list(overrides), wheels, committed)
+    return _pack_built(recipe_path, out_dir, prep, data, overrides, smoke, assume_python, workers, wheels)
+
+
+def _pack_committed(recipe_path: pathlib.Path, out_dir: pathlib.Path, overrides: list[str], wheels: bool,
+                    where: pathlib.Path | None) -> dict:
+    """The pack of the committed data (`where`: curricula/packed): its ids stay in the
+    working tree (they travel with it); the pack holds the curriculum, tokenizer, test
+    samples and wheels."""
+    from codeexecutor.campaign import release
+    from codeexecutor.training.pretrain import load_recipe
+
+    where = where or release.RELEASE
+    cur, _ = load_recipe(str(recipe_path), str(ROOT), overrides)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
+    sources, test = release.to_campaign(cur, out_dir, where)
+    committed = release.read_manifest(where)
+    pythons = {b.get("python") for b in committed["builds"].values()} - {None}
+    if len(pythons) > 1:
+        raise UsageError(f"the committed builds were traced by Python {', '.join(sorted(pythons))}: add them from one")
+    head = {"committed": str(where.relative_to(ROOT)) if where.is_relative_to(ROOT) else str(where),
+            "fingerprint": committed["fingerprint"], "data_format": committed["data_format"],
+            "python": next(iter(pythons), None)}
+    return _finish(out_dir, recipe_path, sources, test, head, wheels, smoke=False, tokenizer=committed["identity"])
+
+
+def _pack_built(recipe_path: pathlib.Path, out_dir: pathlib.Path, prep: str | None, data: str | None, overrides,
+                smoke: bool, assume_python: str | None, workers: int | None, wheels: bool) -> dict:
+    """Prepare (pretrain --until tokenize: build, tokenizer, tokenize, each resumable) and
+    pack the ids into the pack itself."""
     import yaml
 
     from codeexecutor.execution.interpreters import dataset_python
+    from codeexecutor.training.data_format import DATA_FORMAT, fingerprint
     from codeexecutor.training.pretrain import Pretrain
-
-    recipe_path = pathlib.Path(recipe) if recipe else (SMOKE_RECIPE if smoke else RECIPE)
-    out_dir = pathlib.Path(out) if out else PACK
     prep_dir = pathlib.Path(os.path.abspath(prep)) if prep else ROOT / "runs" / ("draw-prep-smoke" if smoke else "draw-prep")
     if data:
         if not pathlib.Path(data).is_dir():
@@ -204,11 +238,23 @@ def pack(recipe: str | None = None, out: str | None = None, prep: str | None = N
         (stage / "curriculum.yaml").write_text(yaml.safe_dump(relative, sort_keys=False))
         with tarfile.open(out_dir / "data.tar.xz", "w:xz", preset=6) as tar:
             tar.add(stage, arcname="data")
+    ident = {k: next(iter(markers.values()))[k] for k in ("tokenizer", "profile", "max_code_length", "max_trace_length")}
+    sources = {folder: {**markers[p], **figures[folder], "parts": [f"ids/{folder}.ids.xz"], "in": "pack"}
+               for p, folder in folders.items()}
+    head = {"fingerprint": fingerprint(ident), "data_format": DATA_FORMAT, "python": next(iter(pythons), None)}
+    return _finish(out_dir, recipe_path, sources, sizes, head, wheels, smoke, run.record["phases"].get("tokenizer", {}))
+
+
+def _finish(out_dir: pathlib.Path, recipe_path: pathlib.Path, sources: dict, test: dict, head: dict, wheels: bool,
+            smoke: bool, tokenizer: dict) -> dict:
+    """The wheels (where room is) and the manifest, beside the pack's data."""
+    ids = sum(f["bytes"] for f in sources.values() if f["in"] == "pack")
+    room = LIMIT - tree_bytes() - OTHER_ALLOWANCE - (WHEELS_ALLOWANCE if wheels and not smoke else 0)
     carry_deepspeed = False
     if wheels and not smoke:
         from codeexecutor.campaign.wheels import download, missing as gaps
 
-        carry_deepspeed = sum(f["bytes"] for f in figures.values()) + DEEPSPEED_ALLOWANCE <= room
+        carry_deepspeed = ids + DEEPSPEED_ALLOWANCE <= room
         if not carry_deepspeed:
             print("draw pack: no room for DeepSpeed's wheels beside the data: the draw trains on the torch engine and "
                   "skips its launcher, ZeRO and fp16 checks", flush=True)
@@ -218,15 +264,14 @@ def pack(recipe: str | None = None, out: str | None = None, prep: str | None = N
         if lacking:
             raise UsageError(f"requirements neither carried nor on the device: {lacking}; add them to wheels.CARRY")
     size = sum(f.stat().st_size for f in out_dir.rglob("*") if f.is_file())
-    parts = {"ids": sum(f["bytes"] for f in figures.values()), "data": (out_dir / "data.tar.xz").stat().st_size,
+    parts = {"ids": ids, "ids_in_tree": sum(f["bytes"] for f in sources.values() if f["in"] == "tree"),
+             "data": (out_dir / "data.tar.xz").stat().st_size,
              "wheels": sum(f.stat().st_size for f in (out_dir / "whl").glob("*.whl")) if (out_dir / "whl").is_dir() else 0}
-    manifest = {"code": code_hash(), "python": next(iter(pythons), None), "recipe": os.path.relpath(recipe_path, ROOT),
+    manifest = {**head, "code": code_hash(), "recipe": os.path.relpath(recipe_path, ROOT),
                 "tree_bytes": tree_bytes(), "smoke": smoke, "deepspeed": carry_deepspeed or (smoke or not wheels),
                 "packed": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                "bytes": size, "parts": parts, "tokens": sum(f["tokens"] for f in figures.values()),
-                "tokenizer": run.record["phases"].get("tokenizer", {}),
-                "sources": {folder: {**markers[p], **figures[folder]} for p, folder in folders.items()},
-                "test": sizes}
+                "bytes": size, "parts": parts, "tokens": sum(f["tokens"] for f in sources.values()),
+                "tokenizer": tokenizer, "sources": sources, "test": test}
     for m in manifest["sources"].values():
         m.pop("source_fingerprint", None)
         m["source"] = os.path.relpath(m["source"], ROOT) if m.get("source") else None  # no paths of this machine
@@ -235,6 +280,44 @@ def pack(recipe: str | None = None, out: str | None = None, prep: str | None = N
         raise UsageError(f"the pack is {size / 2**20:.1f} MiB, too large to carry with the working tree's "
                          f"{manifest['tree_bytes'] / 2**20:.1f} MiB (limit {LIMIT / 2**20:.0f}): pack less data")
     return manifest
+
+
+def part_paths(manifest: dict, name: str, pack_dir: pathlib.Path) -> list[pathlib.Path]:
+    """A packed source's ids files: in the working tree (committed data) or in the pack."""
+    entry = manifest["sources"][name]
+    base = ROOT if entry.get("in") == "tree" else pack_dir
+    return [base / p for p in entry.get("parts") or [f"ids/{name}.ids.xz"]]
+
+
+def verify(manifest: dict, pack_dir: pathlib.Path, tree: int | None = None) -> int:
+    """Bytes left of what a call carries, for a pack that can run on this checkout: its ids
+    of this code's data format (made by the code recorded for it), every file there, and
+    all of it within the limit beside the working tree (`tree` bytes; the pack's record
+    of it where not given). Else one line naming the fix (UsageError)."""
+    from codeexecutor.training.data_format import DATA_FORMAT, DATA_FORMAT_CODE, code_digest
+
+    if manifest.get("data_format") != DATA_FORMAT:
+        raise UsageError(f"{pack_dir} holds ids of data format {manifest.get('data_format')} and this checkout makes "
+                         f"format {DATA_FORMAT}: pack again (codeexecutor draw pack)")
+    if code_digest() != DATA_FORMAT_CODE:
+        raise UsageError("the code that makes ids changed without its version (training/data_format.py): bump "
+                         "DATA_FORMAT if ids change, then record the digest (python -m codeexecutor.training.data_format)")
+    if manifest.get("committed"):
+        from codeexecutor.campaign.release import read_manifest
+
+        committed = read_manifest(ROOT / manifest["committed"]) or {}
+        if committed.get("fingerprint") != manifest.get("fingerprint"):
+            raise UsageError(f"{pack_dir} was packed for data {manifest.get('fingerprint')} and {manifest['committed']} "
+                             f"holds {committed.get('fingerprint')}: pack again (codeexecutor draw pack)")
+    lost = [str(f) for n in manifest.get("sources", {}) for f in part_paths(manifest, n, pack_dir) if not f.is_file()]
+    if lost or not (pack_dir / "data.tar.xz").is_file():
+        raise UsageError(f"{pack_dir} lacks {lost[0] if lost else 'data.tar.xz'}: pack it again (codeexecutor draw pack)")
+    size = sum(f.stat().st_size for f in pack_dir.rglob("*") if f.is_file())
+    tree = manifest.get("tree_bytes", TREE_ALLOWANCE) if tree is None else tree
+    if size + tree > LIMIT:
+        raise UsageError(f"{pack_dir} is {size / 2**20:.1f} MiB beside a working tree of {tree / 2**20:.1f} MiB, over "
+                         f"the {LIMIT / 2**20:.0f} MiB a call carries: pack again with less")
+    return LIMIT - size - tree
 
 
 def _folders(tokenized: pathlib.Path) -> dict[str, str]:

@@ -95,11 +95,11 @@ class Stage:
 # What each kind of dataset build takes (`codeexecutor build KIND`'s options, as a recipe
 # names them), and which of them name folders (read relative to the base folder).
 BUILD_OPTIONS = {
-    "codenetmut": {"codenet": list, "mutants": int, "limit": int, "seed": int, "workers": int},
+    "codenetmut": {"codenet": list, "mutants": int, "limit": int, "seed": int, "workers": int, "shard": str},
     "tutorial": {"sources": str, "mutants": int, "seed": int, "workers": int},
     "singleline": {"from": str, "limit": int, "augment": int, "per_line": int, "workers": int},
     "functions": {"from": list, "mutants": int, "input_mutants": int, "lineage": bool, "limit": int, "workers": int,
-                  "licence": str},
+                  "licence": str, "shard": str},
 }
 BUILD_FOLDERS = {"codenet", "sources", "from"}
 
@@ -128,6 +128,10 @@ class TokenizerArgs:
     """A tokenizer trained once, on a bounded sample of the recipe's sources."""
 
     sample: int = 200_000  # rows read at most, evenly from the distinct sources
+    # Code tokens the tokenized ids keep (None: model.max_code_length). Longer than the
+    # model reads, they let a later recipe read a longer window from the same ids; a run
+    # cuts them to its own window as it loads them (training/tokenized.narrow_code).
+    keep_code_length: int | None = None
 
 
 @dataclass
@@ -270,10 +274,14 @@ class Curriculum:
             p.append(f"model.code_window must be {' or '.join(CODE_WINDOWS)}, got {self.model.code_window!r}")
         if self.model.code_window == "ends" and self.model.format_profile == "official":
             p.append("model.code_window ends needs the exact profile: the official format reads code as the release, from its start")
+        keep = self.tokenizer.keep_code_length
+        if keep is not None and not self.model.max_code_length <= keep <= 4096:
+            p.append(f"tokenizer.keep_code_length must be in [model.max_code_length, 4096], got {keep}")
         if not 8 <= self.model.max_code_length <= 1024 or not 8 <= self.model.max_trace_length <= 1024:
             p.append("model.max_code_length and max_trace_length must be in [8, 1024]")
-        if self.model.max_code_length + self.model.max_trace_length > 1024:
-            p.append("model.max_code_length + max_trace_length must be <= 1024 (position embeddings)")
+        if self.model.max_code_length + self.model.max_trace_length > 1024 and self.model.positions != "rotary":
+            p.append("model.max_code_length + max_trace_length must be <= 1024 with absolute positions (the release's "
+                     "table of 1,026): set model.positions: rotary for a longer example")
         if not 0 <= self.model.dropout < 1:
             p.append(f"model.dropout must be in [0, 1), got {self.model.dropout}")
         elif self.model.attention == "flex" and self.model.dropout > 0 and not self.model.init:

@@ -80,10 +80,17 @@ def build_model(cur: Curriculum, tok, profile):
     cfg = CodeExecutorConfig.preset(cur.model.preset, vocab_size=len(tok), pad_token_id=tok.pad_token_id,
                                     bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                                     hidden_dropout_prob=cur.model.dropout, attention_probs_dropout_prob=cur.model.dropout,
-                                    positions=cur.model.positions,
-                                    **settings)
+                                    positions=cur.model.positions, **_position_limit(cur), **settings)
     cfg._attn_implementation = "sdpa"
     return CodeExecutorModel(cfg)
+
+
+def _position_limit(cur: Curriculum) -> dict:
+    """Rotary positions have no table to outgrow: their limit is raised to the longest
+    example (a 512-token code window beside 768 trace tokens), where the release's
+    absolute table stops at 1,024 positions."""
+    longest = cur.model.max_code_length + cur.model.max_trace_length + 2  # RoBERTa's positions start at 2
+    return {"max_position_embeddings": longest} if cur.model.positions == "rotary" and longest > 1026 else {}
 
 
 def autocast(kind: str | None, device):

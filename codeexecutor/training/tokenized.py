@@ -114,19 +114,73 @@ def built_source(path: str) -> str | None:
 
 
 def load_tokenized(path: str, encoder):
-    """(table, fits) of a tokenized folder, after checking it was made for this encoder."""
+    """(table, fits) of a tokenized folder, after checking it was made for this encoder. Ids
+    that kept a longer code window than the encoder reads are cut to its window here
+    (`narrow_code`)."""
     import datasets
 
     with open(os.path.join(path, MARKER)) as f:
         marker = json.load(f)
     want = identity(encoder)
     differ = _differences(marker, encoder)
+    wider = differ == ["max_code_length"] and isinstance(marker.get("max_code_length"), int) \
+        and marker["max_code_length"] > encoder.max_code
+    if wider:
+        return _narrowed(datasets.load_from_disk(path), encoder), marker["fits"]
     if differ:
         named = ", ".join(f"{k} {marker.get(k)!r} (this run: {want[k]!r})" for k in differ if k in want) \
             or f"format {marker.get('format')}"
         raise ConfigError(f"{path} was tokenized for another run: {named}; tokenize it again for this run "
                           "(codeexecutor tokenize) or point the source at the built dataset")
     return datasets.load_from_disk(path), marker["fits"]
+
+
+def narrow_code(code_len, code_ids, encoder):
+    """(lengths, flat ids) of rows' source ids cut to `encoder`'s code window, from ids that
+    kept a longer one (`tokenizer.keep_code_length`): a longer row's body is windowed again
+    as `Encoder.code` windows a program (its head, or its head and last lines). A body kept
+    whole is cut exactly as tokenizing at the shorter length cuts it; one already cut at
+    the kept length (over `keep_code_length` tokens) is windowed from what was kept."""
+    import numpy as np
+
+    long = np.nonzero(code_len > encoder.max_code)[0]
+    if not len(long):
+        return code_len, code_ids
+    offsets = np.zeros(len(code_len) + 1, dtype=np.int64)
+    np.cumsum(code_len, out=offsets[1:])
+    tail = 2 if encoder.profile.official else 1  # [<mask0>] </s> after the body; <s> <encoder-decoder> </s> before it
+    lengths, pieces, done = code_len.copy(), [], 0
+    for i in long.tolist():
+        start, end = int(offsets[i]), int(offsets[i + 1])
+        pieces.append(code_ids[done:start])
+        new = encoder.code("", ids=code_ids[start + 3:end - tail].tolist())
+        pieces.append(np.asarray(new, dtype=code_ids.dtype))
+        lengths[i], done = len(new), end
+    pieces.append(code_ids[done:])
+    return lengths, np.concatenate(pieces)
+
+
+def _narrowed(ds, encoder):
+    """A tokenized dataset with its code ids cut to the encoder's window (`narrow_code`)."""
+    import datasets
+    import numpy as np
+    import pyarrow as pa
+
+    table = ds.data.table
+    col = pa.concat_arrays(table.column("code_ids").chunks) if table.num_rows else None
+    if col is None:
+        return ds
+    offsets = col.offsets.to_numpy()
+    ids = col.values.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]]
+    lengths, ids = narrow_code(np.diff(offsets), ids, encoder)
+    if len(ids) == offsets[-1] - offsets[0]:
+        return ds
+    new_offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=new_offsets[1:])
+    table = table.set_column(table.column_names.index("code_ids"), "code_ids",
+                             pa.ListArray.from_arrays(pa.array(new_offsets), pa.array(ids)))
+    table = table.set_column(table.column_names.index("code_len"), "code_len", pa.array(lengths.astype(np.int32)))
+    return datasets.Dataset(table, info=ds.info)
 
 
 def _sources(cur) -> list[str]:
@@ -181,24 +235,31 @@ def train_curriculum_tokenizer(cur, base_dir: str, out: str, sample: int = 200_0
     return report
 
 
+def folder_name(path: str) -> str:
+    """The name a source's ids go by: its build and dataset (DATA/codenetmut/errors -> codenetmut-errors)."""
+    import re
+
+    parts = [p for p in re.split(r"[\\/]+", path) if p][-2:]
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts))
+
+
 def tokenize_curriculum(cur, base_dir: str, tokenizer: str, out: str, num_proc: int | None = None) -> dict:
     """Every distinct source of a curriculum tokenized into `out/<source>` for `tokenizer`,
     and `out/curriculum.yaml`: the same curriculum reading them (and that tokenizer)."""
     import dataclasses
-    import re
 
     import yaml
 
     from codeexecutor.modeling.tokenizer import Encoder, load_tokenizer
     profile = cur.profile()
     tok = load_tokenizer(tokenizer, exception=profile.exception_step, delta=profile.delta)
-    encoder = Encoder(tok, cur.model.max_code_length, cur.model.max_trace_length, profile)
+    keep = max(cur.model.max_code_length, cur.tokenizer.keep_code_length or 0)  # a longer window the ids keep for later
+    encoder = Encoder(tok, keep, cur.model.max_trace_length, profile)
     os.makedirs(out, exist_ok=True)
     where, markers = {}, {}
     sources = _sources(cur)
     for path in sources:
-        parts = [p for p in re.split(r"[\\/]+", path) if p][-2:]  # DATA/codenetmut/errors -> codenetmut-errors
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts))
+        name = folder_name(path)
         while name in {m["folder"] for m in markers.values()}:
             name += "_"
         target = os.path.join(out, name)
