@@ -39,6 +39,8 @@ from codeexecutor.training.engine import TorchEngine, checkpoint_engine, choose,
 from codeexecutor.training.export import export_model, save_checkpoint
 from codeexecutor.training.plots import plot_losses
 from codeexecutor.training.profiling import StepProfiler
+from codeexecutor.training.precision import apply as apply_precision
+from codeexecutor.training.precision import capability, choose_precision
 from codeexecutor.training.setup import autocast, build_model, build_tokenizer, resolve_profile
 from codeexecutor.training.stages import evaluate, evaluator_for, log_row, loss_scaling, stage_data
 from codeexecutor.training.step import attention_path, compile_with_fallbacks, row_spec, wants_compile
@@ -156,11 +158,12 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
         raise ConfigError(f"this run needs the DeepSpeed engine (train.engine {cur.train.engine}, {world} process(es), "
                           f"{os.path.basename(ds_config_path)}) and DeepSpeed is not installed: pip install deepspeed, or "
                           "train one process with train.engine: torch")
-    precision = cur.train.autocast or ("bf16" if kind == "torch" and ds_cfg.get("bf16", {}).get("enabled") else None)
     device = _device()
-    half = next((k for k in ("bf16", "fp16") if ds_cfg.get(k, {}).get("enabled")), None)
-    label = precision and f"{precision} autocast" or (f"{half} weights (DeepSpeed)" if kind == "deepspeed" and half else "float32")
-    setup = {"engine": kind, "device": str(device), "precision": label, "world_size": world}
+    chosen = choose_precision(capability(device), kind, ds_cfg, cur.train.autocast)
+    apply_precision(chosen)
+    precision = chosen.autocast
+    setup = {"engine": kind, "device": str(device), "precision": chosen.label, "precision_chosen_by": chosen.chosen_by,
+             "world_size": world}
     spec = None
     if cur.train.max_tokens:
         attention, fallback = attention_path(cur.model.attention, device)
@@ -189,6 +192,8 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
                        "ds_config": ds_cfg, "world_size": world, "setup": setup}, f, indent=2)
         for note in setup["fallbacks"]:
             log.warning("%s", note)
+        log.info("precision: %s; attention: %s%s", chosen.label, setup.get("attention", "padded batches"),
+                 " (compiled)" if setup.get("compiled") else "")
         log.info("setup: %s", {k: v for k, v in setup.items() if k != "fallbacks"})
     if kind == "torch":
         model.to(device)
