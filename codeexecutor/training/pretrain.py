@@ -213,20 +213,45 @@ class Pretrain:
         return {"rows": {path: m["rows"] for path, m in markers.items()}}
 
     def _train(self) -> dict:
+        """The training in a child process (`codeexecutor.training`; a device fault breaks
+        the CUDA context of the process it happens in, so the parent never opens one). A
+        child that dies (a fault, a compile error, a recompile limit, a kill) is started
+        again from its last checkpoint on the next safer path (training/fallback.py), with
+        what the budget has left; each attempt and how it ended is recorded."""
+        from codeexecutor.training.fallback import attempt_curriculum, safer_paths, spend
+
         curriculum = os.path.join(self.out, "tokenized", "curriculum.yaml")
         run = os.path.join(self.out, "run")
-        extra = ["--output-dir", run] + (["--minutes", str(self.minutes)] if self.minutes else [])
         env = {**os.environ, "PYTHONPATH": ROOT}
-        if self.launcher:
-            env.update(CURRICULUM=curriculum, DS_CONFIG=self.ds_config, PYTHON=sys.executable)
-            cmd = ["bash", os.path.join(ROOT, "run_pretrain.sh"), *extra]
-        else:
-            cmd = [sys.executable, "-m", "codeexecutor.training", "--curriculum", curriculum, "--ds-config", self.ds_config,
-                   "--base-dir", ".", *extra]
-        subprocess.run(cmd, cwd=self.base, env=env, check=True)
+        attempts = self.record["phases"].setdefault("train", {}).setdefault("attempts", [])
+        paths = [None] if self.launcher else safer_paths(curriculum)
+        started = time.time()
+        for i, path in enumerate(paths):
+            minutes = self.minutes
+            if minutes and i:  # the time the dead children took, on the wall clock, is spent
+                spend(run, time.time() - started)
+            extra = ["--output-dir", run] + (["--minutes", str(minutes)] if minutes else [])
+            if self.launcher:
+                env.update(CURRICULUM=curriculum, DS_CONFIG=self.ds_config, PYTHON=sys.executable)
+                cmd = ["bash", os.path.join(ROOT, "run_pretrain.sh"), *extra]
+            else:
+                cur = attempt_curriculum(curriculum, path, os.path.join(self.out, f"attempt{i}.yaml")) if i else curriculum
+                cmd = [sys.executable, "-m", "codeexecutor.training", "--curriculum", cur, "--ds-config",
+                       self.ds_config, "--base-dir", ".", *extra]
+            child = subprocess.Popen(cmd, cwd=self.base, env=env)
+            attempts.append({"path": path or "as the recipe asks", "pid": child.pid, "started": round(time.time(), 1)})
+            self._save()
+            code = child.wait()
+            attempts[-1].update(exit_code=code, seconds=round(time.time() - attempts[-1]["started"], 1))
+            self._save()
+            if code == 0 or code == 2:  # done, or a bad setting no other path mends (its line is printed)
+                break
+            print(f"pretrain: the training process ended with {_ended(code)}; carrying on from its last checkpoint"
+                  + (f" on {paths[i + 1]}" if i + 1 < len(paths) else ""), file=sys.stderr, flush=True)
         if not os.path.exists(os.path.join(run, "final", "config.json")):
-            raise ConfigError(f"the training ended without a final model in {run}: see its train_log.jsonl")
-        return {"run": run, "steps": _stage_steps(run)}
+            raise ConfigError(f"the training ended without a final model in {run} ({len(attempts)} attempt(s), the last "
+                              f"{_ended(attempts[-1]['exit_code'])}): see its train_log.jsonl")
+        return {"run": run, "steps": _stage_steps(run), "attempts": attempts}
 
     def _score(self) -> dict:
         if not self.scoring:
@@ -274,6 +299,12 @@ class Pretrain:
         with open(tmp, "w") as f:
             json.dump(self.record, f, indent=2, default=str)
         os.replace(tmp, self.record_path)
+
+
+def _ended(code: int) -> str:
+    import signal
+
+    return f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
 
 
 def _stage_steps(run: str) -> dict:

@@ -1,0 +1,66 @@
+"""The paths a training run falls back on when its process dies, safest last.
+
+Inside one process the step falls back by itself from a compile that fails (training/
+step.py). What it cannot survive is its own death: a device fault (an illegal memory
+access in a kernel) breaks the CUDA context of the process it happens in, so no retry in
+that process can run; a recompile limit under `fullgraph` is an error in the middle of a
+stage; the kernel's OOM killer ends it outright. `codeexecutor pretrain` therefore trains
+in a child process and, when the child dies, starts another from the last checkpoint on
+the next path of `safer_paths`: the tile path compiled (where the device compiles), then
+the tile path eagerly. The budget's clock keeps running through the dead child's time
+(`spend`), so the stages after it keep their shares of what is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+TILES_COMPILED = "the tile path, compiled where the device compiles"
+TILES_EAGER = "the tile path, eager"
+PATHS = {TILES_COMPILED: {"attention": "sdpa", "compile": "auto"}, TILES_EAGER: {"attention": "sdpa", "compile": False}}
+
+
+def safer_paths(curriculum: str) -> list[str | None]:
+    """The attempts a run makes: None (as the curriculum asks), then each safer path that
+    differs from it."""
+    import yaml
+
+    with open(curriculum) as f:
+        raw = yaml.safe_load(f)
+    asked = {"attention": (raw.get("model") or {}).get("attention", "sdpa"),
+             "compile": (raw.get("train") or {}).get("compile", "auto")}
+    return [None] + [name for name, path in PATHS.items() if path != asked]
+
+
+def attempt_curriculum(curriculum: str, path: str, out: str) -> str:
+    """`curriculum` on `path` (model.attention, train.compile), written to `out`."""
+    import yaml
+
+    with open(curriculum) as f:
+        raw = yaml.safe_load(f)
+    raw.setdefault("model", {})["attention"] = PATHS[path]["attention"]
+    raw.setdefault("train", {})["compile"] = PATHS[path]["compile"]
+    tmp = out + ".tmp"
+    with open(tmp, "w") as f:
+        yaml.safe_dump(raw, f, sort_keys=False)
+    os.replace(tmp, out)
+    return out
+
+
+def spend(run: str, seconds: float) -> None:
+    """Count `seconds` of wall clock (the attempts so far) as spent in the run's budget
+    (plan.json), where its own record of them is less: a killed process did not write its
+    last seconds, and the start of the next one is not the budget's either."""
+    path = os.path.join(run, "plan.json")
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        plan = json.load(f)
+    if plan.get("spent", 0.0) >= seconds:
+        return
+    plan["spent"] = round(seconds, 2)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(plan, f, indent=2)
+    os.replace(tmp, path)
