@@ -1,15 +1,18 @@
 """Fitting a curriculum's stages into a wall-clock budget (`codeexecutor pretrain --minutes`).
 
 The clock starts as the training process enters its loop, so its set-up and the step's
-compile are paid from the budget, however long they take. A stage's steps are fixed when
-its first `WARMUP` steps have run: from their speed (the
-first two left out: they pay for the stage's set-up) and the time the training has left,
-the stage takes its share of that time (`Stage.share`, by default its part of the
-recipe's steps) among itself and the stages after it, less a margin for the stage ends
-(export, evaluation) and the next stages' set-up (mining, data). Its learning rate warms
-up over those first steps whatever the total, so fixing the total then changes nothing
-already trained. A stage of another speed (SingleLine's short rows against CodeNet's
-long ones) measures its own.
+compile are paid from the budget, however long they take. Each stage owns a slot of the
+clock: the stages' shares (`Stage.share`, by default its part of the recipe's steps) laid
+end to end over the whole budget. Whatever runs in a stage's slot is paid from it: its
+data's set-up, the mining of its hardest examples, its steps, and at its end the
+evaluation and export (`MARGIN` of the slot goes to steps, the rest to that end). So a
+stage whose mining or evaluation is slow takes its own steps' time, never the next
+stage's: the last stage, CodeNetMut, keeps its share. A stage's steps are fixed when its
+first `WARMUP` steps have run, from their speed (the first two left out: they pay for the
+stage's set-up) and the time to its slot's end. Its learning rate warms up over those
+first steps whatever the total, so fixing the total then changes nothing already
+trained. A stage of another speed (SingleLine's short rows against CodeNet's long ones)
+measures its own.
 
 Fixing sets the moment the stage should end (`ends_at`, on the run's clock). At every
 log step after that the stage's steps are fitted again to that moment from its recent
@@ -57,18 +60,26 @@ class Budget:
     def is_fixed(self, stage) -> bool:
         return stage.name in self.fixed
 
+    def slot(self, index: int) -> tuple[float, float]:
+        """(start, end) of stage `index`'s part of the run's clock: the shares laid end to
+        end over the whole budget."""
+        total = sum(self.shares.values())
+        before = sum(self.shares[st.name] for st in self.stages[:index]) / total
+        return self.seconds * before, self.seconds * (before + self.shares[self.stages[index].name] / total)
+
     def fix(self, index: int, seconds_per_step: float, done: int) -> int:
         """Stage `index`'s steps, from its measured seconds a step and the `done` steps it
-        has run; written to plan.json at once."""
+        has run: as many as end its steps at MARGIN of its slot (what ran before them in
+        the slot, its set-up and mining, already spent); written to plan.json at once."""
         stage = self.stages[index]
-        later = self.stages[index:]
-        left = max(0.0, self.seconds - self.elapsed())
-        share = self.shares[stage.name] / sum(self.shares[st.name] for st in later)
-        steps = max(done, int(left * share * MARGIN / max(seconds_per_step, 1e-9)) + done)
+        start, end = self.slot(index)
+        ends_at = start + (end - start) * MARGIN
+        left = max(0.0, ends_at - self.elapsed())
+        steps = max(done, int(left / max(seconds_per_step, 1e-9)) + done)
         stage.steps = steps
         self.fixed[stage.name] = {"steps": steps, "planned": steps, "seconds_per_step": round(seconds_per_step, 5),
-                                  "fixed_after": done, "seconds_left": round(left, 1),
-                                  "ends_at": round(self.elapsed() + left * share * MARGIN, 2), "refits": 0}
+                                  "fixed_after": done, "seconds_left": round(max(0.0, self.seconds - self.elapsed()), 1),
+                                  "slot": [round(start, 2), round(end, 2)], "ends_at": round(ends_at, 2), "refits": 0}
         self.save()
         return steps
 
