@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv venvs test-versions bench clean browser
+.PHONY: demo test venv venvs test-versions bench clean browser rehearse
 # The other interpreters the model-free code must agree on (light environments, no torch).
 OTHER_PYTHONS := 3.12 3.13
 MODEL_FREE_TESTS := tests/test_tracer.py tests/test_sandbox.py tests/test_sandbox_reads.py tests/test_zygote.py tests/test_function_sources.py \
@@ -69,5 +69,20 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_train.py
 	$(BIN)/python benchmarks/summary.py
 
+# The compiled row step under the torch a lent GPU runs (the recorded draws': 2.11), rehearsed at
+# toy width on the CPU, stage by stage of the draw's recipe: graph breaks and recompiles
+# (benchmarks/rehearse_compile.py). Its own environment: that torch, the rest read from .venv. Not in CI.
+DEVICE_TORCH ?= 2.11.0
+REHEARSAL := .venv-torch$(DEVICE_TORCH)
+rehearse: $(STAMP)
+	test -x $(REHEARSAL)/bin/python || $(PYTHON) -m venv $(REHEARSAL)
+	$(REHEARSAL)/bin/python -c "import torch; assert torch.__version__.startswith('$(DEVICE_TORCH)')" 2>/dev/null || \
+	  $(REHEARSAL)/bin/python -m pip install -q --disable-pip-version-check torch==$(DEVICE_TORCH)
+	$(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > \
+	  "$$($(REHEARSAL)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_codeexecutor_venv.pth"
+	pwd >> "$$($(REHEARSAL)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_codeexecutor_venv.pth"
+	TORCH_LOGS=recompiles $(REHEARSAL)/bin/python benchmarks/rehearse_compile.py --tokens 2048 \
+	  --out benchmarks/results/rehearse-torch-$(DEVICE_TORCH).json
+
 clean:
-	rm -rf $(VENV) .venv-3.12 .venv-3.13 demo_out runs
+	rm -rf $(VENV) .venv-3.12 .venv-3.13 .venv-torch* demo_out runs

@@ -276,12 +276,12 @@ def test_a_flex_step_that_fails_to_compile_falls_back_to_tiles_never_to_eager_fl
     tried = []
 
     def compile_(fn, **kwargs):
-        def run(model, row, mask):
+        def run(model, row):
             flex = "kv_num" in row
             tried.append("flex" if flex else "tiles")
             if flex or not tiles_compile:
                 raise RuntimeError(f"no kernel for {'flex' if flex else 'tiles'}\ndetail")
-            return fn(model, row, mask)
+            return fn(model, row)
         return run
 
     monkeypatch.setattr(torch, "compile", compile_)

@@ -182,14 +182,15 @@ class CodeExecutorModel(PreTrainedModel):
         return loss_weights(c.vocab_size, c.other_weight, c.structural_weight, c.structural_token_ids, c.exception_weight,
                             c.exception_token_id)
 
-    def compile_rows(self, fullgraph: bool = True) -> None:
+    def compile_rows(self, fullgraph: bool = True, backend="inductor") -> None:
         """Compile the packed-row forward and loss whole (`torch.compile(fullgraph=True,
         dynamic=False)`: a graph break is an error, and a row's fixed shape compiles once).
         `fullgraph=False` allows breaks: for ZeRO-3, whose hooks gather each module's
-        parameters between compiled pieces."""
-        from codeexecutor.modeling.row_forward import row_loss
+        parameters between compiled pieces. `backend`: torch.compile's (a rehearsal
+        traces with aot_eager: benchmarks/rehearse_compile.py)."""
+        from codeexecutor.modeling.row_forward import masked_row_loss
 
-        self._row_loss = torch.compile(row_loss, fullgraph=fullgraph, dynamic=False)
+        self._row_loss = torch.compile(masked_row_loss, fullgraph=fullgraph, dynamic=False, backend=backend)
 
     def forward(self, code_ids: torch.Tensor | None = None, code_mask: torch.Tensor | None = None,
                 trace_ids: torch.Tensor | None = None, trace_mask: torch.Tensor | None = None, reduction: str = "mean",
@@ -200,11 +201,11 @@ class CodeExecutorModel(PreTrainedModel):
         (modeling/rows.py) instead, through modeling/row_forward.py (compiled once
         `compile_rows` has run): the same loss as these examples padded apart."""
         if row is not None:
-            from codeexecutor.modeling.row_forward import check_flex_dropout, row_loss, row_mask
+            from codeexecutor.modeling.row_forward import check_flex_dropout, masked_row_loss
 
             if "kv_num" in row:
                 check_flex_dropout(self)
-            loss = getattr(self, "_row_loss", row_loss)(self, row, row_mask(self, row))
+            loss = getattr(self, "_row_loss", masked_row_loss)(self, row)
             return Seq2SeqLMOutput(loss=loss)
         B, S = code_ids.shape
         T = trace_ids.shape[1]

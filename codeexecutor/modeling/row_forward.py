@@ -10,8 +10,11 @@ FlexAttention's block mask on a GPU or `tile_attention` elsewhere
 modeling/loss.py, averaged over the row's weights as the padded forward averages its
 batch.
 
-`row_loss(model, row, mask)` is the function `torch.compile` takes whole
-(training/compiled.py); `row_mask` makes the attention mask of a row outside it.
+`masked_row_loss(model, row)` is the function `torch.compile` takes whole
+(`CodeExecutorModel.compile_rows`): the row's attention mask (`row_mask`) is made inside
+it, from the row's tensors, so that no object made anew each step (FlexAttention's
+BlockMask holds a closure over the row's columns) crosses into the compiled function,
+where a torch that guards on it would recompile every row.
 """
 
 from __future__ import annotations
@@ -91,6 +94,11 @@ def row_loss(model, row: dict, mask) -> torch.Tensor:
         hidden = hidden.index_select(0, row["head"])
     total = weighted_ce(hidden, model.lm_head.weight, row["labels"], row["weights"])
     return total / row["weights"].sum().clamp(min=1e-9)
+
+
+def masked_row_loss(model, row: dict) -> torch.Tensor:
+    """`row_loss` under the row's own mask, made here (inside the compiled function)."""
+    return row_loss(model, row, row_mask(model, row))
 
 
 def check_flex_dropout(model) -> None:
