@@ -64,6 +64,29 @@ def flops_per_token(cfg, keys_per_query: float) -> dict:
     return {"six_n": 6 * body, "full": 6 * (body + V * h) + 12 * layers * h * keys_per_query}
 
 
+def example_tokens(row: dict) -> int:
+    """A packed row's example tokens: its padding is one document a token (modeling/rows.pack_row)."""
+    import numpy as np
+
+    doc = np.asarray(row["doc"])
+    return int(len(doc) - (np.bincount(doc)[doc] == 1).sum())
+
+
+def attended_keys(row: dict) -> int:
+    """(query, key) pairs a row's rule allows over its examples: a code token sees its
+    example's code, a trace token that code and the trace up to itself."""
+    import numpy as np
+
+    doc, code = np.asarray(row["doc"]), np.asarray(row["code"]).astype(bool)
+    sizes = np.bincount(doc)
+    codes = np.bincount(doc, weights=code).astype(np.int64)
+    out = 0
+    for d in np.flatnonzero(sizes > 1):  # padding documents are one token each
+        c, t = int(codes[d]), int(sizes[d] - codes[d])
+        out += c * c + t * c + t * (t + 1) // 2
+    return out
+
+
 def _sync() -> None:
     import torch
 
@@ -109,7 +132,10 @@ def measure_step(preset: str, tokens: int, curriculum: str | None, engine: str, 
         schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1e-4)
         eng, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, lr_scheduler=schedule, config=cfg_ds)
     precision = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=engine == "torch" and cuda)
-    rows = [to_device(next_row(i), dev) for i in range(4)]  # the same few rows again: the host's collation left out
+    host = [next_row(i) for i in range(4)]
+    example = [example_tokens(r) for r in host]  # a row's tokens less its padding
+    needed = [attended_keys(r) for r in host]  # (query, key) pairs the rule allows, a row
+    rows = [to_device(r, dev) for r in host]  # the same few rows again: the host's collation left out
     real = [int((r["weights"] > 0).sum()) for r in rows]
     stamps = {}
     for step in range(1, MEASURED + 1):
@@ -128,19 +154,26 @@ def measure_step(preset: str, tokens: int, curriculum: str | None, engine: str, 
             return out
     seconds = (stamps[MEASURED] - stamps[WARM]) / (MEASURED - WARM)
     trained = sum(real) / len(real)  # positions that bear a loss, a row on average
-    out.update(seconds_per_step=round(seconds, 5), tokens_per_s=round(tokens / seconds), loss=round(float(loss), 4),
-               trained_positions_per_s=round(trained / seconds))
+    kept = sum(example) / len(example)  # example tokens, a row on average
+    out.update(seconds_per_step=round(seconds, 5), tokens_per_s=round(kept / seconds), loss=round(float(loss), 4),
+               row_tokens_per_s=round(tokens / seconds), example_share=round(kept / tokens, 4),
+               trained_positions_per_s=round(trained / seconds),
+               counts="tokens_per_s: example tokens (padding left out); row_tokens_per_s: the row's whole length")
     if not cuda:
         return out
     out["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
     name = torch.cuda.get_device_name(0)
     peak = next((v for k, v in PEAK_TFLOPS.items() if k in name), None)
-    keys = float(rows[0]["kv_num"].sum() + rows[0]["full_num"].sum()) * BLOCK * BLOCK / tokens  # keys a query's tiles hold
-    f = flops_per_token(cfg, keys)
-    out["achieved_tflops"] = round(f["six_n"] * tokens / seconds / 1e12, 2)
+    computed = float(rows[0]["kv_num"].sum() + rows[0]["full_num"].sum()) * BLOCK * BLOCK  # pairs its tiles compute
+    f = flops_per_token(cfg, needed[0] / max(example[0], 1))  # the attention the rule asks of an example token
+    out["achieved_tflops"] = round(f["six_n"] * kept / seconds / 1e12, 2)
+    out["attention_pairs"] = {"needed": needed[0], "computed_in_tiles": int(computed),
+                              "computed_share_needed": round(needed[0] / max(computed, 1), 4)}
     if peak:
-        out["mfu"] = round(f["six_n"] * tokens / seconds / (peak * 1e12), 4)
-        out["mfu_with_head_and_attention"] = round(f["full"] * tokens / seconds / (peak * 1e12), 4)
+        out["mfu"] = round(f["six_n"] * kept / seconds / (peak * 1e12), 4)
+        out["mfu_with_head_and_attention"] = round(f["full"] * kept / seconds / (peak * 1e12), 4)
+        out["mfu_counts"] = ("example tokens only; the attention term counts the (query, key) pairs the mask allows, "
+                             "not the whole tiles the kernel computes (attention_pairs)")
     if engine != "torch":
         import torch.distributed as dist
 

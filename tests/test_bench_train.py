@@ -293,3 +293,21 @@ def test_a_quality_run_is_pretrain_on_a_variant_and_gathers_its_scores(tmp_path,
     empty = subprocess.run(cmd[:2] + ["--recipe", str(recipe), "--out", str(tmp_path / "none"), "--score-only"],
                            capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert empty.returncode == 2 and "needs a finished run" in empty.stderr and "Traceback" not in empty.stderr
+
+
+def test_step_speed_counts_example_tokens_and_the_attention_the_rule_allows():
+    import numpy as np
+    import torch
+
+    from _step_speed import attended_keys, example_tokens
+    from codeexecutor.modeling.model import prefix_lm_mask
+    from codeexecutor.modeling.rows import pack_row
+
+    codes, traces = [[0, 5, 2, 7, 2], [0, 6, 2, 2]], [[4, 9, 9, 2], [4, 8, 8, 8, 8, 2]]
+    row = pack_row(codes, traces, 32, 1, np.ones(16, dtype=np.float32))
+    assert example_tokens(row) == 19  # 32 tokens, 13 of them padding
+    dense = 0
+    for c, t in zip(codes, traces):  # the rule's pairs, counted off the dense mask of each example alone
+        mask = prefix_lm_mask(torch.ones(1, len(c)), torch.ones(1, len(t)))
+        dense += int(mask.sum())
+    assert attended_keys(row) == dense

@@ -29,21 +29,35 @@ def final_checks(checks: dict, speeds: dict, log: pathlib.Path, deadline: float)
     steps and DeepSpeed's step beside the torch one (into throughput.json), tests/test_gpu.py,
     then the launcher and fp16 checks. Returns the step's status."""
     deepspeed = has_deepspeed()
+    if deadline - time.time() >= SIZES["tests_need"]:  # first: FlexAttention against the tile path on the GPU
+        gpu_tests(checks, log, time.time() + SIZES["tests_need"])
+    else:
+        checks["test_gpu"] = {"skipped": f"{deadline - time.time():.0f} s left of the {SIZES['tests_need']} s it takes"}
     if SIZES["more_runs"] and deadline - time.time() >= SIZES["more_need"]:
         speeds["more"] = speed("more", SIZES["more_runs"], time.time() + (deadline - time.time()) * 0.4, log,
                                deepspeed=deepspeed)
         write_json("throughput.json", speeds)
     else:
         speeds["more"] = {"skipped": f"{deadline - time.time():.0f} s left"}
-    if deadline - time.time() >= SIZES["tests_need"]:
-        gpu_tests(checks, log, time.time() + SIZES["tests_need"])
-    else:
-        checks["test_gpu"] = {"skipped": f"{deadline - time.time():.0f} s left of the {SIZES['tests_need']} s it takes"}
     if not deepspeed:
         checks["launcher"] = checks["fp16"] = {"skipped": "DeepSpeed was not carried (the pack gave its room to data)"}
         write_json("checks.json", checks)
-        return "skipped: no DeepSpeed carried"
-    return launcher_checks(checks, log, deadline)
+        return with_tests(checks, "skipped: no DeepSpeed carried")
+    return with_tests(checks, launcher_checks(checks, log, deadline))
+
+
+def with_tests(checks: dict, status: str) -> str:
+    """The step's status with the GPU tests' outcome: failed where any test failed or they
+    did not finish, whatever the other parts said."""
+    tests = checks.get("test_gpu") or {}
+    if "skipped" in tests:
+        return status
+    if tests.get("exit_code") == 124:
+        return f"failed: tests/test_gpu.py stopped at its limit ({status})"
+    bad = tests.get("failures", 0) + tests.get("errors", 0)
+    if tests.get("exit_code") not in (0, 5) or bad:  # 5: pytest collected nothing (no test marked gpu ran)
+        return f"failed: tests/test_gpu.py, {bad} of {tests.get('tests', '?')} failed {tests.get('failed', [])[:3]} ({status})"
+    return status
 
 
 def launcher_checks(checks: dict, log: pathlib.Path, deadline: float) -> str:

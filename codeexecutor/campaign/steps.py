@@ -52,8 +52,8 @@ STEPS = {
     "score": (60, 240, "scores.json", "the six test samples, greedy, batched, cheapest first, in a child stopped at the limit"),
     "throughput": (90, 300, "throughput.json", "bench_step.py --speed: small and base at 48 k tokens a step (compile "
                    "seconds, tokens/s, MFU), greedy decoding at a batch of 300"),
-    "checks": (35, 400, "checks.json", "on the time left: 192 k-token steps and DeepSpeed's, tests/test_gpu.py, "
-               "run_pretrain.sh stopped and resumed (ZeRO-2 bf16), fp16's loss scale"),
+    "checks": (100, 400, "checks.json", "tests/test_gpu.py (90 s: flex against tiles on the GPU), then on the time "
+               "left: 192 k-token steps and DeepSpeed's, run_pretrain.sh stopped and resumed, fp16's loss scale"),
 }
 RESERVED_AFTER_TRAIN = ("export", "score", "throughput")  # steps the training leaves their time to; `checks` takes what is left
 SCORE_ORDER = ("singleline", "tutorial", "codenetmut", "functions")  # test builds by decoding cost, cheapest first
@@ -109,30 +109,23 @@ def tail(path: pathlib.Path, n: int = 3000) -> str:
 
 # -- the pack --------------------------------------------------------------------------------
 def check_pack() -> dict:
-    from codeexecutor.campaign.pack import LIMIT, TREE_ALLOWANCE, code_hash
+    from codeexecutor.campaign.pack import verify
+    from codeexecutor.errors import UsageError
 
     manifest_path = PACK / "manifest.json"
     if not manifest_path.is_file():
         raise Refused(f"no pack at {PACK}: run codeexecutor draw pack{' --smoke' if SMOKE else ''} where the data "
                       "is and carry .campaign with the call")
     manifest = json.loads(manifest_path.read_text())
-    size = sum(f.stat().st_size for f in PACK.rglob("*") if f.is_file())
-    room = LIMIT - manifest.get("tree_bytes", TREE_ALLOWANCE)  # the working tree travels beside it
-    if size > room:
-        raise Refused(f"{PACK} is {size / 2**20:.1f} MiB, over the {room / 2**20:.0f} MiB a call carries "
-                      "beside the working tree: pack again (codeexecutor draw pack) with less")
-    if manifest.get("code") != code_hash():
-        raise Refused(f"{PACK} was packed for other code ({manifest.get('code')}; this checkout is {code_hash()}): run "
-                      "codeexecutor draw pack again on this commit")
+    try:
+        verify(manifest, PACK)  # the working tree beside it as the pack measured it: git may not be here
+    except UsageError as exc:
+        raise Refused(str(exc)) from None
     if bool(manifest.get("smoke")) != SMOKE:
         raise Refused(f"{PACK} is a {'smoke' if manifest.get('smoke') else 'full'} pack and this is "
                       f"{'the CPU smoke run' if SMOKE else 'a GPU draw'}: pack with{'out' if not SMOKE else ''} --smoke")
     if not manifest.get("python"):
         raise Refused(f"{PACK} does not say which interpreter traced its data: pack it again")
-    lost = [name for name in manifest.get("sources", {}) if not (PACK / "ids" / f"{name}.ids.xz").is_file()]
-    if lost or not (PACK / "data.tar.xz").is_file():
-        raise Refused(f"{PACK} lacks {', '.join(f'ids/{n}.ids.xz' for n in lost) or 'data.tar.xz'}: pack it again "
-                      "(codeexecutor draw pack)")
     return manifest
 
 
@@ -209,13 +202,15 @@ def unpack(checks: dict, manifest: dict) -> None:
         tar.extractall(WORK, filter="data")
     from concurrent.futures import ProcessPoolExecutor
 
+    from codeexecutor.campaign.pack import part_paths
+
     names = sorted(manifest["sources"])
-    jobs = [(str(PACK / "ids" / f"{n}.ids.xz"), str(data / "tokenized" / n)) for n in names]
+    jobs = [([str(p) for p in part_paths(manifest, n, PACK)], str(data / "tokenized" / n)) for n in names]
     with ProcessPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as ex:
         rows = {n: header["rows"] for n, header in zip(names, ex.map(unpack_tokenized, *zip(*jobs)))} if jobs else {}
     for name in names:
         if rows[name] != manifest["sources"][name]["rows"]:
-            raise Refused(f"ids/{name}.ids.xz holds {rows[name]} rows, its manifest {manifest['sources'][name]['rows']}: "
+            raise Refused(f"the ids of {name} hold {rows[name]} rows, the manifest {manifest['sources'][name]['rows']}: "
                           "pack it again")
     checks["unpack"] = {"sources": rows, "tokens": manifest.get("tokens"), "test": manifest["test"],
                         "python": manifest["python"], "seconds": round(time.time() - t, 1)}
@@ -304,7 +299,8 @@ def train(result: dict, log: pathlib.Path, deadline: float) -> None:
     write_json("training.json", result)
     start = time.time()
     code = sh([sys.executable, "-m", "codeexecutor", "pretrain", "--recipe", cur, "--out", WORK / "run", "--minutes",
-               f"{minutes:.3f}", "--no-score", "--ds-config", f"ds_configs/{SIZES['ds']}"], deadline - time.time(), log)
+               f"{minutes:.3f}", "--no-score", "--ds-config", f"ds_configs/{SIZES['ds']}"], deadline - time.time(), log,
+             {"TORCH_LOGS": "recompiles"})  # each recompile and the guard that failed, in the log's tail
     rows = train_log(WORK / "run" / "run")
     result.update(exit_code=code, seconds=round(time.time() - start, 1), log=rows)
     plan = WORK / "run" / "run" / "plan.json"
@@ -323,8 +319,11 @@ def train(result: dict, log: pathlib.Path, deadline: float) -> None:
                               "overhead_seconds": round(result["seconds"] - stepped, 1),
                               "tokens": sum(r["stage_tokens"] for r in ends.values())}
     setup = WORK / "run" / "run" / "curriculum.json"
-    if setup.exists():
+    if setup.exists():  # the path the last training process took: precision, attention, compile, fallbacks
         result["setup"] = json.loads(setup.read_text()).get("setup")
+    record = WORK / "run" / "pretrain.json"
+    if record.exists():  # each training process and how it ended (a dead one is carried on on a safer path)
+        result["attempts"] = json.loads(record.read_text())["phases"].get("train", {}).get("attempts")
 
 
 def trained_model() -> pathlib.Path | None:
