@@ -11,7 +11,8 @@ STAMP := $(VENV)/.installed
 OTHER_PYTHONS := 3.12 3.13
 MODEL_FREE_TESTS := tests/test_tracer.py tests/test_sandbox.py tests/test_sandbox_reads.py tests/test_zygote.py tests/test_function_sources.py \
 	tests/test_render.py tests/test_inline.py tests/test_mutation.py tests/test_functions.py tests/test_curricula.py \
-	tests/test_bad_input.py tests/test_batch.py tests/test_cli.py tests/test_format.py tests/test_versions.py
+	tests/test_bad_input.py tests/test_batch.py tests/test_cli.py tests/test_format.py tests/test_versions.py \
+	tests/test_data_format.py
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

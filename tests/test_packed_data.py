@@ -14,29 +14,6 @@ from .conftest import ROOT
 pytest.importorskip("torch")
 
 
-def test_the_code_that_makes_ids_is_recorded_at_its_version():
-    from codeexecutor.training.data_format import DATA_FORMAT, DATA_FORMAT_CODE, code_digest
-
-    assert code_digest() == DATA_FORMAT_CODE, (
-        f"the code that turns rows into ids changed (digest {code_digest()}, recorded {DATA_FORMAT_CODE}): if ids "
-        f"change, raise DATA_FORMAT ({DATA_FORMAT}); either way record the new digest in training/data_format.py")
-
-
-def test_the_digest_follows_code_not_docstrings_or_comments(tmp_path):
-    from codeexecutor.training.data_format import ID_MODULES, code_digest
-
-    for name in ID_MODULES:
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / name, tmp_path / name)
-    before = code_digest(tmp_path)
-    tokenizer = tmp_path / "codeexecutor/modeling/tokenizer.py"
-    text = tokenizer.read_text()
-    tokenizer.write_text(text.replace('"""Tokenizer (RoBERTa', '"""The tokenizer (RoBERTa', 1) + "\n# a comment\n")
-    assert code_digest(tmp_path) == before
-    tokenizer.write_text(text.replace("self.max_trace - 2", "self.max_trace - 3", 1))
-    assert code_digest(tmp_path) != before
-
-
 def test_a_longer_kept_code_window_is_cut_as_tokenizing_at_the_shorter_one():
     import numpy as np
 

@@ -1,6 +1,7 @@
-"""The draw's last step, on the time left: the 192 k-token steps and DeepSpeed's step beside
-the torch one, tests/test_gpu.py, the deepspeed launcher stopped and resumed, fp16's loss
-scale. Each part runs only where its time fits, and a part skipped says so."""
+"""The draw's last step: tests/test_gpu.py first (its 90 s are planned), then on the time
+left the 192 k-token steps and DeepSpeed's step beside the torch one, the deepspeed
+launcher stopped and resumed, fp16's loss scale. Each part runs only where its time fits,
+a part skipped says so, and the step fails where a GPU test fails or none ran."""
 
 from __future__ import annotations
 
@@ -51,11 +52,14 @@ def with_tests(checks: dict, status: str) -> str:
     did not finish, whatever the other parts said."""
     tests = checks.get("test_gpu") or {}
     if "skipped" in tests:
-        return status
+        return f"{status}; tests/test_gpu.py skipped ({tests['skipped']})"
     if tests.get("exit_code") == 124:
         return f"failed: tests/test_gpu.py stopped at its limit ({status})"
     bad = tests.get("failures", 0) + tests.get("errors", 0)
-    if tests.get("exit_code") not in (0, 5) or bad:  # 5: pytest collected nothing (no test marked gpu ran)
+    ran = tests.get("tests", 0) - tests.get("skipped", 0)
+    if SIZES["tests_need"] < 10**9 and not ran:  # on a GPU: every test skipped, or none collected (exit 5)
+        return f"failed: tests/test_gpu.py ran no test (exit {tests.get('exit_code')}) ({status})"
+    if tests.get("exit_code") not in (0, 5) or bad:
         return f"failed: tests/test_gpu.py, {bad} of {tests.get('tests', '?')} failed {tests.get('failed', [])[:3]} ({status})"
     return status
 

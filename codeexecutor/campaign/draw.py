@@ -25,8 +25,9 @@ its log's end:
     model-meta.tar, model.safetensors.partK   the model in bfloat16, in pieces of 16 MiB
     scores.json      the test samples (100 a set), greedy, batched, cheapest set first
 
-Nothing is built there: the data comes tokenized in the pack (`draw pack`); a pack
-that is missing, too large or made for other code is refused in one line (exit 2).
+Nothing is built there: the data comes tokenized (the committed ids in the working
+tree, or a `--build` pack's own); a pack that is missing, too large or of another data
+format is refused in one line (exit 2).
 CAMPAIGN_SMOKE=1 runs the same steps on the CPU at toy sizes (tests/test_campaign.py).
 Back here, `codeexecutor draw unpack` checks and joins the model and scores it again.
 """
@@ -58,7 +59,8 @@ def draw() -> int:
     results = {"throughput.json": {}, "training.json": {}, "scores.json": {}}
     col = 1 if d.SMOKE else 0
     manifest = d.check_pack()  # refused before anything runs
-    checks["pack"] = {k: manifest.get(k) for k in ("code", "python", "recipe", "packed", "bytes", "test")}
+    checks["pack"] = {k: manifest.get(k) for k in ("fingerprint", "data_format", "committed", "code", "python", "recipe",
+                                                   "packed", "bytes", "tokens", "test")}
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     for name, spec in d.STEPS.items():

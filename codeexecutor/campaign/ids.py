@@ -73,11 +73,14 @@ def _read_arrow(folder: str):
     return pa.concat_tables(tables) if tables else pa.table({"code_ids": [], "trace_ids": [], "fit": pa.array([], pa.string())})
 
 
-def pack_tokenized(folder: str, dest: str, dict_size: int = DICT_SIZE, max_rows: int | None = None) -> dict:
+def pack_tokenized(folder: str, dest: str, dict_size: int = DICT_SIZE, max_rows: int | None = None,
+                   drop: tuple[str, ...] = ()) -> dict:
     """`folder` (a tokenized source) as one `.ids.xz` file at `dest`, written atomically;
     returns its figures (rows, tokens, bytes, bytes a token). `max_rows`: only the first
-    rows (whole programs' mutants, in the build's order), where the whole does not fit."""
+    rows (whole programs' mutants, in the build's order), where the whole does not fit.
+    `drop`: keys of the folder's marker left out of the file (this machine's paths)."""
     marker, fit_names, arrays = _columns(folder)
+    marker = {k: v for k, v in marker.items() if k not in drop}
     if max_rows is not None and max_rows < len(arrays["fit"]):
         import numpy as np
 

@@ -1,22 +1,26 @@
-"""`codeexecutor draw pack`: what one GPU draw carries, into `.campaign/` (git-ignored).
+"""`codeexecutor draw pack`: what one GPU draw carries beside the working tree, into
+`.campaign/` (git-ignored).
 
 A lent GPU machine has Python 3.12 with PyTorch but no package registry, no ../shared and
-15 minutes, so the draw builds nothing there: it trains on what the pack carries. Packing
-is `codeexecutor pretrain --until tokenize` on the draw's recipe (its data built where
-missing, one tokenizer on a bounded sample, every source tokenized once, all resumable,
-in `--prep`), then:
+15 minutes, so the draw builds nothing there: it trains on ids tokenized here. By default
+they are the committed data (curricula/packed/, campaign/release.py), which travels in
+the working tree, and the pack holds the rest:
 
-- `ids/NAME.ids.xz`: each tokenized source as compact id streams (campaign/ids.py);
 - `data.tar.xz`: the tokenizer, the curriculum over the packed sources, the fixed
   300-example test sample of each test set (raw rows, scored there as `evaluate --limit`
-  scores them here) and each build's stats.json;
+  scores them here);
 - `whl/`: wheels of what the device lacks, at the versions requirements.txt pins;
-- `manifest.json`: the code it was packed for (a hash of the files the draw runs), the
-  interpreter that traced the data, the tokens carried a source, and the sizes. The draw
-  refuses a pack of other code, of mixed interpreters, or over the 64 MiB a call carries.
+- `manifest.json`: the data fingerprint and format the ids were made in, the interpreter
+  that traced the data, each source's parts and tokens, and the sizes. `verify` checks it
+  against this checkout (`draw plan` here, the draw there): ids of another data format, a
+  missing file or more than the 64 MiB a call carries are refused in one line; a pack made
+  before code changed elsewhere stays good.
 
-`--smoke` packs the demo datasets (curricula/demo.yaml) with no wheels: what
-`CAMPAIGN_SMOKE=1 run_draw.sh` runs on the CPU, in CI.
+`--build` prepares the recipe's data here instead (`codeexecutor pretrain --until
+tokenize`: builds, a tokenizer, every source tokenized once, all resumable, in `--prep`)
+and packs its ids into `ids/NAME.ids.xz` (campaign/ids.py); `--smoke` packs the demo
+datasets (curricula/demo.yaml) with no wheels: what `CAMPAIGN_SMOKE=1 run_draw.sh` runs on
+the CPU, in CI.
 """
 
 from __future__ import annotations
@@ -156,12 +160,14 @@ def _pack_committed(recipe_path: pathlib.Path, out_dir: pathlib.Path, overrides:
     from codeexecutor.training.pretrain import load_recipe
 
     where = where or release.RELEASE
-    cur, _ = load_recipe(str(recipe_path), str(ROOT), overrides)
+    cur, _ = load_recipe(str(recipe_path), None, overrides)  # no folder of its data is looked for: nothing is built
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
     sources, test = release.to_campaign(cur, out_dir, where)
     committed = release.read_manifest(where)
-    pythons = {b.get("python") for b in committed["builds"].values()} - {None}
+    pythons = {b.get("python") for b in committed["builds"].values()}
+    if None in pythons or not pythons:
+        raise UsageError(f"{where}/manifest.json does not say which interpreter traced a build: add it again")
     if len(pythons) > 1:
         raise UsageError(f"the committed builds were traced by Python {', '.join(sorted(pythons))}: add them from one")
     head = {"committed": str(where.relative_to(ROOT)) if where.is_relative_to(ROOT) else str(where),
@@ -309,6 +315,8 @@ def verify(manifest: dict, pack_dir: pathlib.Path, tree: int | None = None) -> i
         if committed.get("fingerprint") != manifest.get("fingerprint"):
             raise UsageError(f"{pack_dir} was packed for data {manifest.get('fingerprint')} and {manifest['committed']} "
                              f"holds {committed.get('fingerprint')}: pack again (codeexecutor draw pack)")
+    if not manifest.get("python"):
+        raise UsageError(f"{pack_dir} does not say which interpreter traced its data: pack it again")
     lost = [str(f) for n in manifest.get("sources", {}) for f in part_paths(manifest, n, pack_dir) if not f.is_file()]
     if lost or not (pack_dir / "data.tar.xz").is_file():
         raise UsageError(f"{pack_dir} lacks {lost[0] if lost else 'data.tar.xz'}: pack it again (codeexecutor draw pack)")
@@ -334,11 +342,13 @@ def _folders(tokenized: pathlib.Path) -> dict[str, str]:
 
 def summary(manifest: dict, out: pathlib.Path) -> str:
     """The lines `draw pack` prints: size, tokens, bytes a token."""
-    size, tree = manifest["bytes"], manifest["tree_bytes"]
-    lines = [f"{out}: {size / 2**20:.1f} MiB (ids {manifest['parts']['ids'] / 2**20:.1f}, wheels "
-             f"{manifest['parts']['wheels'] / 2**20:.1f}, the rest {manifest['parts']['data'] / 2**20:.1f}) of the "
-             f"{LIMIT / 2**20:.0f} MiB a call carries, {tree / 2**20:.1f} of them the working tree",
+    size, tree, parts = manifest["bytes"], manifest["tree_bytes"], manifest["parts"]
+    ids = parts["ids"] + parts.get("ids_in_tree", 0)
+    lines = [f"{out}: {size / 2**20:.1f} MiB (ids {parts['ids'] / 2**20:.1f}, wheels {parts['wheels'] / 2**20:.1f}, "
+             f"the rest {parts['data'] / 2**20:.1f}) beside a working tree of {tree / 2**20:.1f} MiB "
+             f"({parts.get('ids_in_tree', 0) / 2**20:.1f} of them committed ids): "
+             f"{(size + tree) / 2**20:.1f} of the {LIMIT / 2**20:.0f} MiB a call carries",
              f"tokens carried: {manifest['tokens']:,} in {len(manifest['sources'])} sources "
-             f"({manifest['parts']['ids'] / max(manifest['tokens'], 1):.3f} bytes a token); data traced by Python "
-             f"{manifest['python']}; code {manifest['code']}"]
+             f"({ids / max(manifest['tokens'], 1):.3f} bytes a token); data traced by Python {manifest['python']}; "
+             f"data fingerprint {manifest['fingerprint']} (format {manifest['data_format']})"]
     return "\n".join(lines)

@@ -3,9 +3,9 @@ room it leaves, and what its training would make of the data, all before any dev
 
 The training's speed is not assumed: it is the example tokens a second (padding left out)
 that the last recorded draw on that device kind trained at (`benchmarks/results/
-gpu-draw-*.json`, its training log), with the seconds its training process took before
-its first step (start-up and compile); a stage takes its share of the trained tokens and
-its sources their weights' share of its examples.
+gpu-draw-*.json`, its training log), with the seconds its training process spent outside
+its steps (start-up, compile, stage ends); a stage takes its share of the trained tokens
+and its sources their weights' share of its examples.
 """
 
 from __future__ import annotations
@@ -104,7 +104,9 @@ def print_plan(pack: str | None, device: str | None) -> int:
     stepping = max(0.0, seconds - speed["overhead_seconds"])
     trained = stepping * speed["example_tokens_per_s"]
     print(data_plan(manifest, trained, curriculum))
-    print(f"trained: {trained / 1e6:.0f} M example tokens in {stepping:.0f} s of steps ({seconds} s less "
-          f"{speed['overhead_seconds']} s before the first step) at {speed['example_tokens_per_s'] / 1e6:.2f} M/s, "
-          f"as the draw of {speed['date']} on {speed['device']} ({speed['attention']}, torch {speed['torch']}) trained")
+    print(f"trained: {trained / 1e6:.0f} M example tokens in {stepping:.0f} s of steps ({seconds} s less the "
+          f"{speed['overhead_seconds']} s that draw's training spent outside its steps: start-up, compile, stage ends) "
+          f"at {speed['example_tokens_per_s'] / 1e6:.2f} M/s, as the draw of {speed['date']} on {speed['device']} "
+          f"({speed['attention']}, torch {speed['torch']}) trained; epochs count the ids as kept, "
+          "before a run cuts code to its window")
     return 0

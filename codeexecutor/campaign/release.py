@@ -60,7 +60,7 @@ def recipe_encoder(cur, tokenizer: pathlib.Path):
 def check(cur, release: pathlib.Path = RELEASE) -> dict:
     """The committed manifest, where its ids are what this recipe's ids would be (same data
     fingerprint) and this checkout's id code is the recorded one; else one line why not."""
-    from codeexecutor.training.data_format import DATA_FORMAT, DATA_FORMAT_CODE, code_digest, fingerprint
+    from codeexecutor.training.data_format import DATA_FORMAT, DATA_FORMAT_CODE, code_digest
     from codeexecutor.training.tokenized import identity
 
     manifest = read_manifest(release)
@@ -68,7 +68,8 @@ def check(cur, release: pathlib.Path = RELEASE) -> dict:
         raise UsageError(f"no committed data at {release}: build it (codeexecutor draw pack --build, hours)")
     if manifest.get("data_format") != DATA_FORMAT:
         raise UsageError(f"{release} holds ids of data format {manifest.get('data_format')} and this code makes format "
-                         f"{DATA_FORMAT}: add the data again (codeexecutor draw add) or check out the commit that made it")
+                         f"{DATA_FORMAT}: check out the commit that made them, or build and add the data anew "
+                         "(codeexecutor draw pack --build, hours)")
     if code_digest() != DATA_FORMAT_CODE:
         raise UsageError("the code that makes ids changed without its version (training/data_format.py): bump "
                          "DATA_FORMAT if ids change, then record the digest (python -m codeexecutor.training.data_format)")
@@ -116,53 +117,33 @@ def source_figures(manifest: dict, name: str) -> dict:
 def add(prep: pathlib.Path, part: str, release: pathlib.Path = RELEASE) -> dict:
     """A finished prep's tokenized sources (`pretrain --until tokenize` in `prep`) added to
     the committed data as part `part`; the first addition also commits its tokenizer and test
-    samples. Later parts must use the committed tokenizer (`--set
-    model.tokenizer=curricula/packed/tokenizer`). Returns the manifest."""
+    samples. Later parts must have the committed fingerprint (`gpu-draw-part.yaml` uses the
+    committed tokenizer). Refused, before anything is written, where the ids would not fit
+    a call beside the tree. Returns the manifest."""
     from codeexecutor.campaign.ids import pack_tokenized
-    from codeexecutor.campaign.pack import test_samples
-    from codeexecutor.training.data_format import DATA_FORMAT, fingerprint
 
-    record = json.loads((prep / "pretrain.json").read_text()) if (prep / "pretrain.json").is_file() else {}
-    if not record.get("phases", {}).get("tokenize", {}).get("done"):
-        raise UsageError(f"{prep} has not finished tokenizing: run codeexecutor pretrain --recipe R --out {prep} "
-                         "--until tokenize first")
-    tokenized = prep / "tokenized"
-    markers = {d.name: json.loads((d / "tokenized.json").read_text()) for d in sorted(tokenized.iterdir())
-               if (d / "tokenized.json").is_file()}
-    ident = {k: next(iter(markers.values()))[k] for k in ("tokenizer", "profile", "max_code_length", "max_trace_length")}
-    if any({k: m[k] for k in ident} != ident for m in markers.values()):
-        raise UsageError(f"the sources of {tokenized} were tokenized differently: tokenize them again in one run")
-    manifest = read_manifest(release)
-    if manifest is None:
-        release.mkdir(parents=True, exist_ok=True)
-        tokenizer = pathlib.Path(record["phases"]["tokenizer"]["tokenizer"])
-        shutil.copytree(tokenizer, release / "tokenizer", dirs_exist_ok=True)
-        from codeexecutor.training.config import Curriculum
-
-        profile = Curriculum.from_dict(record["settings"]["recipe"], "pretrain.json", str(ROOT), buildable=True).profile()
-        manifest = {"data_format": DATA_FORMAT, "fingerprint": fingerprint(ident), "identity": ident,
-                    "profile": profile.to_config(), "sources": {}, "builds": {}, "test": {}}
-    elif fingerprint(ident) != manifest["fingerprint"]:
+    record, markers, ident = _prep(prep)
+    manifest = read_manifest(release) or _new_manifest(release, record, ident)
+    if fingerprint(ident) != manifest["fingerprint"]:
         raise UsageError(f"{prep} was tokenized as {_identity_line(ident)} with tokenizer {ident['tokenizer']}, the "
                          f"committed data as {_identity_line(manifest['identity'])} with {manifest['identity']['tokenizer']}: "
-                         "tokenize with --set model.tokenizer=curricula/packed/tokenizer and the recipe's lengths")
-    recipe = record["settings"]["recipe"]
-    data_dir = pathlib.Path(recipe["data"]["dir"])
-    data_dir = data_dir if data_dir.is_absolute() else ROOT / data_dir
-    (release / "ids").mkdir(exist_ok=True)
+                         "tokenize with the committed tokenizer at the draw recipe's lengths (gpu-draw-part.yaml)")
+    taken = [n for n in markers if part in (manifest["sources"].get(n) or {}).get("parts", {})]
+    if taken:
+        raise UsageError(f"{release} already has part {part} of {taken[0]}: name the new part otherwise")
+    _check_room(prep, markers)
+    (release / "ids").mkdir(parents=True, exist_ok=True)
     for name, marker in markers.items():
         dest = release / "ids" / f"{name}.{part}.ids.xz"
-        figures = pack_tokenized(str(tokenized / name), str(dest))
+        figures = pack_tokenized(str(prep / "tokenized" / name), str(dest), drop=("source", "source_fingerprint"))
         entry = manifest["sources"].setdefault(name, {"parts": {}})
         entry["parts"][part] = {"file": str(dest.relative_to(release)), **figures, "fits": marker["fits"]}
         print(f"draw add: {name} part {part}: {figures['rows']:,} rows, {figures['tokens']:,} tokens, "
               f"{figures['bytes'] / 2**20:.2f} MiB", flush=True)
-    _add_builds(manifest, release, data_dir, recipe, part)
-    if not (release / "test.tar.xz").is_file():
-        with tempfile.TemporaryDirectory() as tmp:
-            manifest["test"] = test_samples(data_dir, pathlib.Path(tmp) / "test")
-            with tarfile.open(release / "test.tar.xz", "w:xz", preset=9) as tar:
-                tar.add(pathlib.Path(tmp) / "test", arcname="test")
+    builds = {pathlib.Path(m["source"]).parent for m in markers.values()}  # DATA/BUILD/NAME -> DATA/BUILD
+    _add_builds(manifest, release, builds, record["settings"]["recipe"], part)
+    if not manifest.get("test"):
+        manifest["test"] = _add_test_samples(release, builds)
     manifest["updated"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     manifest["tokens"] = sum(source_figures(manifest, n)["tokens"] for n in manifest["sources"])
     manifest["bytes"] = sum(source_figures(manifest, n)["bytes"] for n in manifest["sources"])
@@ -170,21 +151,114 @@ def add(prep: pathlib.Path, part: str, release: pathlib.Path = RELEASE) -> dict:
     return manifest
 
 
-def _add_builds(manifest: dict, release: pathlib.Path, data_dir: pathlib.Path, recipe: dict, part: str) -> None:
+def fingerprint(ident: dict) -> str:
+    from codeexecutor.training.data_format import fingerprint as of
+
+    return of(ident)
+
+
+def _prep(prep: pathlib.Path) -> tuple[dict, dict, dict]:
+    """(pretrain.json, each tokenized source's marker, their common identity) of a prep
+    whose tokenize phase finished."""
+    record = json.loads((prep / "pretrain.json").read_text()) if (prep / "pretrain.json").is_file() else {}
+    if not record.get("phases", {}).get("tokenize", {}).get("done"):
+        raise UsageError(f"{prep} has not finished tokenizing: run codeexecutor pretrain --recipe R --out {prep} "
+                         "--until tokenize first")
+    tokenized = prep / "tokenized"
+    markers = {d.name: json.loads((d / "tokenized.json").read_text()) for d in sorted(tokenized.iterdir())
+               if (d / "tokenized.json").is_file()}
+    if not markers:
+        raise UsageError(f"{tokenized} holds no tokenized source: tokenize again (pretrain --until tokenize)")
+    ident = {k: next(iter(markers.values()))[k] for k in ("tokenizer", "profile", "max_code_length", "max_trace_length")}
+    if any({k: m[k] for k in ident} != ident for m in markers.values()):
+        raise UsageError(f"the sources of {tokenized} were tokenized differently: tokenize them again in one run")
+    return record, markers, ident
+
+
+def _new_manifest(release: pathlib.Path, record: dict, ident: dict) -> dict:
+    """The first part's manifest, with the prep's tokenizer copied beside it."""
+    from codeexecutor.training.config import Curriculum
+    from codeexecutor.training.data_format import DATA_FORMAT
+
+    release.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(pathlib.Path(record["phases"]["tokenizer"]["tokenizer"]), release / "tokenizer", dirs_exist_ok=True)
+    (release / "tokenizer" / "training.json").unlink(missing_ok=True)  # the sample's report names this machine's paths
+    profile = Curriculum.from_dict(record["settings"]["recipe"], "pretrain.json", None, buildable=True).profile()
+    return {"data_format": DATA_FORMAT, "fingerprint": fingerprint(ident), "identity": ident,
+            "profile": profile.to_config(), "sources": {}, "builds": {}, "test": {}}
+
+
+MAX_FILE = 45 * 2**20  # a committed file stays well under what git hosts take (50 MB)
+
+
+def _check_room(prep: pathlib.Path, markers: dict) -> None:
+    """Refuse a part whose ids, by their tokenized size, would make a file over MAX_FILE or
+    leave the tree too large to draw beside the wheels (the exact figure is the pack's)."""
+    from codeexecutor.campaign.pack import LIMIT, OTHER_ALLOWANCE, WHEELS_ALLOWANCE, tree_bytes
+
+    bound = {n: 0.5 * sum(f.stat().st_size for f in (prep / "tokenized" / n).glob("*.arrow")) for n in markers}
+    big = [n for n, b in bound.items() if b > MAX_FILE * 4]  # LZMA takes ids to under a quarter of Arrow's bytes
+    if big:
+        raise UsageError(f"{big[0]} would pack to a file over {MAX_FILE / 2**20:.0f} MiB: build it in more shards")
+    room = LIMIT - tree_bytes() - WHEELS_ALLOWANCE - OTHER_ALLOWANCE
+    print(f"draw add: {room / 2**20:.1f} MiB of a call's {LIMIT / 2**20:.0f} left beside the tree and the wheels "
+          "before this part", flush=True)
+    if room <= 0:
+        raise UsageError(f"the working tree already fills what a call carries ({LIMIT / 2**20:.0f} MiB with the wheels): "
+                         "ship the CPU model in int8 or drop a part before adding one")
+
+
+def _add_test_samples(release: pathlib.Path, builds: set) -> dict:
+    """The fixed test samples of the builds, as test.tar.xz (written atomically); their sizes."""
+    from codeexecutor.campaign.pack import test_samples
+
+    with tempfile.TemporaryDirectory() as tmp:
+        sizes: dict = {}
+        for data_dir in {b.parent for b in builds}:
+            sizes.update(test_samples(data_dir, pathlib.Path(tmp) / "test"))
+        with tarfile.open(release / "test.tar.xz.tmp", "w:xz", preset=9) as tar:
+            tar.add(pathlib.Path(tmp) / "test", arcname="test")
+        os.replace(release / "test.tar.xz.tmp", release / "test.tar.xz")
+    return sizes
+
+
+def _add_builds(manifest: dict, release: pathlib.Path, builds: set, recipe: dict, part: str) -> None:
     """Each build's report (stats.json, build.json) into builds/, and its provenance: the
-    recipe's options for it and the interpreter that traced it."""
+    recipe's options for it, the interpreter that traced it, the corpora it read and, for
+    the functions, how many rows each licence covers. A build that does not say which
+    interpreter traced it is refused."""
     (release / "builds").mkdir(exist_ok=True)
-    specs = recipe["data"].get("builds") or {}
-    folders = {(data_dir / src["path"]).parent for st in recipe["stages"] for src in st["sources"]}
-    for folder in sorted(folders):
-        build, spec = folder.name, specs.get(folder.name)
+    specs = (recipe.get("data") or {}).get("builds") or {}
+    for folder in sorted(builds):
         if not (folder / "stats.json").is_file():
-            continue
+            raise UsageError(f"{folder} has no stats.json: not a finished build (build it again)")
         for report in ("stats.json", "build.json"):
             if (folder / report).is_file():
-                shutil.copy(folder / report, release / "builds" / f"{build}.{part}.{report}")
+                shutil.copy(folder / report, release / "builds" / f"{folder.name}.{part}.{report}")
         stats = json.loads((folder / "stats.json").read_text())
-        manifest["builds"][f"{build}.{part}"] = {"options": spec, "python": stats.get("python")}
+        if not stats.get("python"):
+            raise UsageError(f"{folder}/stats.json does not say which interpreter traced it: rebuild it")
+        built = json.loads((folder / "build.json").read_text()) if (folder / "build.json").is_file() else {}
+        manifest["builds"][f"{folder.name}.{part}"] = {
+            "options": specs.get(folder.name), "python": stats["python"], "corpora": built.get("sources"),
+            "shard": built.get("shard"), "licences": _licences(folder)}
+
+
+def _licences(build: pathlib.Path) -> dict | str:
+    """Rows a licence covers in a build that stamps each row with one (the functions);
+    else where its corpora's licences are written."""
+    import datasets
+
+    counts: dict[str, int] = {}
+    for split in build.iterdir():
+        if not (split / "dataset_dict.json").is_file():
+            continue
+        ds = datasets.load_from_disk(str(split))
+        for part in ds.values():
+            if "license" in part.column_names:
+                for name in part["license"]:
+                    counts[name] = counts.get(name, 0) + 1
+    return counts or "the corpora's own (curricula/packed/README.md)"
 
 
 def to_campaign(cur, out: pathlib.Path, release: pathlib.Path = RELEASE) -> tuple[dict, dict]:

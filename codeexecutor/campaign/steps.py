@@ -30,12 +30,13 @@ SIZES = {
     False: {"presets": ("small", "base"), "budgets": (12288, 49152), "train_preset": "small",
             "speed_runs": ("small:49152", "base:49152"), "more_runs": ("small:196608", "base:196608"), "decode": 300,
             "launch_steps": 6, "fp16_steps": 40, "ds": "zero2_bf16.json", "autocast": None, "score_limit": 100,
-            "batch": 320, "attention": "flex", "launch_need": 110, "fp16_need": 45, "more_need": 90, "tests_need": 90},
+            "batch": 320, "attention": "flex", "launch_need": 110, "fp16_need": 45, "more_need": 90, "tests_need": 90,
+            "save_every": 250},  # a checkpoint of `small` (weights and AdamW) is about 280 MB: a second or two
     True: {"presets": ("tiny", "mini"), "budgets": (1024, 2048), "train_preset": "tiny",
            "speed_runs": ("tiny:2048",), "more_runs": (), "decode": 8,
            "launch_steps": 4, "fp16_steps": 0, "ds": "cpu.json", "autocast": None, "score_limit": 4, "batch": 8,
            "attention": "sdpa", "launch_need": 0, "fp16_need": 0, "more_need": 10**9, "tests_need": 10**9,
-           "train_minutes_max": 0.4},  # a CPU's speed moves with its load: the smoke run's training stays short
+           "train_minutes_max": 0.4, "save_every": 20},  # a CPU's speed moves with its load: the smoke run stays short
 }[SMOKE]
 # step: (seconds on the accelerator, seconds in the CPU smoke run, the file it writes, what it does),
 # in the order they run: what a draw exists for (a trained model, back here, scored) first, then
@@ -55,7 +56,8 @@ STEPS = {
     "checks": (100, 400, "checks.json", "tests/test_gpu.py (90 s: flex against tiles on the GPU), then on the time "
                "left: 192 k-token steps and DeepSpeed's, run_pretrain.sh stopped and resumed, fp16's loss scale"),
 }
-RESERVED_AFTER_TRAIN = ("export", "score", "throughput")  # steps the training leaves their time to; `checks` takes what is left
+RESERVED_AFTER_TRAIN = ("export", "score", "throughput")  # steps the training leaves their time to; `checks` takes
+# its own (the GPU tests' 90 s) and what the others leave
 SCORE_ORDER = ("singleline", "tutorial", "codenetmut", "functions")  # test builds by decoding cost, cheapest first
 
 
@@ -293,7 +295,7 @@ def train(result: dict, log: pathlib.Path, deadline: float) -> None:
                 src["hardest"] = min(src["hardest"], src["mine_from"] // 3)
     trains = {"preset": SIZES["train_preset"], "max_tokens": SIZES["budgets"][-1], "attention": SIZES["attention"]}
     cur = curriculum("run", stages, trains["preset"], trains["max_tokens"], {"attention": trains["attention"]},
-                     log_every=20)
+                     log_every=20, save_every=SIZES["save_every"])  # a process that dies resumes from its last save
     shutil.rmtree(WORK / "run", ignore_errors=True)
     result.update(curriculum=str(cur), minutes=round(minutes, 2), trains=trains)
     write_json("training.json", result)

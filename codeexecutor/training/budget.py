@@ -47,11 +47,12 @@ class Budget:
         self.seconds = plan.get("seconds", minutes * 60.0)
         self.spent = plan.get("spent", 0.0)  # training seconds of earlier processes (a resumed run)
         self.fixed: dict[str, dict] = plan.get("stages", {})
+        total = sum(st.steps for st in stages)  # the recipe's steps, before a resumed run's fixed ones replace them
+        self.shares = plan.get("shares") or {st.name: st.share if st.share is not None else st.steps / total
+                                             for st in stages}  # kept: a resumed run's slots do not move
         for st in stages:
             if st.name in self.fixed:
                 st.steps = self.fixed[st.name]["steps"]
-        total = sum(st.steps for st in stages)
-        self.shares = {st.name: st.share if st.share is not None else st.steps / total for st in stages}
         self.started = time.perf_counter() if started is None else started  # perf_counter() when this process's clock began
 
     def elapsed(self) -> float:
@@ -103,7 +104,8 @@ class Budget:
     def save(self) -> None:
         tmp = self.path + ".tmp"
         with open(tmp, "w") as f:
-            json.dump({"seconds": self.seconds, "spent": self.elapsed(), "stages": self.fixed}, f, indent=2)
+            json.dump({"seconds": self.seconds, "spent": self.elapsed(), "shares": self.shares, "stages": self.fixed}, f,
+                      indent=2)
         os.replace(tmp, self.path)
 
 

@@ -25,7 +25,7 @@ import json
 import pathlib
 
 DATA_FORMAT = 2  # 1: ids cut at the model's code window; 2: ids keep `tokenizer.keep_code_length` code tokens
-DATA_FORMAT_CODE = "51c96f97663814ad"  # digest of ID_MODULES at DATA_FORMAT (see the module docstring)
+DATA_FORMAT_CODE = "34cbcaadf3377f90"  # digest of ID_MODULES at DATA_FORMAT (see the module docstring)
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The modules whose code decides a row's ids: the structured steps' records, their
 # serialization in a profile, the tokenizer and the code window, the tokenize pass and
@@ -44,12 +44,26 @@ def _without_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
+def _canonical(node) -> str:
+    """A syntax tree as text that every interpreter writes alike: each node's kind and its
+    fields by name, empty ones left out (`ast.dump` differs from 3.11 to 3.13: 3.12 adds
+    `type_params`, 3.13 leaves empty fields out)."""
+    if isinstance(node, ast.AST):
+        fields = sorted((k, _canonical(v)) for k, v in ast.iter_fields(node)
+                        if v is not None and v != [] and k != "type_comment")
+        return f"{type(node).__name__}({','.join(f'{k}={v}' for k, v in fields)})"
+    if isinstance(node, list):
+        return "[" + ",".join(_canonical(x) for x in node) + "]"
+    return repr(node)
+
+
 def code_digest(root: pathlib.Path = ROOT) -> str:
-    """A hash of what ID_MODULES do: their syntax trees, docstrings, comments and layout left out."""
+    """A hash of what ID_MODULES do: their syntax trees, docstrings, comments and layout left
+    out; the same under Python 3.11, 3.12 and 3.13 (the device runs 3.12)."""
     h = hashlib.sha256()
     for name in ID_MODULES:
         tree = _without_docstrings(ast.parse((root / name).read_text(), name))
-        h.update(name.encode() + b"\0" + ast.dump(tree, annotate_fields=False).encode() + b"\0")
+        h.update(name.encode() + b"\0" + _canonical(tree).encode() + b"\0")
     return h.hexdigest()[:16]
 
 

@@ -28,8 +28,9 @@ def safer_paths(curriculum: str) -> list[str | None]:
 
     with open(curriculum) as f:
         raw = yaml.safe_load(f)
+    compiled = (raw.get("train") or {}).get("compile", "auto")
     asked = {"attention": (raw.get("model") or {}).get("attention", "sdpa"),
-             "compile": (raw.get("train") or {}).get("compile", "auto")}
+             "compile": "auto" if compiled is True else compiled}  # true and auto compile alike on a GPU
     return [None] + [name for name, path in PATHS.items() if path != asked]
 
 
@@ -48,19 +49,23 @@ def attempt_curriculum(curriculum: str, path: str, out: str) -> str:
     return out
 
 
-def spend(run: str, seconds: float) -> None:
-    """Count `seconds` of wall clock (the attempts so far) as spent in the run's budget
-    (plan.json), where its own record of them is less: a killed process did not write its
-    last seconds, and the start of the next one is not the budget's either."""
+STARTUP = 20.0  # seconds a new training process takes to its loop, where the budget's clock starts (imports, data)
+
+
+def spend(run: str, seconds: float, budget: float) -> float:
+    """Count `seconds` of wall clock (the attempts so far) and the next process's start-up as
+    spent in the run's budget of `budget` seconds (plan.json, written where the dead process
+    had not written it yet): a killed process did not write its last seconds, and the start
+    of the next one is not on the budget's clock either. Returns the seconds left."""
     path = os.path.join(run, "plan.json")
-    if not os.path.exists(path):
-        return
-    with open(path) as f:
-        plan = json.load(f)
-    if plan.get("spent", 0.0) >= seconds:
-        return
-    plan["spent"] = round(seconds, 2)
+    plan = {"seconds": budget, "spent": 0.0, "stages": {}}
+    if os.path.exists(path):
+        with open(path) as f:
+            plan = json.load(f)
+    plan["spent"] = round(max(plan.get("spent", 0.0), seconds + STARTUP), 2)
+    os.makedirs(run, exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(plan, f, indent=2)
     os.replace(tmp, path)
+    return plan["seconds"] - plan["spent"]

@@ -37,6 +37,7 @@ from codeexecutor.errors import ConfigError
 from codeexecutor.training.config import BUILD_FOLDERS, Curriculum, build_folders
 
 PHASES = ("build", "tokenizer", "tokenize", "train", "score", "card")
+MIN_ATTEMPT = 30.0  # seconds of budget a new training process needs to reach a step and export a model
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -91,9 +92,10 @@ def _source(sources: list[dict], name: str, item: str, stage: str) -> dict:
     return found[0]
 
 
-def load_recipe(path: str, base_dir: str, overrides: list[str] = ()) -> tuple[Curriculum, dict]:
+def load_recipe(path: str, base_dir: str | None, overrides: list[str] = ()) -> tuple[Curriculum, dict]:
     """(the recipe as a Curriculum, its mapping with the overrides applied); every problem
-    in one ConfigError."""
+    in one ConfigError. `base_dir` None: its dataset and build folders are not looked for
+    (a pack of committed data builds nothing)."""
     import yaml
 
     try:
@@ -227,10 +229,13 @@ class Pretrain:
         paths = [None] if self.launcher else safer_paths(curriculum)
         started = time.time()
         for i, path in enumerate(paths):
-            minutes = self.minutes
-            if minutes and i:  # the time the dead children took, on the wall clock, is spent
-                spend(run, time.time() - started)
-            extra = ["--output-dir", run] + (["--minutes", str(minutes)] if minutes else [])
+            if self.minutes and i:  # the time the dead children took, on the wall clock, is spent
+                left = spend(run, time.time() - started, self.minutes * 60)
+                if left < MIN_ATTEMPT:
+                    print(f"pretrain: {max(left, 0):.0f} s of the budget left: no time for another training process",
+                          file=sys.stderr, flush=True)
+                    break
+            extra = ["--output-dir", run] + (["--minutes", str(self.minutes)] if self.minutes else [])
             if self.launcher:
                 env.update(CURRICULUM=curriculum, DS_CONFIG=self.ds_config, PYTHON=sys.executable)
                 cmd = ["bash", os.path.join(ROOT, "run_pretrain.sh"), *extra]
