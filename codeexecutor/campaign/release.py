@@ -233,8 +233,9 @@ def _add_builds(manifest: dict, release: pathlib.Path, builds: set, recipe: dict
         if not (folder / "stats.json").is_file():
             raise UsageError(f"{folder} has no stats.json: not a finished build (build it again)")
         for report in ("stats.json", "build.json"):
-            if (folder / report).is_file():
-                shutil.copy(folder / report, release / "builds" / f"{folder.name}.{part}.{report}")
+            if (folder / report).is_file():  # this machine's paths written relative to the repository
+                text = (folder / report).read_text().replace(str(ROOT.parent) + "/", "../")
+                (release / "builds" / f"{folder.name}.{part}.{report}").write_text(text)
         stats = json.loads((folder / "stats.json").read_text())
         if not stats.get("python"):
             raise UsageError(f"{folder}/stats.json does not say which interpreter traced it: rebuild it")
