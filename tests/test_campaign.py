@@ -146,3 +146,19 @@ def test_a_stopped_draw_keeps_the_files_of_its_finished_steps(tmp_path, demo_dat
     assert json.loads((tmp_path / "out" / "training.json").read_text())["step"]["status"] == "stopped by SIGTERM"
     assert not list((tmp_path / "out").glob("*.tmp"))  # every file the draw wrote is whole (the killed training's
     # own files are its resume's business)
+
+
+def test_the_checks_step_fails_where_a_gpu_test_fails_or_none_ran(monkeypatch):
+    from codeexecutor.campaign import checks
+
+    monkeypatch.setitem(checks.SIZES, "tests_need", 90)  # as on a GPU
+    clean = {"exit_code": 0, "tests": 5, "failures": 0, "errors": 0, "skipped": 0, "failed": []}
+    assert checks.with_tests({"test_gpu": clean}, "ok") == "ok"
+    failed = {**clean, "exit_code": 1, "failures": 2, "failed": ["test_a", "test_b"]}
+    assert checks.with_tests({"test_gpu": failed}, "ok").startswith("failed: tests/test_gpu.py, 2 of 5 failed")
+    for none_ran in ({**clean, "exit_code": 5, "tests": 0}, {**clean, "skipped": 5}):
+        assert checks.with_tests({"test_gpu": none_ran}, "ok").startswith("failed: tests/test_gpu.py ran no test")
+    assert checks.with_tests({"test_gpu": {"exit_code": 124}}, "ok").startswith("failed: tests/test_gpu.py stopped")
+    assert checks.with_tests({"test_gpu": {"skipped": "20 s left"}}, "ok") == "ok; tests/test_gpu.py skipped (20 s left)"
+    monkeypatch.setitem(checks.SIZES, "tests_need", 10**9)  # the CPU smoke run: no GPU tests to run
+    assert checks.with_tests({"test_gpu": {"skipped": "no GPU"}}, "ok") == "ok"
