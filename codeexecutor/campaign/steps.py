@@ -48,7 +48,7 @@ SIZES = {
 STEPS = {
     "preflight": (30, 90, "checks.json", "versions, imports, the accelerator, ds_report, a matmul's TFLOP/s, the pack"),
     "unpack": (20, 30, "checks.json", "the packed tokenizer, test samples and each source's ids, as tokenized folders"),
-    "train": (200, 120, "training.json", "the recipe on the packed data, in the time the steps after it leave"),
+    "train": (230, 120, "training.json", "the recipe on the packed data, in the time the steps after it leave"),
     "export": (10, 60, "model-meta.tar", "the model in bf16 safetensors pieces of 16 MiB"),
     "score": (60, 240, "scores.json", "the six test samples, greedy, batched, cheapest first, in a child stopped at the limit"),
     "throughput": (90, 300, "throughput.json", "bench_step.py --speed: small and base at 48 k tokens a step (compile "
