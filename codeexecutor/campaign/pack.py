@@ -300,14 +300,11 @@ def verify(manifest: dict, pack_dir: pathlib.Path, tree: int | None = None) -> i
     of this code's data format (made by the code recorded for it), every file there, and
     all of it within the limit beside the working tree (`tree` bytes; the pack's record
     of it where not given). Else one line naming the fix (UsageError)."""
-    from codeexecutor.training.data_format import DATA_FORMAT, DATA_FORMAT_CODE, code_digest
+    from codeexecutor.training.data_format import format_problem
 
-    if manifest.get("data_format") != DATA_FORMAT:
-        raise UsageError(f"{pack_dir} holds ids of data format {manifest.get('data_format')} and this checkout makes "
-                         f"format {DATA_FORMAT}: pack again (codeexecutor draw pack)")
-    if code_digest() != DATA_FORMAT_CODE:
-        raise UsageError("the code that makes ids changed without its version (training/data_format.py): bump "
-                         "DATA_FORMAT if ids change, then record the digest (python -m codeexecutor.training.data_format)")
+    problem = format_problem(manifest.get("data_format"), str(pack_dir), "pack again (codeexecutor draw pack)")
+    if problem:
+        raise UsageError(problem)
     if manifest.get("committed"):
         from codeexecutor.campaign.release import read_manifest
 

@@ -30,6 +30,7 @@ import tarfile
 import tempfile
 
 from codeexecutor.errors import UsageError
+from codeexecutor.training.data_format import fingerprint
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RELEASE = ROOT / "curricula" / "packed"
@@ -60,19 +61,16 @@ def recipe_encoder(cur, tokenizer: pathlib.Path):
 def check(cur, release: pathlib.Path = RELEASE) -> dict:
     """The committed manifest, where its ids are what this recipe's ids would be (same data
     fingerprint) and this checkout's id code is the recorded one; else one line why not."""
-    from codeexecutor.training.data_format import DATA_FORMAT, DATA_FORMAT_CODE, code_digest
+    from codeexecutor.training.data_format import format_problem
     from codeexecutor.training.tokenized import identity
 
     manifest = read_manifest(release)
     if manifest is None:
         raise UsageError(f"no committed data at {release}: build it (codeexecutor draw pack --build, hours)")
-    if manifest.get("data_format") != DATA_FORMAT:
-        raise UsageError(f"{release} holds ids of data format {manifest.get('data_format')} and this code makes format "
-                         f"{DATA_FORMAT}: check out the commit that made them, or build and add the data anew "
-                         "(codeexecutor draw pack --build, hours)")
-    if code_digest() != DATA_FORMAT_CODE:
-        raise UsageError("the code that makes ids changed without its version (training/data_format.py): bump "
-                         "DATA_FORMAT if ids change, then record the digest (python -m codeexecutor.training.data_format)")
+    problem = format_problem(manifest.get("data_format"), str(release), "check out the commit that made them, or "
+                             "build and add the data anew (codeexecutor draw pack --build, hours)")
+    if problem:
+        raise UsageError(problem)
     named = cur.model.tokenizer and pathlib.Path(cur.model.tokenizer)
     tokenizer = (named if named.is_absolute() else ROOT / named) if named else release / "tokenizer"
     want = fingerprint(identity(recipe_encoder(cur, tokenizer)))
@@ -149,12 +147,6 @@ def add(prep: pathlib.Path, part: str, release: pathlib.Path = RELEASE) -> dict:
     manifest["bytes"] = sum(source_figures(manifest, n)["bytes"] for n in manifest["sources"])
     _write_manifest(release, manifest)
     return manifest
-
-
-def fingerprint(ident: dict) -> str:
-    from codeexecutor.training.data_format import fingerprint as of
-
-    return of(ident)
 
 
 def _prep(prep: pathlib.Path) -> tuple[dict, dict, dict]:

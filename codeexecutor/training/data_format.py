@@ -75,6 +75,17 @@ def fingerprint(identity: dict) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def format_problem(data_format, where: str, fix: str) -> str | None:
+    """Why ids of `data_format` at `where` cannot be read by this checkout (`fix`: what to do
+    about another format), or None: another format, or id code changed without its record."""
+    if data_format != DATA_FORMAT:
+        return f"{where} holds ids of data format {data_format} and this checkout makes format {DATA_FORMAT}: {fix}"
+    if code_digest() != DATA_FORMAT_CODE:
+        return ("the code that makes ids changed without its version (training/data_format.py): bump DATA_FORMAT if ids "
+                "change, then record the digest (python -m codeexecutor.training.data_format)")
+    return None
+
+
 if __name__ == "__main__":
     digest = code_digest()
     same = digest == DATA_FORMAT_CODE
