@@ -3,8 +3,9 @@
 #
 # Everything is configured by environment variables; the defaults run the demo on CPU:
 #   CURRICULUM     curriculum YAML                      (default: curricula/demo.yaml)
-#   DS_CONFIG      DeepSpeed JSON                       (default: ds_configs/cpu.json without a GPU,
-#                                                        ds_configs/zero2_bf16.json with one)
+#   DS_CONFIG      DeepSpeed JSON                       (default: chosen by the device, ds_configs/README.md:
+#                                                        cpu.json without a GPU, zero2_bf16.json on compute
+#                                                        capability 8.0 and up, zero2_fp16.json below it, a V100)
 #   GPUS_PER_NODE  processes per node                   (default: number of GPUs, or 1 on CPU)
 #   NNODES         nodes                                (default: 1)
 #   HOSTFILE       deepspeed hostfile for multi-node    (default: none)
@@ -31,12 +32,13 @@ CURRICULUM="${CURRICULUM:-curricula/demo.yaml}"
 if "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   HAVE_GPU=1
   DEFAULT_PROCS="$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())')"
-  DS_CONFIG="${DS_CONFIG:-ds_configs/zero2_bf16.json}"
 else
   HAVE_GPU=0
   DEFAULT_PROCS=1
-  DS_CONFIG="${DS_CONFIG:-ds_configs/cpu.json}"
   export DS_ACCELERATOR=cpu
+fi
+if [ -z "${DS_CONFIG:-}" ] || [ "$DS_CONFIG" = auto ]; then  # by the device's compute capability: never emulated bf16
+  DS_CONFIG="$("$PYTHON" -m codeexecutor.training.precision)"
 fi
 GPUS_PER_NODE="${GPUS_PER_NODE:-$DEFAULT_PROCS}"
 NNODES="${NNODES:-1}"

@@ -18,7 +18,8 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", action="store_true", help="carry on the run in --out where it stopped")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                    help="change one field of the recipe (model.preset=small, stages.codenet.steps=100); repeatable")
-    p.add_argument("--ds-config", help="DeepSpeed JSON of the training (default ds_configs/single.json: one process)")
+    p.add_argument("--ds-config", help="DeepSpeed JSON of the training (default auto: chosen by the device, "
+                   "ds_configs/README.md)")
     p.add_argument("--launcher", action="store_true", help="train through run_pretrain.sh (the deepspeed launcher: "
                    "GPUS_PER_NODE, NNODES, HOSTFILE from the environment)")
     p.add_argument("--no-score", action="store_true", help="leave the test samples unscored")

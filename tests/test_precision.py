@@ -1,9 +1,13 @@
 """The precision and attention path a run takes, by the device's compute capability
 (simulated on the CPU: 7.0 a V100, 8.0 an A100, 9.0 an H100)."""
 
+import os
+
 import pytest
 
 from codeexecutor.errors import ConfigError
+
+from .conftest import ROOT
 
 pytest.importorskip("torch")
 
@@ -52,3 +56,55 @@ def test_flex_attention_only_where_triton_has_tensor_cores(monkeypatch, cap, pat
     chosen, fallback = attention_path("flex", torch.device("cuda", 0))
     assert chosen == path and (fallback is None) == (path == "flex")
     assert attention_path("sdpa", torch.device("cuda", 0)) == ("tiles", None)
+
+
+@pytest.mark.parametrize("cap,config,autocast,attention", [
+    ((7, 0), "zero2_fp16.json", None, "tiles"),  # a V100: fp16 with DeepSpeed's loss scale, the tile path
+    ((8, 0), "zero2_bf16.json", "bf16", "flex"),  # an A100
+    ((9, 0), "zero2_bf16.json", "bf16", "flex"),  # an H100
+    (None, "cpu.json", None, "tiles"),
+])
+def test_one_function_decides_config_precision_and_attention_by_capability(cap, config, autocast, attention):
+    import json
+
+    from codeexecutor.training.engine import choose
+    from codeexecutor.training.precision import decide, resolve_ds_config
+
+    path, note = resolve_ds_config("auto", cap)
+    assert os.path.basename(path) == config and os.path.isfile(path) and config in note
+    ds_cfg = json.load(open(path))
+    engine = choose("auto", 1, ds_cfg)  # one process: DeepSpeed only where fp16 needs its loss scale
+    assert engine == ("deepspeed" if config.endswith("fp16.json") else "torch")
+    choice = decide(cap, engine, ds_cfg, None, "flex")
+    assert (choice.precision.autocast, choice.attention) == (autocast, attention)
+    assert choice.precision.tf32 == (cap is not None and cap >= (8, 0))
+    assert (choice.fallback is None) == (attention == "flex")
+    if cap == (7, 0):
+        assert choice.precision.label.startswith("fp16 weights (DeepSpeed)")
+    named = str(ROOT / "ds_configs" / "single.json")
+    assert resolve_ds_config(named, cap) == (named, None)  # a config the user names wins
+
+
+@pytest.mark.parametrize("given,printed", [("7.0", "zero2_fp16.json"), ("7.5", "zero2_fp16.json"),
+                                           ("8.0", "zero2_bf16.json"), ("9.0", "zero2_bf16.json"), ("cpu", "cpu.json")])
+def test_run_pretrain_sh_asks_the_same_function_for_its_default_config(given, printed):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "codeexecutor.training.precision", "--capability", given],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0 and done.stdout.strip() == f"ds_configs/{printed}"
+    assert "codeexecutor.training.precision" in (ROOT / "run_pretrain.sh").read_text()
+
+
+def test_fp16_on_the_cpu_and_a_capability_not_read_are_one_line_each():
+    import subprocess
+    import sys
+
+    from codeexecutor.training.precision import choose_precision
+
+    with pytest.raises(ConfigError, match="cpu.json"):
+        choose_precision(None, "deepspeed", FP16, None)
+    done = subprocess.run([sys.executable, "-m", "codeexecutor.training.precision", "--capability", "seven"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "MAJOR.MINOR" in done.stderr

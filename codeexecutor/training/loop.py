@@ -40,10 +40,10 @@ from codeexecutor.training.export import export_model, save_checkpoint
 from codeexecutor.training.plots import plot_losses
 from codeexecutor.training.profiling import StepProfiler
 from codeexecutor.training.precision import apply as apply_precision
-from codeexecutor.training.precision import capability, choose_precision
+from codeexecutor.training.precision import AUTO, capability, decide, resolve_ds_config
 from codeexecutor.training.setup import autocast, build_model, build_tokenizer, resolve_profile
 from codeexecutor.training.stages import evaluate, evaluator_for, log_row, loss_scaling, stage_data
-from codeexecutor.training.step import attention_path, compile_with_fallbacks, row_spec, wants_compile
+from codeexecutor.training.step import compile_with_fallbacks, row_spec, wants_compile
 
 log = logging.getLogger("codeexecutor.train")
 
@@ -144,6 +144,9 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
     out = cur.train.output_dir
     os.makedirs(out, exist_ok=True)
     logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    device = _device()
+    cap = capability(device)
+    ds_config_path, config_note = resolve_ds_config(ds_config_path, cap)
     ds_cfg = load_ds_config(ds_config_path, cur.train, world)
     zero_stage = ds_cfg.get("zero_optimization", {}).get("stage", 0)
     torch.manual_seed(cur.train.seed)
@@ -158,15 +161,18 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
         raise ConfigError(f"this run needs the DeepSpeed engine (train.engine {cur.train.engine}, {world} process(es), "
                           f"{os.path.basename(ds_config_path)}) and DeepSpeed is not installed: pip install deepspeed, or "
                           "train one process with train.engine: torch")
-    device = _device()
-    chosen = choose_precision(capability(device), kind, ds_cfg, cur.train.autocast)
+    decided = decide(cap, kind, ds_cfg, cur.train.autocast, cur.model.attention)
+    chosen = decided.precision
     apply_precision(chosen)
     precision = chosen.autocast
     setup = {"engine": kind, "device": str(device), "precision": chosen.label, "precision_chosen_by": chosen.chosen_by,
-             "world_size": world}
+             "world_size": world, "ds_config": os.path.basename(ds_config_path),
+             "ds_config_chosen_by": "device" if config_note else "config"}
+    if config_note and rank == 0:
+        log.info("%s", config_note)
     spec = None
     if cur.train.max_tokens:
-        attention, fallback = attention_path(cur.model.attention, device)
+        attention, fallback = decided.attention, decided.fallback
         compiled = wants_compile(cur.train.compile, device)
         setup.update(row_tokens=cur.train.max_tokens, attention=attention, fallbacks=[fallback] if fallback else [])
         if compiled and kind == "torch":  # on the device it trains on, before the optimizer holds its parameters
@@ -338,7 +344,8 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="codeexecutor.training", description="Curriculum pretraining under DeepSpeed.")
     ap.add_argument("--curriculum", required=True, help="curriculum YAML (see curricula/*.yaml)")
-    ap.add_argument("--ds-config", default="ds_configs/cpu.json", help="DeepSpeed JSON config (ds_configs/)")
+    ap.add_argument("--ds-config", default=AUTO, help="DeepSpeed JSON config (ds_configs/; default auto: chosen by the "
+                    "device, training/precision.py)")
     ap.add_argument("--base-dir", default=".", help="folder the curriculum's dataset paths are relative to")
     ap.add_argument("--output-dir", help="override train.output_dir")
     ap.add_argument("--max-steps", type=int, help="stop after this global step (the rest resumes later)")

@@ -1,4 +1,5 @@
-"""The precision a run computes in, chosen once from the device and the user's settings.
+"""How a run computes on its device, chosen once from the device and the user's settings:
+the DeepSpeed config where the user names none, the precision, TF32, the attention path.
 
 No GPU run of `pretrain` takes a slow path without saying so: on a GPU that computes
 bfloat16 natively (compute capability 8.0 and up: A100, H100, H200), a run that asks for
@@ -8,15 +9,29 @@ is emulated, many times slower: asking for it there is refused in one line namin
 fp16 config, and a run that asks for nothing stays in float32. The CPU keeps what the
 run asks for (bf16 autocast helps where the CPU has bf16 instructions). One log line
 names the choice (`label`).
+
+The DeepSpeed config a run takes when none is named (`--ds-config auto`, the default of
+`run_pretrain.sh`, `pretrain` and `python -m codeexecutor.training`) follows the same
+line: ZeRO-2 in bf16 on 8.0 and up, ZeRO-2 in fp16 with DeepSpeed's dynamic loss scale
+below it, the gloo CPU config without a GPU. FlexAttention runs only on 8.0 and up: below
+it Triton has no tensor-core kernels and Inductor would run small float32 tiles, so the
+run attends through the tile path (the same rule), and says so in its log.
+
+    python -m codeexecutor.training.precision [--capability 7.0|cpu]   # the config `auto` takes here
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import sys
 from dataclasses import dataclass
 
 from codeexecutor.errors import ConfigError
 
 NATIVE_BF16 = (8, 0)  # the first compute capability with bfloat16 tensor cores (Ampere)
+AUTO = "auto"  # --ds-config's value for "the config this device should use"
+CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "ds_configs")
 
 
 @dataclass(frozen=True)
@@ -42,6 +57,9 @@ def choose_precision(cap: tuple[int, int] | None, engine: str, ds_cfg: dict, req
     DeepSpeed config's half-precision section and `train.autocast`."""
     half = next((k for k in ("bf16", "fp16") if ds_cfg.get(k, {}).get("enabled")), None)
     asks_bf16 = requested == "bf16" or half == "bf16"
+    if cap is None and half == "fp16":
+        raise ConfigError("fp16 training needs a CUDA GPU (its loss scaling and kernels are the GPU's): on the CPU use "
+                          "--ds-config ds_configs/cpu.json, with train.autocast: bf16 where the CPU has bf16 instructions")
     if cap is not None and cap < NATIVE_BF16 and asks_bf16:
         raise ConfigError(f"this GPU (compute capability {cap[0]}.{cap[1]}) has no native bfloat16 and emulates it many "
                           "times slower: train in fp16 with a loss scale (--ds-config ds_configs/zero2_fp16.json, "
@@ -67,3 +85,79 @@ def apply(choice: Precision) -> None:
     if choice.tf32:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
+
+
+def default_ds_config(cap: tuple[int, int] | None) -> str:
+    """The file of ds_configs/ a run takes when the user names none: by the device's
+    compute capability (None: the CPU). One process trains on the loop's own torch engine
+    whatever the ZeRO stage (training/engine.py), except in fp16, which needs DeepSpeed's
+    loss scale."""
+    if cap is None:
+        return "cpu.json"
+    return "zero2_bf16.json" if cap >= NATIVE_BF16 else "zero2_fp16.json"
+
+
+def resolve_ds_config(path: str | None, cap: tuple[int, int] | None) -> tuple[str, str | None]:
+    """(the DeepSpeed config's path, the log's words for a choice made here or None)."""
+    if path not in (None, AUTO):
+        return path, None
+    name = default_ds_config(cap)
+    where = "the CPU" if cap is None else f"compute capability {cap[0]}.{cap[1]}"
+    return os.path.join(CONFIGS, name), f"DeepSpeed config ds_configs/{name}, chosen for {where} (name one with --ds-config)"
+
+
+def attention_for(requested: str, cap: tuple[int, int] | None) -> tuple[str, str | None]:
+    """(row attention "flex" or "tiles", the fallback taken or None) on a device of
+    compute capability `cap` (None: the CPU)."""
+    if requested != "flex":
+        return "tiles", None
+    if cap is None:
+        return "tiles", ("model.attention flex needs a CUDA device (FlexAttention has no backward pass on the CPU): this "
+                         "run attends through the tile path, the same rule")
+    if cap < NATIVE_BF16:  # Triton has no tensor-core kernels there: FlexAttention would run small fp32 tiles
+        return "tiles", (f"model.attention flex needs a GPU of compute capability 8.0 or more (this one is "
+                         f"{cap[0]}.{cap[1]}): this run attends through the tile path, the same rule")
+    return "flex", None
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    precision: Precision
+    attention: str  # "flex" or "tiles"
+    fallback: str | None  # the attention fallback taken, in the log's words
+
+
+def decide(cap: tuple[int, int] | None, engine: str, ds_cfg: dict, autocast: str | None, attention: str) -> DeviceChoice:
+    """Everything a run's device decides, in one place: its precision (and TF32) and its
+    row attention, from the capability, the engine, the DeepSpeed config and the
+    curriculum's `train.autocast` and `model.attention`."""
+    path, fallback = attention_for(attention, cap)
+    return DeviceChoice(choose_precision(cap, engine, ds_cfg, autocast), path, fallback)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the DeepSpeed config `auto` takes on this machine (or a given capability),
+    relative to the checkout: what run_pretrain.sh launches with when DS_CONFIG is unset."""
+    ap = argparse.ArgumentParser(prog="codeexecutor.training.precision", description=main.__doc__)
+    ap.add_argument("--capability", help="a compute capability (7.0, 8.0, 9.0) or cpu, instead of this machine's GPU")
+    args = ap.parse_args(argv)
+    if args.capability is None:
+        import torch
+
+        cap = capability("cuda") if torch.cuda.is_available() else None
+    elif args.capability == "cpu":
+        cap = None
+    else:
+        try:
+            major, minor = (int(x) for x in args.capability.split("."))
+        except ValueError:
+            print(f"codeexecutor.training.precision: --capability {args.capability!r} is not MAJOR.MINOR (7.0) or cpu",
+                  file=sys.stderr)
+            return 2
+        cap = (major, minor)
+    print(f"ds_configs/{default_ds_config(cap)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -35,6 +35,7 @@ import time
 
 from codeexecutor.errors import ConfigError
 from codeexecutor.training.config import BUILD_FOLDERS, Curriculum, build_folders
+from codeexecutor.training.precision import AUTO
 
 PHASES = ("build", "tokenizer", "tokenize", "train", "score", "card")
 MIN_ATTEMPT = 30.0  # seconds of budget a new training process needs to reach a step and export a model
@@ -129,8 +130,8 @@ class Pretrain:
         self.out = os.path.abspath(os.path.join(base_dir, out or self.cur.train.output_dir))
         if minutes is not None and not minutes > 0:
             raise ConfigError(f"--minutes must be > 0, got {minutes}")
-        self.ds_config = ds_config or os.path.join(ROOT, "ds_configs", "single.json")
-        if not os.path.isfile(self.ds_config):
+        self.ds_config = ds_config or AUTO  # chosen by the training process from its device (training/precision.py)
+        if self.ds_config != AUTO and not os.path.isfile(self.ds_config):
             raise ConfigError(f"DeepSpeed config not found: {self.ds_config} (see ds_configs/)")
         self.record_path = os.path.join(self.out, "pretrain.json")
         started = os.path.exists(self.record_path)
@@ -226,7 +227,7 @@ class Pretrain:
         run = os.path.join(self.out, "run")
         env = {**os.environ, "PYTHONPATH": ROOT}
         attempts = self.record["phases"].setdefault("train", {}).setdefault("attempts", [])
-        paths = [None] if self.launcher else safer_paths(curriculum)
+        paths = safer_paths(curriculum)
         started = time.time()
         for i, path in enumerate(paths):
             if self.minutes and i:  # the time the dead children took, on the wall clock, is spent
@@ -236,11 +237,11 @@ class Pretrain:
                           file=sys.stderr, flush=True)
                     break
             extra = ["--output-dir", run] + (["--minutes", str(self.minutes)] if self.minutes else [])
-            if self.launcher:
-                env.update(CURRICULUM=curriculum, DS_CONFIG=self.ds_config, PYTHON=sys.executable)
+            cur = attempt_curriculum(curriculum, path, os.path.join(self.out, f"attempt{i}.yaml")) if i else curriculum
+            if self.launcher:  # every rank of the launch on the same path; a rank that dies ends the launch
+                env.update(CURRICULUM=cur, DS_CONFIG=self.ds_config, PYTHON=sys.executable)
                 cmd = ["bash", os.path.join(ROOT, "run_pretrain.sh"), *extra]
             else:
-                cur = attempt_curriculum(curriculum, path, os.path.join(self.out, f"attempt{i}.yaml")) if i else curriculum
                 cmd = [sys.executable, "-m", "codeexecutor.training", "--curriculum", cur, "--ds-config",
                        self.ds_config, "--base-dir", ".", *extra]
             child = subprocess.Popen(cmd, cwd=self.base, env=env)

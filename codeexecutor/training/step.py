@@ -27,19 +27,11 @@ log = logging.getLogger("codeexecutor.train")
 
 
 def attention_path(requested: str, device) -> tuple[str, str | None]:
-    """(row attention "flex" or "tiles", the fallback taken or None)."""
-    import torch
+    """(row attention "flex" or "tiles", the fallback taken or None) on `device`
+    (training/precision.py decides)."""
+    from codeexecutor.training.precision import attention_for, capability
 
-    if requested != "flex":
-        return "tiles", None
-    if torch.device(device).type == "cuda":
-        cap = torch.cuda.get_device_capability(torch.device(device))
-        if tuple(cap) < (8, 0):  # Triton has no tensor-core kernels there: FlexAttention would run small fp32 tiles
-            return "tiles", (f"model.attention flex needs a GPU of compute capability 8.0 or more (this one is "
-                             f"{cap[0]}.{cap[1]}): this run attends through the tile path, the same rule")
-        return "flex", None
-    return "tiles", ("model.attention flex needs a CUDA device (FlexAttention has no backward pass on the CPU): this run "
-                     "attends through the tile path, the same rule")
+    return attention_for(requested, capability(device))
 
 
 def wants_compile(setting, device) -> bool:
