@@ -295,3 +295,33 @@ def test_a_flex_step_that_fails_to_compile_falls_back_to_tiles_never_to_eager_fl
     if not tiles_compile:
         assert probe["fallbacks"][1].endswith("this run steps eagerly through the tile path")
     assert hasattr(model, "_row_loss") is tiles_compile and all(p.grad is None for p in model.parameters())
+
+
+def test_the_loss_head_in_fp16_at_its_worst_case_gives_fp32s_gradients():
+    """4,096 positions in one chunk, every weight 10 (the largest a recipe gives), logits in
+    the hundreds, every label the same token and one hidden feature large and positive:
+    the output layer's weight gradient sums to about 1.2 million, past fp16's 65,504,
+    inside the forward, before the row's normalisation (by its total weight, 40,960) and
+    any loss scale. In fp16, at the loss scaler's smallest scale (1) and at 1,024, the
+    gradients are finite and equal fp32's within fp16 noise."""
+    torch.manual_seed(0)
+    N, H, V = 4096, 64, 512
+    h = torch.randn(N, H) * 8
+    h[:, 0] = 30.0
+    W = torch.randn(V, H)
+    y, w = torch.zeros(N, dtype=torch.long), torch.full((N,), 10.0)
+    for scale in (1.0, 1024.0):
+        got = []
+        for dtype in (torch.float16, torch.float64):
+            hh = h.to(torch.float16).to(dtype).requires_grad_()  # the same values in both: fp16's
+            WW = W.to(torch.float16).to(dtype).requires_grad_()
+            (weighted_ce(hh, WW, y, w, chunk=N) / w.sum() * scale).backward()  # as row_loss normalises
+            got.append((hh.grad.double(), WW.grad.double()))
+        (h16, w16), (h64, w64) = got
+        assert float(w64.abs().max()) * float(w.sum()) / scale > 65504  # the sum the forward makes passes fp16's range
+        assert bool(torch.isfinite(h16).all()) and bool(torch.isfinite(w16).all())
+        assert float((w16 - w64).abs().max() / w64.abs().max()) < 2e-3
+        # The hidden states' gradients carry the fp16 rounding of logits in the hundreds (a step of 0.125 there:
+        # about 10% on a probability), and at scale 1 they fall to fp16's subnormals, what a loss scale is for.
+        if scale > 1:
+            assert float((h16 - h64).abs().max() / h64.abs().max()) < 5e-2

@@ -8,6 +8,12 @@ are 3 GB, and autograd would keep them for the backward pass. `weighted_ce` proj
 `chunk` positions at a time and computes the gradient of each chunk while its logits
 exist (softmax minus the one-hot label, times the weight), so only one chunk's logits
 are ever alive; the backward pass only scales the stored gradients.
+
+In fp16 (a V100's DeepSpeed run) the output layer's weight gradient is a sum over up to
+`chunk` positions, weighted up to 10, made in the forward before any loss scale: it
+would overflow fp16 whatever the scale, and DeepSpeed would skip every step. It is made
+and kept in float32 there; only the backward's scaling by the loss scale meets fp16's
+range, where the loss scaler looks for overflow.
 """
 
 from __future__ import annotations
@@ -35,9 +41,13 @@ class _WeightedCE(torch.autograd.Function):
             if need:
                 g = logp.exp_()  # the softmax, in place
                 g.scatter_add_(1, y[:, None], torch.full_like(w[:, None], -1.0))  # minus the one-hot label
-                g = g.mul_(w[:, None]).to(hidden.dtype)  # (c, V)
-                grad_h[s : s + chunk] = g @ W
-                grad_w += (g.t() @ h).float()
+                g = g.mul_(w[:, None])  # (c, V) float32
+                gh = g.to(hidden.dtype)
+                grad_h[s : s + chunk] = gh @ W
+                if hidden.dtype == torch.float16:  # a sum over c positions of weights up to 10 passes fp16's 65,504
+                    grad_w.addmm_(g.t(), h.float())  # before any loss scale applies: it is kept in float32
+                else:
+                    grad_w += (gh.t() @ h).float()
         if need:
             ctx.save_for_backward(grad_h, grad_w)
         ctx.weight_dtype = weight.dtype
