@@ -325,3 +325,32 @@ def test_the_loss_head_in_fp16_at_its_worst_case_gives_fp32s_gradients():
         # about 10% on a probability), and at scale 1 they fall to fp16's subnormals, what a loss scale is for.
         if scale > 1:
             assert float((h16 - h64).abs().max() / h64.abs().max()) < 5e-2
+
+
+def test_deepspeeds_row_step_is_probed_in_the_dtype_it_steps_in_and_falls_back_by_name(monkeypatch):
+    """On the DeepSpeed path (ZeRO-1/2) the row step gets the torch engine's probe, run in
+    the half dtype DeepSpeed casts the weights to, and its named fallbacks; ZeRO-3, whose
+    parameters exist only once partitioned, is compiled with breaks and says so."""
+    from types import SimpleNamespace
+
+    from codeexecutor.training.step import prepare_rows
+
+    seen = []
+
+    def compile_(fn, **kwargs):
+        def run(model, row):
+            seen.append(model.lm_head.weight.dtype)
+            raise RuntimeError("no kernel for this device\ndetail")
+        return run
+
+    monkeypatch.setattr(torch, "compile", compile_)
+    model = tiny()
+    cur = SimpleNamespace(model=SimpleNamespace(max_code_length=128, max_trace_length=256),
+                          train=SimpleNamespace(max_tokens=1024, compile=True))
+    attention, probe = prepare_rows(model, cur, "tiles", "cpu", None, "deepspeed", 2, torch.bfloat16)
+    assert seen == [torch.bfloat16] and attention == "tiles" and probe["compiled"] is False
+    assert probe["fallbacks"] == ["the tiles row step: compile failed (RuntimeError: no kernel for this device); this "
+                                  "run steps eagerly through the tile path"]
+    seen.clear()
+    attention, probe = prepare_rows(tiny(), cur, "tiles", "cpu", None, "deepspeed", 3, None)
+    assert seen == [] and probe["compiled"] and not probe["fullgraph"] and "ZeRO-3" in probe["fallbacks"][0]

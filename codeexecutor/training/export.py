@@ -35,11 +35,16 @@ def save_checkpoint(engine, ckpt: str, step: int, keep: int, rank: int) -> None:
     """Save a resumable checkpoint, then delete all but the newest `keep` ones."""
     import torch.distributed as dist
 
+    from codeexecutor.training.resume import record_world
+
     engine.save_checkpoint(ckpt, tag=f"step{step}", client_state={"global_step": step})
+    if rank == 0:
+        record_world(ckpt, f"step{step}", dist.get_world_size())
     if keep and rank == 0:
         tags = sorted((d for d in os.listdir(ckpt) if d.startswith("step") and d[4:].isdigit()), key=lambda d: int(d[4:]))
         for old in tags[:-keep]:
-            shutil.rmtree(os.path.join(ckpt, old), ignore_errors=True)
+            for folder in (old, f"{old}-universal"):  # and its conversion for another world size, if one was made
+                shutil.rmtree(os.path.join(ckpt, folder), ignore_errors=True)
     dist.barrier()
 
 

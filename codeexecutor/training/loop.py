@@ -39,11 +39,12 @@ from codeexecutor.training.engine import TorchEngine, checkpoint_engine, choose,
 from codeexecutor.training.export import export_model, save_checkpoint
 from codeexecutor.training.plots import plot_losses
 from codeexecutor.training.profiling import StepProfiler
+from codeexecutor.training.resume import universal_tag
 from codeexecutor.training.precision import apply as apply_precision
-from codeexecutor.training.precision import AUTO, capability, decide, resolve_ds_config
+from codeexecutor.training.precision import AUTO, capability, decide, ds_half, resolve_ds_config
 from codeexecutor.training.setup import autocast, build_model, build_tokenizer, resolve_profile
 from codeexecutor.training.stages import evaluate, evaluator_for, log_row, loss_scaling, stage_data
-from codeexecutor.training.step import compile_with_fallbacks, row_spec, wants_compile
+from codeexecutor.training.step import prepare_rows, row_spec
 
 log = logging.getLogger("codeexecutor.train")
 
@@ -157,6 +158,11 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
     encoder = Encoder(tok, cur.model.max_code_length, cur.model.max_trace_length, profile)
     model = build_model(cur, tok, profile)
     kind = choose(cur.train.engine, world, ds_cfg)
+    ckpt = os.path.join(out, "checkpoints")
+    found = checkpoint_engine(ckpt)
+    resumed_on, universal = None, None
+    if found is not None and found != kind and cur.train.engine == "auto" and found == "deepspeed":
+        kind, resumed_on = found, f"the checkpoints in {ckpt} are DeepSpeed's: this run resumes on its engine"
     if kind == "deepspeed" and not has_deepspeed():
         raise ConfigError(f"this run needs the DeepSpeed engine (train.engine {cur.train.engine}, {world} process(es), "
                           f"{os.path.basename(ds_config_path)}) and DeepSpeed is not installed: pip install deepspeed, or "
@@ -168,26 +174,18 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
     setup = {"engine": kind, "device": str(device), "precision": chosen.label, "precision_chosen_by": chosen.chosen_by,
              "world_size": world, "ds_config": os.path.basename(ds_config_path),
              "ds_config_chosen_by": "device" if config_note else "config"}
+    if resumed_on:
+        setup["engine_chosen_by"] = resumed_on
     if config_note and rank == 0:
         log.info("%s", config_note)
     spec = None
     if cur.train.max_tokens:
         attention, fallback = decided.attention, decided.fallback
-        compiled = wants_compile(cur.train.compile, device)
         setup.update(row_tokens=cur.train.max_tokens, attention=attention, fallbacks=[fallback] if fallback else [])
-        if compiled and kind == "torch":  # on the device it trains on, before the optimizer holds its parameters
-            model.to(device)
-            attention, probe = compile_with_fallbacks(model, cur, attention, device, precision)
-            setup["fallbacks"] += probe.pop("fallbacks")
-            setup.update(probe, attention=attention)
-        elif compiled:  # DeepSpeed moves the model itself; ZeRO-3's hooks break the graph between modules
-            model.compile_rows(fullgraph=zero_stage < 3)
-            setup.update(compiled=True, fullgraph=zero_stage < 3)
-            if zero_stage == 3:
-                setup["fallbacks"].append("ZeRO-3 gathers each module's parameters in hooks: the row step is compiled "
-                                          "with graph breaks between modules")
-        else:
-            setup["compiled"] = False
+        half = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(ds_half(ds_cfg)) if kind == "deepspeed" else None
+        attention, rows = prepare_rows(model, cur, attention, device, precision, kind, zero_stage, half)
+        setup["fallbacks"] += rows.pop("fallbacks")
+        setup.update(rows, attention=attention)
         spec = row_spec(cur, attention, setup["compiled"])
     else:
         setup.update(compiled=False, fallbacks=["train.max_tokens is not set: batches of micro_batch_size examples are "
@@ -212,17 +210,18 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
 
         optimizer = optimizer_for(model, cur.train.weight_decay, "cpu")
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_at(cur.stages, s))
+        universal = universal_tag(ckpt, world, rank) if found == "deepspeed" else None
+        if universal:  # written by another number of processes: loaded through DeepSpeed's universal format
+            ds_cfg["checkpoint"] = {**ds_cfg.get("checkpoint", {}), "load_universal": True}
         engine, _, _, scheduler = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_cfg)
         if zero_stage == 3:  # the row loss reads the tied output projection directly: ZeRO-3 gathers it for the whole forward
             deepspeed.zero.register_external_parameter(engine.module, engine.module.lm_head.weight)
-    ckpt = os.path.join(out, "checkpoints")
     global_step = 0
-    found = checkpoint_engine(ckpt)
     if found is not None and found != kind:
         raise ConfigError(f"{ckpt} holds checkpoints of the {found} engine and this run uses {kind}: resume with "
                           f"train.engine: {found}, or start a new output_dir")
     if found is not None:
-        _, client = engine.load_checkpoint(ckpt)
+        _, client = engine.load_checkpoint(ckpt, tag=universal) if universal else engine.load_checkpoint(ckpt)
         global_step = int(client["global_step"])
         if rank == 0:
             print(f"resuming from {ckpt} at step {global_step}", flush=True)

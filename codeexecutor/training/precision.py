@@ -52,10 +52,15 @@ def capability(device) -> tuple[int, int] | None:
     return tuple(torch.cuda.get_device_capability(device))
 
 
+def ds_half(ds_cfg: dict) -> str | None:
+    """The half precision a DeepSpeed config trains its weights in: "bf16", "fp16" or None."""
+    return next((k for k in ("bf16", "fp16") if ds_cfg.get(k, {}).get("enabled")), None)
+
+
 def choose_precision(cap: tuple[int, int] | None, engine: str, ds_cfg: dict, requested: str | None) -> Precision:
     """The run's precision from the device's capability (None: the CPU), the engine, the
     DeepSpeed config's half-precision section and `train.autocast`."""
-    half = next((k for k in ("bf16", "fp16") if ds_cfg.get(k, {}).get("enabled")), None)
+    half = ds_half(ds_cfg)
     asks_bf16 = requested == "bf16" or half == "bf16"
     if cap is None and half == "fp16":
         raise ConfigError("fp16 training needs a CUDA GPU (its loss scaling and kernels are the GPU's): on the CPU use "

@@ -120,3 +120,52 @@ def compile_with_fallbacks(model, cur, attention: str, device, precision: str | 
         fallbacks.append(f"the {tried} row step: {why}" + ("; trying the tile path" if tried != "tiles" else
                                                          "; this run steps eagerly through the tile path"))
     return "tiles", {"compiled": False, "fallbacks": fallbacks}
+
+
+ZERO3_NOTE = ("ZeRO-3 gathers each module's parameters in hooks: the row step is compiled with graph breaks between "
+              "modules, unprobed (its parameters exist only once DeepSpeed has partitioned them)")
+_LEVELS = ("eager tiles", "compiled tiles", "compiled flex")  # a row step's paths, safest first
+
+
+def prepare_rows(model, cur, attention: str, device, precision: str | None, engine: str, zero_stage: int,
+                 half=None) -> tuple[str, dict]:
+    """The row step as the run takes it: compiled and probed on its device where it
+    compiles (the torch engine, and DeepSpeed's ZeRO-1/2 in the dtype `half` DeepSpeed
+    casts the weights to), with the named fallbacks of `compile_with_fallbacks`, every rank
+    on the safest path any rank needed; ZeRO-3 compiled with graph breaks. Returns (the
+    attention the run steps with, what the log records)."""
+    if not wants_compile(cur.train.compile, device):
+        return attention, {"compiled": False, "fallbacks": []}
+    if engine == "deepspeed" and zero_stage == 3:
+        model.compile_rows(fullgraph=False)
+        return attention, {"compiled": True, "fullgraph": False, "fallbacks": [ZERO3_NOTE]}
+    model.to(device)  # before the optimizer holds its parameters; DeepSpeed takes the model where it is
+    if half is not None:
+        model.to(half)
+    attention, probe = compile_with_fallbacks(model, cur, attention, device, precision)
+    return _agree(model, cur, attention, probe, device, precision)
+
+
+def _agree(model, cur, attention: str, probe: dict, device, precision: str | None) -> tuple[str, dict]:
+    """Every rank on the safest path any rank's probe left it on (a rank alone on another
+    path would step another graph, or wait forever at a collective)."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return attention, probe
+    while True:
+        mine = _LEVELS.index(("compiled " if probe["compiled"] else "eager ") + attention)
+        level = torch.tensor([mine], device=device if torch.device(device).type == "cuda" else "cpu")
+        dist.all_reduce(level, op=dist.ReduceOp.MIN)
+        agreed = int(level.item())
+        if agreed == mine:
+            return attention, probe
+        probe["fallbacks"].append(f"another rank steps {_LEVELS[agreed]}: this one does too")
+        attention = "tiles"
+        if agreed == 0:
+            model.__dict__.pop("_row_loss", None)
+            probe.update(compiled=False)
+        else:
+            probe.update({k: v for k, v in compile_and_probe(model, row_spec(cur, "tiles", True), cur, device,
+                                                             precision).items() if k != "fallback"})
