@@ -36,6 +36,25 @@ def test_ds_configs_batch_identity(path, world):
     assert cfg["train_batch_size"] == cfg["train_micro_batch_size_per_gpu"] * cfg["gradient_accumulation_steps"] * world
     assert cfg["zero_optimization"]["stage"] in ((0,) if os.path.basename(path) == "single.json" else (1, 2, 3))
     assert not (cfg.get("bf16", {}).get("enabled") and cfg.get("fp16", {}).get("enabled"))
+    assert cfg["zero_optimization"].get("overlap_comm", False) is False  # one node: no wait added to each backward
+
+
+@pytest.mark.parametrize("name", ["zero1_bf16.json", "zero2_fp16.json", "zero3_bf16.json"])
+def test_gradient_traffic_overlaps_the_backward_pass_where_several_nodes_share_it(monkeypatch, name):
+    from codeexecutor.training.config import node_count
+
+    for var in ("CROSS_SIZE", "LOCAL_WORLD_SIZE", "LOCAL_SIZE", "SLURM_NNODES"):
+        monkeypatch.delenv(var, raising=False)
+    assert node_count(16) == 1
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")  # torchrun, 16 processes of 8 a node
+    assert node_count(16) == 2
+    monkeypatch.setenv("CROSS_SIZE", "4")  # DeepSpeed's launcher names the nodes itself
+    assert node_count(16) == 4
+    path = str(ROOT / "ds_configs" / name)
+    assert load_ds_config(path, TrainArgs(), 16, nodes=2)["zero_optimization"]["overlap_comm"] is True
+    assert load_ds_config(path, TrainArgs(), 8, nodes=1)["zero_optimization"]["overlap_comm"] is False
+    assert load_ds_config(str(ROOT / "ds_configs" / "cpu.json"), TrainArgs(), 16, nodes=2)["zero_optimization"][
+        "overlap_comm"] is False  # a config that names false keeps it
 
 
 def test_wrong_batch_size_and_optimizer_block_are_explained(tmp_path):

@@ -368,10 +368,25 @@ class Curriculum:
         return p
 
 
-def load_ds_config(path: str, train: TrainArgs, world_size: int) -> dict:
+def node_count(world_size: int) -> int:
+    """The nodes a run spans, from what its launcher sets: DeepSpeed's CROSS_SIZE,
+    torchrun's LOCAL_WORLD_SIZE, SLURM's SLURM_NNODES; 1 where none is set."""
+    if os.environ.get("CROSS_SIZE"):
+        return int(os.environ["CROSS_SIZE"])
+    local = os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("LOCAL_SIZE")
+    if local:
+        return max(1, world_size // int(local))
+    return int(os.environ.get("SLURM_NNODES", "1"))
+
+
+def load_ds_config(path: str, train: TrainArgs, world_size: int, nodes: int = 1) -> dict:
     """Read a DeepSpeed JSON config and fill in the batch sizes from the curriculum.
 
-    Checks DeepSpeed's identity train_batch_size = micro x accumulation x world size."""
+    Checks DeepSpeed's identity train_batch_size = micro x accumulation x world size.
+    `zero_optimization.overlap_comm: "auto"` is on where several nodes share gradients
+    (their reduction over the network then runs beside the backward pass) and off on one
+    node, where it would only add a device synchronisation to every backward pass
+    (ds_configs/README.md)."""
     try:
         with open(path) as f:
             cfg = json.load(f)
@@ -397,6 +412,9 @@ def load_ds_config(path: str, train: TrainArgs, world_size: int) -> dict:
     if train.autocast and half:
         raise ConfigError(f"{path} enables {half[0]} and the curriculum asks for train.autocast {train.autocast}: "
                           f"use one (autocast keeps float32 weights; the DeepSpeed section makes them {half[0]})")
+    zero = cfg.get("zero_optimization", {})
+    if zero.get("overlap_comm") == "auto":
+        zero["overlap_comm"] = nodes > 1
     cfg.update(train_micro_batch_size_per_gpu=micro, gradient_accumulation_steps=accum, train_batch_size=total)
     cfg.setdefault("gradient_clipping", train.max_grad_norm)
     return cfg

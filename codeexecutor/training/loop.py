@@ -32,7 +32,7 @@ import time
 from dataclasses import asdict
 
 from codeexecutor.errors import ConfigError
-from codeexecutor.training.config import Curriculum, Stage, load_ds_config
+from codeexecutor.training.config import Curriculum, Stage, load_ds_config, node_count
 from codeexecutor.training.budget import WARMUP, Budget, RecentSpeed, StepClock
 from codeexecutor.training.data import Prefetcher
 from codeexecutor.training.engine import TorchEngine, checkpoint_engine, choose, optimizer_for
@@ -148,7 +148,7 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
     device = _device()
     cap = capability(device)
     ds_config_path, config_note = resolve_ds_config(ds_config_path, cap)
-    ds_cfg = load_ds_config(ds_config_path, cur.train, world)
+    ds_cfg = load_ds_config(ds_config_path, cur.train, world, node_count(world))
     zero_stage = ds_cfg.get("zero_optimization", {}).get("stage", 0)
     torch.manual_seed(cur.train.seed)
     profile = resolve_profile(cur)
