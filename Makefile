@@ -14,9 +14,14 @@ MODEL_FREE_TESTS := tests/test_tracer.py tests/test_sandbox.py tests/test_sandbo
 	tests/test_bad_input.py tests/test_batch.py tests/test_cli.py tests/test_format.py tests/test_versions.py \
 	tests/test_data_format.py
 
+# TORCH_INDEX: a torch build index for GPUs the default wheel lacks kernels for, e.g. a V100
+# cluster: make venv TORCH_INDEX=https://download.pytorch.org/whl/cu126 (docs/cluster.md).
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
+
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0
+	$(BIN)/pip install -q --disable-pip-version-check $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)

@@ -8,6 +8,9 @@
 #                                                        capability 8.0 and up, zero2_fp16.json below it, a V100)
 #   GPUS_PER_NODE  processes per node                   (default: number of GPUs, or 1 on CPU)
 #   NNODES         nodes                                (default: 1)
+#   LAUNCHER       deepspeed: DeepSpeed's runner (one node, or a HOSTFILE reached over ssh/pdsh);
+#                  srun: inside a SLURM allocation, one torchrun a node started by srun, meeting at
+#                  MASTER_ADDR (slurm/pretrain.sbatch)                    (default: deepspeed)
 #   HOSTFILE       deepspeed hostfile for multi-node    (default: none)
 #   MASTER_ADDR    rendezvous address                   (default: set by the launcher)
 #   MASTER_PORT    rendezvous port                      (default: 29500)
@@ -37,11 +40,13 @@ else
   DEFAULT_PROCS=1
   export DS_ACCELERATOR=cpu
 fi
+SHOWN="${DS_CONFIG:-}"
 if [ -z "${DS_CONFIG:-}" ] || [ "$DS_CONFIG" = auto ]; then  # by the device's compute capability: never emulated bf16
-  DS_CONFIG="$("$PYTHON" -m codeexecutor.training.precision)"
+  DS_CONFIG=auto  # each process chooses (codeexecutor/training/precision.py) and logs it; shown here too
+  SHOWN="$("$PYTHON" -m codeexecutor.training.precision) (auto)"
 fi
 GPUS_PER_NODE="${GPUS_PER_NODE:-$DEFAULT_PROCS}"
-NNODES="${NNODES:-1}"
+if [ "${LAUNCHER:-deepspeed}" = srun ]; then NNODES="${NNODES:-${SLURM_NNODES:-1}}"; else NNODES="${NNODES:-1}"; fi
 MASTER_PORT="${MASTER_PORT:-29500}"
 
 # The demo curriculum trains on datasets built from the repository's own demo inputs.
@@ -50,13 +55,33 @@ if [ "$CURRICULUM" = "curricula/demo.yaml" ] && [ ! -d demo_out/data/codenetmut/
   "$PYTHON" -m codeexecutor.demo --only data
 fi
 
+ARGS=(--curriculum "$CURRICULUM" --ds-config "$DS_CONFIG")
+[ -n "${OUTPUT_DIR:-}" ] && ARGS+=(--output-dir "$OUTPUT_DIR")
+LAUNCHER="${LAUNCHER:-deepspeed}"
+if [ "$LAUNCHER" = srun ]; then
+  # SLURM's own way to start a task on each node of the allocation; torchrun starts that node's
+  # processes and they meet at the first node (c10d rendezvous), so no ssh and no hostfile.
+  if [ -z "${SLURM_JOB_ID:-}" ]; then
+    echo "run_pretrain.sh: LAUNCHER=srun needs a SLURM allocation (sbatch slurm/pretrain.sbatch, or salloc)" >&2
+    exit 2
+  fi
+  MASTER_ADDR="${MASTER_ADDR:-$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)}"
+  echo "run_pretrain.sh: srun: $NNODES node(s) x $GPUS_PER_NODE process(es) meeting at $MASTER_ADDR:$MASTER_PORT," \
+       "$CURRICULUM, $SHOWN" >&2
+  exec srun --nodes "$NNODES" --ntasks-per-node 1 --kill-on-bad-exit=1 \
+    "$PYTHON" -m torch.distributed.run --nnodes "$NNODES" --nproc_per_node "$GPUS_PER_NODE" \
+    --rdzv_id "$SLURM_JOB_ID" --rdzv_backend c10d --rdzv_endpoint "$MASTER_ADDR:$MASTER_PORT" \
+    --module codeexecutor.training "${ARGS[@]}" "$@"
+elif [ "$LAUNCHER" != deepspeed ]; then
+  echo "run_pretrain.sh: LAUNCHER must be deepspeed or srun, got '$LAUNCHER'" >&2
+  exit 2
+fi
+
 # The launcher as a module of the interpreter: no `deepspeed` script needs to be on PATH
 # (wheels installed with --target, say, have none).
 LAUNCH=("$PYTHON" -m deepspeed.launcher.runner --num_nodes "$NNODES" --num_gpus "$GPUS_PER_NODE" --master_port "$MASTER_PORT")
 [ -n "${HOSTFILE:-}" ] && LAUNCH+=(--hostfile "$HOSTFILE")
 [ -n "${MASTER_ADDR:-}" ] && LAUNCH+=(--master_addr "$MASTER_ADDR")
-ARGS=(--curriculum "$CURRICULUM" --ds-config "$DS_CONFIG")
-[ -n "${OUTPUT_DIR:-}" ] && ARGS+=(--output-dir "$OUTPUT_DIR")
 
-echo "run_pretrain.sh: $NNODES node(s) x $GPUS_PER_NODE process(es), gpu=$HAVE_GPU, $CURRICULUM, $DS_CONFIG" >&2
+echo "run_pretrain.sh: $NNODES node(s) x $GPUS_PER_NODE process(es), gpu=$HAVE_GPU, $CURRICULUM, $SHOWN" >&2
 exec "${LAUNCH[@]}" --module codeexecutor.training "${ARGS[@]}" "$@"

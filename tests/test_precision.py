@@ -108,3 +108,18 @@ def test_fp16_on_the_cpu_and_a_capability_not_read_are_one_line_each():
     done = subprocess.run([sys.executable, "-m", "codeexecutor.training.precision", "--capability", "seven"],
                           capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "MAJOR.MINOR" in done.stderr
+
+
+def test_a_torch_without_kernels_for_the_gpu_is_refused_in_one_line_naming_the_build():
+    from codeexecutor.training.precision import check_kernels, has_kernels
+
+    cu130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"]  # no Volta
+    cu126 = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]
+    assert not has_kernels((7, 0), cu130) and has_kernels((7, 0), cu126)
+    assert has_kernels((8, 9), cu130)  # sm_86 machine code runs on 8.9
+    assert has_kernels((9, 0), ["sm_80", "compute_80"]) and not has_kernels((9, 0), ["sm_80"])  # PTX is compiled up
+    with pytest.raises(ConfigError, match="TORCH_INDEX=https://download.pytorch.org/whl/cu126") as err:
+        check_kernels((7, 0), cu130, "2.13.0+cu130")
+    assert "7.0" in str(err.value) and "\n" not in str(err.value)
+    check_kernels((7, 0), cu126, "2.13.0+cu126")
+    check_kernels(None, [], "2.13.0+cpu")

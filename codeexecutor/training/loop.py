@@ -41,7 +41,7 @@ from codeexecutor.training.plots import plot_losses
 from codeexecutor.training.profiling import StepProfiler
 from codeexecutor.training.resume import universal_tag
 from codeexecutor.training.precision import apply as apply_precision
-from codeexecutor.training.precision import AUTO, capability, decide, ds_half, resolve_ds_config
+from codeexecutor.training.precision import AUTO, capability, check_kernels, decide, ds_half, resolve_ds_config
 from codeexecutor.training.setup import autocast, build_model, build_tokenizer, resolve_profile
 from codeexecutor.training.stages import evaluate, evaluator_for, log_row, loss_scaling, stage_data
 from codeexecutor.training.step import prepare_rows, row_spec
@@ -147,6 +147,8 @@ def train(curriculum_path: str, ds_config_path: str, base_dir: str = ".", output
     logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     device = _device()
     cap = capability(device)
+    if cap is not None:
+        check_kernels(cap, torch.cuda.get_arch_list(), torch.__version__)
     ds_config_path, config_note = resolve_ds_config(ds_config_path, cap)
     ds_cfg = load_ds_config(ds_config_path, cur.train, world, node_count(world))
     zero_stage = ds_cfg.get("zero_optimization", {}).get("stage", 0)

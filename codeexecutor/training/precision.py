@@ -111,6 +111,32 @@ def resolve_ds_config(path: str | None, cap: tuple[int, int] | None) -> tuple[st
     return os.path.join(CONFIGS, name), f"DeepSpeed config ds_configs/{name}, chosen for {where} (name one with --ds-config)"
 
 
+def has_kernels(cap: tuple[int, int], arch_list: list[str]) -> bool:
+    """Whether a torch build compiled for `arch_list` (torch.cuda.get_arch_list(): "sm_80",
+    "compute_90"...) runs on a GPU of capability `cap`: machine code for the same major
+    version at a minor version no higher, or PTX of a capability no higher to compile from."""
+    for arch in arch_list:
+        kind, _, digits = arch.partition("_")
+        if not digits.isdigit():
+            continue
+        major, minor = int(digits[:-1]), int(digits[-1])
+        if kind == "sm" and major == cap[0] and minor <= cap[1]:
+            return True
+        if kind == "compute" and (major, minor) <= cap:
+            return True
+    return False
+
+
+def check_kernels(cap: tuple[int, int] | None, arch_list: list[str], torch_version: str) -> None:
+    """One line naming the fix where this torch has no kernels for the GPU (torch's CUDA 13
+    builds carry none for a V100)."""
+    if cap is None or not arch_list or has_kernels(cap, arch_list):
+        return
+    raise ConfigError(f"torch {torch_version} has no CUDA kernels for this GPU (compute capability {cap[0]}.{cap[1]}; "
+                      f"it has {' '.join(arch_list)}): install a build that does, e.g. make venv "
+                      "TORCH_INDEX=https://download.pytorch.org/whl/cu126 (docs/cluster.md)")
+
+
 def attention_for(requested: str, cap: tuple[int, int] | None) -> tuple[str, str | None]:
     """(row attention "flex" or "tiles", the fallback taken or None) on a device of
     compute capability `cap` (None: the CPU)."""
