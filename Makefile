@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv venvs test-versions bench clean browser rehearse
+.PHONY: demo test venv venvs test-versions bench clean browser rehearse lint format
 # The other interpreters the model-free code must agree on (light environments, no torch).
 OTHER_PYTHONS := 3.12 3.13
 MODEL_FREE_TESTS := tests/test_tracer.py tests/test_sandbox.py tests/test_sandbox_reads.py tests/test_zygote.py tests/test_function_sources.py \
@@ -53,8 +53,19 @@ test-versions: venvs
 demo: $(STAMP)
 	$(BIN)/python -m codeexecutor.demo
 
-test: $(STAMP) browser venvs
+test: $(STAMP) browser venvs lint
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The code's own checks (pyproject.toml): ruff's lint and format, and the import layers
+# (ARCHITECTURE.md) as import-linter's contract. `make format` applies ruff's fixes.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
 	$(MAKE) --no-print-directory test-versions
 
 # Debian's chromium, for the tests that open the trace viewer headless (driven by Playwright, no browser download).

@@ -10,7 +10,9 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data" / "atcoder-python"
-RESULTS = pathlib.Path(os.environ.get("CODEEXECUTOR_RESULTS") or ROOT / "benchmarks" / "results")  # a GPU draw points it at the device call's $OUT
+RESULTS = pathlib.Path(
+    os.environ.get("CODEEXECUTOR_RESULTS") or ROOT / "benchmarks" / "results"
+)  # a GPU draw points it at the device call's $OUT
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -34,8 +36,12 @@ def worktree(commit: str) -> pathlib.Path:
 
     path = ROOT / "runs" / f"baseline-{commit}"
     if not (path / "codeexecutor").is_dir():
-        subprocess.run(["git", "worktree", "add", "--detach", "--force", str(path), commit], cwd=ROOT, check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", "--force", str(path), commit],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
     return path
 
 
@@ -82,8 +88,13 @@ def machine() -> dict:
             cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
     except OSError:
         cpu = ""
-    return {"device": name, "cpu": cpu or platform.processor(), "cores": os.cpu_count(), "bf16_native": fast_bf16(),
-            "torch_threads": torch.get_num_threads()}
+    return {
+        "device": name,
+        "cpu": cpu or platform.processor(),
+        "cores": os.cpu_count(),
+        "bf16_native": fast_bf16(),
+        "torch_threads": torch.get_num_threads(),
+    }
 
 
 def busy_share(seconds: float = 2.0) -> float | None:
@@ -143,8 +154,15 @@ def dataset_folders(script: str, run: str, data: str | None, names: list[str]) -
     return {name: folders[name] for name in names}
 
 
-def score_test(model: str, folders: dict[str, str], limit: int, out: pathlib.Path, fields: dict, names: bool = False,
-               values: bool = False) -> None:
+def score_test(
+    model: str,
+    folders: dict[str, str],
+    limit: int,
+    out: pathlib.Path,
+    fields: dict,
+    names: bool = False,
+    values: bool = False,
+) -> None:
     """Score `model` (greedy, the release's metric) on the fixed test sample of each dataset
     and append a line per dataset to `out`, `fields` first. Datasets saved in one folder
     score together (the crashing programs come with CodeNetMut). `names`, `values`: decode
@@ -157,16 +175,32 @@ def score_test(model: str, folders: dict[str, str], limit: int, out: pathlib.Pat
     out.parent.mkdir(parents=True, exist_ok=True)
     for parent in dict.fromkeys(os.path.dirname(f) for f in folders.values()):
         start = time.perf_counter()
-        report = evaluate_model(model, parent, split="test", limit=limit, beam=1, batch_size=16, progress=False, names=names,
-                                values=values)
+        report = evaluate_model(
+            model, parent, split="test", limit=limit, beam=1, batch_size=16, progress=False, names=names, values=values
+        )
         for name, scores in report["datasets"].items():
-            line = {**fields, "dataset": name, "device": device_label(), "examples": scores["examples"],
-                    "metric": report["metric"], "decoding": "greedy (beam 1)", "constrained_names": names,
-                    "constrained_values": values, **scores["table3"],
-                    "unfinished_share": (scores.get("unfinished") or {}).get("share"),
-                    **({"runtime_errors": report["runtime_errors"]} if name == "errors" and report.get("runtime_errors") else {}),
-                    "seconds": round(time.perf_counter() - start, 1)}
-            print(f"{os.path.basename(model):<28} {name:<12} trace {line['trace_accuracy']}  output {line['output_accuracy']}",
-                  flush=True)
+            line = {
+                **fields,
+                "dataset": name,
+                "device": device_label(),
+                "examples": scores["examples"],
+                "metric": report["metric"],
+                "decoding": "greedy (beam 1)",
+                "constrained_names": names,
+                "constrained_values": values,
+                **scores["table3"],
+                "unfinished_share": (scores.get("unfinished") or {}).get("share"),
+                **(
+                    {"runtime_errors": report["runtime_errors"]}
+                    if name == "errors" and report.get("runtime_errors")
+                    else {}
+                ),
+                "seconds": round(time.perf_counter() - start, 1),
+            }
+            print(
+                f"{os.path.basename(model):<28} {name:<12} trace {line['trace_accuracy']}  "
+                f"output {line['output_accuracy']}",
+                flush=True,
+            )
             with open(out, "a") as f:
                 f.write(json.dumps(line) + "\n")

@@ -8,7 +8,8 @@ outside through hooks that both versions have:
   `codeexecutor/training/waits.py`, loaded by its path);
 * `Prefetcher.next()`: the shapes of every micro-batch the stage trains on.
 
-    python benchmarks/_step_probe.py --curriculum C --ds-config D --run DIR --first 10 --last 30 --out probe.json [--count] [--fixed]
+    python benchmarks/_step_probe.py --curriculum C --ds-config D --run DIR --first 10 --last 30 \\
+        --out probe.json [--count] [--fixed]
 
 `--fixed`: today's checkout with its GPU layout (every row's tensors one shape) though
 not compiled; `--count`: count operators and waits in the window (not with a compiled
@@ -27,7 +28,9 @@ import sys
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
-TOY = dict(hidden_size=16, num_hidden_layers=6, num_attention_heads=2, intermediate_size=64)  # compute near zero: host work left
+TOY = dict(
+    hidden_size=16, num_hidden_layers=6, num_attention_heads=2, intermediate_size=64
+)  # compute near zero: host work left
 
 
 def counter_class():
@@ -44,7 +47,9 @@ def main() -> None:
     ap.add_argument("--first", type=int, required=True)
     ap.add_argument("--last", type=int, required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--run", required=True, help="the curriculum's output_dir (its curriculum.json says how it stepped)")
+    ap.add_argument(
+        "--run", required=True, help="the curriculum's output_dir (its curriculum.json says how it stepped)"
+    )
     ap.add_argument("--count", action="store_true")
     ap.add_argument("--fixed", action="store_true")
     args = ap.parse_args()
@@ -53,8 +58,7 @@ def main() -> None:
 
     from codeexecutor.modeling import model as modeling
     from codeexecutor.training import data as data_mod
-    from codeexecutor.training import loop
-    from codeexecutor.training import profiling
+    from codeexecutor.training import loop, profiling
 
     modeling.PRESETS["toy"] = TOY
     if args.fixed:
@@ -76,8 +80,11 @@ def main() -> None:
         elif step == args.last and "wall" in window:
             if counter is not None:
                 counter.__exit__(None, None, None)
-            window.update(wall=time.perf_counter() - window["wall"], cpu=time.process_time() - window["cpu"],
-                          micro=sum(micro_steps.values()) - window["micro"])
+            window.update(
+                wall=time.perf_counter() - window["wall"],
+                cpu=time.process_time() - window["cpu"],
+                micro=sum(micro_steps.values()) - window["micro"],
+            )
         return original_after(self, step)
 
     original_next = data_mod.Prefetcher.next
@@ -93,15 +100,21 @@ def main() -> None:
     loop.Prefetcher = data_mod.Prefetcher
     loop.main(["--curriculum", args.curriculum, "--ds-config", args.ds_config, "--max-steps", str(args.last)])
     steps = args.last - args.first
-    report = {"steps": steps, "micro_steps": window.get("micro"),
-              "wall_ms_per_step": round(window["wall"] / steps * 1000, 2),
-              "cpu_ms_per_step": round(window["cpu"] / steps * 1000, 2),
-              "shapes_per_stage": {k: len(v) for k, v in shapes.items()},
-              "micro_batches_per_stage": dict(micro_steps)}
+    report = {
+        "steps": steps,
+        "micro_steps": window.get("micro"),
+        "wall_ms_per_step": round(window["wall"] / steps * 1000, 2),
+        "cpu_ms_per_step": round(window["cpu"] / steps * 1000, 2),
+        "shapes_per_stage": {k: len(v) for k, v in shapes.items()},
+        "micro_batches_per_stage": dict(micro_steps),
+    }
     if counter is not None:
-        report.update(ops_per_step=round(counter.ops / steps, 1), waits_per_step=round(counter.waits / steps, 2),
-                      waits_by_kind={k: round(v / steps, 2) for k, v in counter.wait_kinds.most_common()},
-                      top_ops={k: round(v / steps, 1) for k, v in counter.by_op.most_common(12)})
+        report.update(
+            ops_per_step=round(counter.ops / steps, 1),
+            waits_per_step=round(counter.waits / steps, 2),
+            waits_by_kind={k: round(v / steps, 2) for k, v in counter.wait_kinds.most_common()},
+            top_ops={k: round(v / steps, 1) for k, v in counter.by_op.most_common(12)},
+        )
     try:
         from torch._dynamo.utils import counters
 

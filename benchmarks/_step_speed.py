@@ -105,14 +105,30 @@ def measure_step(preset: str, tokens: int, curriculum: str | None, engine: str, 
     cuda = torch.cuda.is_available()
     dev = torch.device("cuda" if cuda else "cpu")
     torch.manual_seed(0)
-    cfg = CodeExecutorConfig.preset(preset, vocab_size=vocab, positions="rotary", hidden_dropout_prob=0.0,
-                                    attention_probs_dropout_prob=0.0, structural_token_ids=[5, 6], mask0_token_id=4)
+    cfg = CodeExecutorConfig.preset(
+        preset,
+        vocab_size=vocab,
+        positions="rotary",
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        structural_token_ids=[5, 6],
+        mask0_token_id=4,
+    )
     cfg._attn_implementation = "sdpa"
     model = CodeExecutorModel(cfg).to(dev)
-    spec = RowSpec(tokens, 1024, "flex", BLOCK, fixed=True) if cuda else RowSpec(tokens, 1024, "tiles", CPU_TILE, fixed=False)
+    spec = (
+        RowSpec(tokens, 1024, "flex", BLOCK, fixed=True)
+        if cuda
+        else RowSpec(tokens, 1024, "tiles", CPU_TILE, fixed=False)
+    )
     next_row, _ = rows_source(curriculum, spec, model, 256)
-    out = {"preset": preset, "tokens_per_step": tokens, "engine": engine, "vocab": vocab,
-           "parameters": sum(p.numel() for p in model.parameters())}
+    out = {
+        "preset": preset,
+        "tokens_per_step": tokens,
+        "engine": engine,
+        "vocab": vocab,
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }
     t0 = time.perf_counter()
     if cuda:
         model.compile_rows()
@@ -122,12 +138,23 @@ def measure_step(preset: str, tokens: int, curriculum: str | None, engine: str, 
     else:
         import deepspeed
 
-        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                          MASTER_PORT=os.environ.get("MASTER_PORT", "29533"))
+        os.environ.update(
+            RANK="0",
+            WORLD_SIZE="1",
+            LOCAL_RANK="0",
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=os.environ.get("MASTER_PORT", "29533"),
+        )
         deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo")
-        cfg_ds = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "train_batch_size": 1,
-                  "gradient_clipping": 1.0, "zero_optimization": {"stage": 2, "overlap_comm": False},
-                  "bf16": {"enabled": cuda}, "steps_per_print": 10**9}
+        cfg_ds = {
+            "train_micro_batch_size_per_gpu": 1,
+            "gradient_accumulation_steps": 1,
+            "train_batch_size": 1,
+            "gradient_clipping": 1.0,
+            "zero_optimization": {"stage": 2, "overlap_comm": False},
+            "bf16": {"enabled": cuda},
+            "steps_per_print": 10**9,
+        }
         opt = optimizer_for(model, 0.01, "cpu")
         schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1e-4)
         eng, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, lr_scheduler=schedule, config=cfg_ds)
@@ -155,10 +182,15 @@ def measure_step(preset: str, tokens: int, curriculum: str | None, engine: str, 
     seconds = (stamps[MEASURED] - stamps[WARM]) / (MEASURED - WARM)
     trained = sum(real) / len(real)  # positions that bear a loss, a row on average
     kept = sum(example) / len(example)  # example tokens, a row on average
-    out.update(seconds_per_step=round(seconds, 5), tokens_per_s=round(kept / seconds), loss=round(float(loss), 4),
-               row_tokens_per_s=round(tokens / seconds), example_share=round(kept / tokens, 4),
-               trained_positions_per_s=round(trained / seconds),
-               counts="tokens_per_s: example tokens (padding left out); row_tokens_per_s: the row's whole length")
+    out.update(
+        seconds_per_step=round(seconds, 5),
+        tokens_per_s=round(kept / seconds),
+        loss=round(float(loss), 4),
+        row_tokens_per_s=round(tokens / seconds),
+        example_share=round(kept / tokens, 4),
+        trained_positions_per_s=round(trained / seconds),
+        counts="tokens_per_s: example tokens (padding left out); row_tokens_per_s: the row's whole length",
+    )
     if not cuda:
         return out
     out["peak_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
@@ -167,13 +199,18 @@ def measure_step(preset: str, tokens: int, curriculum: str | None, engine: str, 
     computed = float(rows[0]["kv_num"].sum() + rows[0]["full_num"].sum()) * BLOCK * BLOCK  # pairs its tiles compute
     f = flops_per_token(cfg, needed[0] / max(example[0], 1))  # the attention the rule asks of an example token
     out["achieved_tflops"] = round(f["six_n"] * kept / seconds / 1e12, 2)
-    out["attention_pairs"] = {"needed": needed[0], "computed_in_tiles": int(computed),
-                              "computed_share_needed": round(needed[0] / max(computed, 1), 4)}
+    out["attention_pairs"] = {
+        "needed": needed[0],
+        "computed_in_tiles": int(computed),
+        "computed_share_needed": round(needed[0] / max(computed, 1), 4),
+    }
     if peak:
         out["mfu"] = round(f["six_n"] * kept / seconds / (peak * 1e12), 4)
         out["mfu_with_head_and_attention"] = round(f["full"] * kept / seconds / (peak * 1e12), 4)
-        out["mfu_counts"] = ("example tokens only; the attention term counts the (query, key) pairs the mask allows, "
-                             "not the whole tiles the kernel computes (attention_pairs)")
+        out["mfu_counts"] = (
+            "example tokens only; the attention term counts the (query, key) pairs the mask allows, "
+            "not the whole tiles the kernel computes (attention_pairs)"
+        )
     if engine != "torch":
         import torch.distributed as dist
 
@@ -183,7 +220,9 @@ def measure_step(preset: str, tokens: int, curriculum: str | None, engine: str, 
     return out
 
 
-def measure_decode(deadline: float, batch: int = 300, vocab: int = 8000, preset: str = "small", steps: int = 256) -> dict:
+def measure_decode(
+    deadline: float, batch: int = 300, vocab: int = 8000, preset: str = "small", steps: int = 256
+) -> dict:
     """Greedy decoding of `batch` random programs by a random model: ms per step,
     graph-captured (CUDA) and eager."""
     import torch
@@ -202,9 +241,11 @@ def measure_decode(deadline: float, batch: int = 300, vocab: int = 8000, preset:
         pad, mask0, eos = 1, 4, 2
 
     g = torch.Generator().manual_seed(0)
-    codes = [torch.randint(5, vocab, (int(n),), generator=g).tolist() for n in torch.randint(60, 256, (batch,), generator=g)]
+    codes = [
+        torch.randint(5, vocab, (int(n),), generator=g).tolist() for n in torch.randint(60, 256, (batch,), generator=g)
+    ]
     out = {"batch": batch, "preset": preset, "steps": steps}
-    for graphs in ((True, False) if cuda else (False,)):
+    for graphs in (True, False) if cuda else (False,):
         if time.perf_counter() > deadline:
             break
         with torch.no_grad():
@@ -217,8 +258,15 @@ def measure_decode(deadline: float, batch: int = 300, vocab: int = 8000, preset:
     return out
 
 
-def speed_report(curriculum: str | None, budget: float, out_path: str | None, runs=RUNS, decode: int = 300,
-                 deepspeed: bool = True, vocab: int = 8000) -> dict:
+def speed_report(
+    curriculum: str | None,
+    budget: float,
+    out_path: str | None,
+    runs=RUNS,
+    decode: int = 300,
+    deepspeed: bool = True,
+    vocab: int = 8000,
+) -> dict:
     """The measurements in order, each written to `out_path` as it ends; a failed one (out
     of memory, say) is recorded and the rest go on."""
     import json
@@ -228,8 +276,12 @@ def speed_report(curriculum: str | None, budget: float, out_path: str | None, ru
 
     deadline = time.perf_counter() + budget
     cuda = torch.cuda.is_available()
-    report = {"device": torch.cuda.get_device_name(0) if cuda else "cpu", "torch": torch.__version__, "steps": [],
-              "decode": None}
+    report = {
+        "device": torch.cuda.get_device_name(0) if cuda else "cpu",
+        "torch": torch.__version__,
+        "steps": [],
+        "decode": None,
+    }
 
     def save():
         if out_path:
@@ -241,7 +293,9 @@ def speed_report(curriculum: str | None, budget: float, out_path: str | None, ru
         try:
             report["steps"].append(measure_step(preset, tokens, curriculum, "torch", deadline, vocab))
         except Exception as exc:  # noqa: BLE001 - one failed size (out of memory) is recorded, the rest go on
-            report["steps"].append({"preset": preset, "tokens_per_step": tokens, "error": f"{type(exc).__name__}: {exc}"[:500]})
+            report["steps"].append(
+                {"preset": preset, "tokens_per_step": tokens, "error": f"{type(exc).__name__}: {exc}"[:500]}
+            )
             torch.cuda.empty_cache()
         print(json.dumps(report["steps"][-1]), flush=True)
         save()

@@ -36,7 +36,6 @@ import threading
 import time
 
 import yaml
-
 from _common import ROOT, machine, worktree, write_report  # noqa: E402
 
 WORK = ROOT / "runs" / "bench-budget"
@@ -48,14 +47,25 @@ def recipe(path) -> str:
     src = {"path": "codenetmut/codenetmut", "task": "codenet"}
     raw = {
         "model": {"preset": "tiny", "vocab_size": 400, "max_code_length": 128, "max_trace_length": 256, "dropout": 0.0},
-        "train": {"output_dir": str(WORK / "unused"), "max_tokens": 1024, "log_every": 10, "save_every": 1000,
-                  "eval_examples": 0},
-        "data": {"dir": str(WORK / "data"), "builds": {
-            "codenetmut": {"kind": "codenetmut", "codenet": [str(ROOT / "curricula" / "demo")], "mutants": 2}}},
+        "train": {
+            "output_dir": str(WORK / "unused"),
+            "max_tokens": 1024,
+            "log_every": 10,
+            "save_every": 1000,
+            "eval_examples": 0,
+        },
+        "data": {
+            "dir": str(WORK / "data"),
+            "builds": {
+                "codenetmut": {"kind": "codenetmut", "codenet": [str(ROOT / "curricula" / "demo")], "mutants": 2}
+            },
+        },
         "tokenizer": {"sample": 400},
         "score": {"limit": 0},
-        "stages": [{"name": f"s{i + 1}", "steps": 100, "share": share, "lr": 1e-3, "warmup": 5, "sources": [src]}
-                   for i, share in enumerate(SHARES)],
+        "stages": [
+            {"name": f"s{i + 1}", "steps": 100, "share": share, "lr": 1e-3, "warmup": 5, "sources": [src]}
+            for i, share in enumerate(SHARES)
+        ],
     }
     path.write_text(yaml.safe_dump(raw))
     return str(path)
@@ -73,7 +83,9 @@ class Hog:
 
     def on(self) -> None:
         if not self.procs:
-            self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+            self.procs = [
+                subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)
+            ]
 
     def off(self) -> None:
         for p in self.procs:
@@ -88,9 +100,27 @@ def run(tree, cfg: str, prep, minutes: float, scenario) -> dict:
     shutil.copytree(prep, out)
     hog, budget = Hog(), minutes * 60
     window = SCENARIOS[scenario]
-    proc = subprocess.Popen([sys.executable, "-m", "codeexecutor", "pretrain", "--recipe", cfg, "--out", str(out),
-                             "--resume", "--minutes", str(minutes), "--no-score"], cwd=tree, env=_env(tree),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "codeexecutor",
+            "pretrain",
+            "--recipe",
+            cfg,
+            "--out",
+            str(out),
+            "--resume",
+            "--minutes",
+            str(minutes),
+            "--no-score",
+        ],
+        cwd=tree,
+        env=_env(tree),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     err: list[str] = []
     reader = threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True)
     reader.start()
@@ -116,11 +146,19 @@ def run(tree, cfg: str, prep, minutes: float, scenario) -> dict:
         ends[r["stage"]] = r
     stages = {}
     for (name, fixed), share in zip(plan["stages"].items(), SHARES):
-        stages[name] = {"planned": fixed.get("planned", fixed["steps"]), "trained": ends[name]["step"] - sum(
-            s["trained"] for s in stages.values()), "seconds": round(ends[name]["stage_seconds"], 1),
-            "share_seconds": round(share * budget, 1), "refits": fixed.get("refits", 0)}
-    return {"budget_s": budget, "spent_s": round(plan["spent"], 1), "overrun_s": round(plan["spent"] - budget, 1),
-            "stages": stages}
+        stages[name] = {
+            "planned": fixed.get("planned", fixed["steps"]),
+            "trained": ends[name]["step"] - sum(s["trained"] for s in stages.values()),
+            "seconds": round(ends[name]["stage_seconds"], 1),
+            "share_seconds": round(share * budget, 1),
+            "refits": fixed.get("refits", 0),
+        }
+    return {
+        "budget_s": budget,
+        "spent_s": round(plan["spent"], 1),
+        "overrun_s": round(plan["spent"] - budget, 1),
+        "stages": stages,
+    }
 
 
 def main() -> None:
@@ -133,19 +171,47 @@ def main() -> None:
     cfg = recipe(WORK / "recipe.yaml")
     prep = WORK / "prep"
     if not (prep / "tokenized" / "curriculum.yaml").exists():
-        subprocess.run([sys.executable, "-m", "codeexecutor", "pretrain", "--recipe", cfg, "--out", str(prep),
-                        "--until", "tokenize", "--resume"], cwd=ROOT, env=_env(ROOT), check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "codeexecutor",
+                "pretrain",
+                "--recipe",
+                cfg,
+                "--out",
+                str(prep),
+                "--until",
+                "tokenize",
+                "--resume",
+            ],
+            cwd=ROOT,
+            env=_env(ROOT),
+            check=True,
+            capture_output=True,
+        )
     trees = {"current": ROOT, "baseline": worktree(args.baseline)}
-    report = {"machine": machine(), "minutes": args.minutes, "baseline": args.baseline, "shares": SHARES,
-              "scenarios": {s: SCENARIOS[s] for s in args.scenarios}, "arms": {}}
+    report = {
+        "machine": machine(),
+        "minutes": args.minutes,
+        "baseline": args.baseline,
+        "shares": SHARES,
+        "scenarios": {s: SCENARIOS[s] for s in args.scenarios},
+        "arms": {},
+    }
     for scenario in args.scenarios:
         for arm, tree in trees.items():  # the arms in turn, each scenario on the same machine state
             result = run(tree, cfg, prep, args.minutes, scenario)
             report["arms"].setdefault(scenario, {})[arm] = result
-            print(f"{scenario:<11} {arm:<9} spent {result['spent_s']:>6} s of {result['budget_s']:.0f} "
-                  f"(overrun {result['overrun_s']:+.1f}) " + " ".join(
-                      f"{n} {s['trained']}/{s['planned']} {s['seconds']}s/{s['share_seconds']}s"
-                      for n, s in result["stages"].items()), flush=True)
+            print(
+                f"{scenario:<11} {arm:<9} spent {result['spent_s']:>6} s of {result['budget_s']:.0f} "
+                f"(overrun {result['overrun_s']:+.1f}) "
+                + " ".join(
+                    f"{n} {s['trained']}/{s['planned']} {s['seconds']}s/{s['share_seconds']}s"
+                    for n, s in result["stages"].items()
+                ),
+                flush=True,
+            )
     print(write_report("bench_budget", report))
 
 

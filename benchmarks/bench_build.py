@@ -34,17 +34,30 @@ def main() -> None:
 
     out = args.out or tempfile.mkdtemp(prefix="bench_build_")
     start = time.perf_counter()
-    stats = CodeNetBuilder(str(DATA), out, mutants=args.mutants, workers=args.workers, limit=args.programs).run(progress=False)
+    stats = CodeNetBuilder(str(DATA), out, mutants=args.mutants, workers=args.workers, limit=args.programs).run(
+        progress=False
+    )
     seconds = time.perf_counter() - start
     executed = stats["mutants_executed_this_run"]
     rate = executed / seconds
     per_core = rate / args.workers
     hours = 3.2e6 / (per_core * 16) / 3600
-    report = {"programs": args.programs, "mutants_attempted_per_program": args.mutants, "workers": args.workers,
-              "seconds": seconds, "mutants_executed": executed, "executed_per_s": rate,
-              "hours_for_3_2M_on_16_cores": hours, "counts": stats["counts"], "datasets": stats["datasets"], "out": out}
-    print(f"end to end: {executed} mutants executed in {seconds:.1f} s with {args.workers} workers = {rate:.0f}/s "
-          f"({per_core:.0f}/s per core); 3.2 M mutants on a 16-core node: {hours:.1f} h")
+    report = {
+        "programs": args.programs,
+        "mutants_attempted_per_program": args.mutants,
+        "workers": args.workers,
+        "seconds": seconds,
+        "mutants_executed": executed,
+        "executed_per_s": rate,
+        "hours_for_3_2M_on_16_cores": hours,
+        "counts": stats["counts"],
+        "datasets": stats["datasets"],
+        "out": out,
+    }
+    print(
+        f"end to end: {executed} mutants executed in {seconds:.1f} s with {args.workers} workers = {rate:.0f}/s "
+        f"({per_core:.0f}/s per core); 3.2 M mutants on a 16-core node: {hours:.1f} h"
+    )
     print(f"datasets: {stats['datasets']}")
     write_report("bench_build", report)
 

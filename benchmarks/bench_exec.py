@@ -31,6 +31,7 @@ import tempfile
 import time
 
 from _common import DATA, ROOT, load_programs, write_report  # noqa: E402  (puts ROOT on sys.path)
+
 from codeexecutor.execution import ExecutorPool, Program  # noqa: E402
 
 
@@ -61,7 +62,12 @@ def bench_per_process(programs, workers: int) -> float:
 
         def one(pair):
             try:
-                out = subprocess.run([sys.executable, str(helper), "one", str(pair[0]), str(pair[1])], env=env, capture_output=True, timeout=10)
+                out = subprocess.run(
+                    [sys.executable, str(helper), "one", str(pair[0]), str(pair[1])],
+                    env=env,
+                    capture_output=True,
+                    timeout=10,
+                )
                 json.loads(out.stdout or b"{}")  # the caller gets the trace, as from the pool
             except (subprocess.TimeoutExpired, ValueError):
                 pass
@@ -77,7 +83,9 @@ def bench_overhead(programs) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(programs, f)
     env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, str(helper), "many", f.name], env=env, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, str(helper), "many", f.name], env=env, capture_output=True, text=True, timeout=600
+    )
     os.unlink(f.name)
     return json.loads(out.stdout)
 
@@ -101,11 +109,16 @@ def main() -> None:
         for k in range(args.rounds):
             pool_s, statuses, passes = time_pool(pool, programs)
             base_s = bench_per_process(programs, args.workers)  # the same programs, right after
-            rounds.append({"pool_per_s": n / pool_s, "pool_passes_per_s": [n / t for t in passes], "baseline_per_s": n / base_s})
+            rounds.append(
+                {"pool_per_s": n / pool_s, "pool_passes_per_s": [n / t for t in passes], "baseline_per_s": n / base_s}
+            )
             r = rounds[-1]
             spread = ", ".join(f"{x:.0f}" for x in r["pool_passes_per_s"])
-            print(f"round {k + 1}: pool {r['pool_per_s']:.1f} runs/s (median of {spread}), "
-                  f"baseline {r['baseline_per_s']:.1f} runs/s, ratio {r['pool_per_s'] / r['baseline_per_s']:.1f}x", flush=True)
+            print(
+                f"round {k + 1}: pool {r['pool_per_s']:.1f} runs/s (median of {spread}), "
+                f"baseline {r['baseline_per_s']:.1f} runs/s, ratio {r['pool_per_s'] / r['baseline_per_s']:.1f}x",
+                flush=True,
+            )
         # Fixed cost per run, on a trivial program: what the architecture itself costs.
         triv_pool_s, _, _ = time_pool(pool, trivial)
     triv_base_s = bench_per_process(trivial[:60], args.workers)
@@ -123,8 +136,12 @@ def main() -> None:
         "per_process_baseline_per_s": round(base_rate, 1),
         "ratio_vs_per_process": round(statistics.median(ratios), 2),
         "rounds": [
-            {"pool_per_s": round(r["pool_per_s"], 1), "pool_passes_per_s": [round(x, 1) for x in r["pool_passes_per_s"]],
-             "baseline_per_s": round(r["baseline_per_s"], 1), "ratio": round(q, 2)}
+            {
+                "pool_per_s": round(r["pool_per_s"], 1),
+                "pool_passes_per_s": [round(x, 1) for x in r["pool_passes_per_s"]],
+                "baseline_per_s": round(r["baseline_per_s"], 1),
+                "ratio": round(q, 2),
+            }
             for r, q in zip(rounds, ratios)
         ],
         "statuses": statuses,
@@ -133,13 +150,22 @@ def main() -> None:
         "in_process_traced_s": round(overhead["traced_s"], 4),
         "tracing_overhead_x": round(overhead["traced_s"] / max(overhead["untraced_s"], 1e-9), 2),
     }
-    print(f"pool (warm fork per program, {args.workers} workers): {pool_rate:8.1f} traced runs/s (median of the rounds)")
+    print(
+        f"pool (warm fork per program, {args.workers} workers): {pool_rate:8.1f} traced runs/s (median of the rounds)"
+    )
     print(f"baseline (new python3 per program, {args.workers} at a time): {base_rate:8.1f} traced runs/s")
-    print(f"ratio: {report['ratio_vs_per_process']:.1f}x (median of the rounds: {', '.join(f'{q:.1f}' for q in ratios)})")
-    print(f"fixed cost per run (trivial program): pool {len(trivial) / triv_pool_s:.0f}/s vs per-process {60 / triv_base_s:.0f}/s = {triv_ratio:.1f}x")
-    print(f"tracing overhead in-process: {report['tracing_overhead_x']:.2f}x "
-          f"({overhead['untraced_s']:.3f} s untraced vs {overhead['traced_s']:.3f} s traced, best of 3, "
-          f"over the {overhead['programs']} programs under the step limit)")
+    print(
+        f"ratio: {report['ratio_vs_per_process']:.1f}x (median of the rounds: {', '.join(f'{q:.1f}' for q in ratios)})"
+    )
+    print(
+        f"fixed cost per run (trivial program): pool {len(trivial) / triv_pool_s:.0f}/s "
+        f"vs per-process {60 / triv_base_s:.0f}/s = {triv_ratio:.1f}x"
+    )
+    print(
+        f"tracing overhead in-process: {report['tracing_overhead_x']:.2f}x "
+        f"({overhead['untraced_s']:.3f} s untraced vs {overhead['traced_s']:.3f} s traced, best of 3, "
+        f"over the {overhead['programs']} programs under the step limit)"
+    )
     print(f"statuses: {statuses}")
     write_report("bench_exec", report)
 

@@ -57,7 +57,9 @@ def random_model(inputs: list[str], preset: str = "tiny") -> str:
 
     tok = train_tokenizer(inputs * 3, vocab_size=800, min_frequency=1)
     torch.manual_seed(0)
-    cfg = CodeExecutorConfig.preset(preset, vocab_size=len(tok), structural_token_ids=structural_ids(tok), pad_token_id=tok.pad_token_id)
+    cfg = CodeExecutorConfig.preset(
+        preset, vocab_size=len(tok), structural_token_ids=structural_ids(tok), pad_token_id=tok.pad_token_id
+    )
     path = tempfile.mkdtemp(prefix="bench_generate_")
     CodeExecutorModel(cfg).save_pretrained(path)
     tok.save_pretrained(path)
@@ -89,9 +91,13 @@ def compare(models: list[str], data: str, programs: int, batch_size: int = 16) -
         seconds, out = timed(gen, inputs, beam=1, batch_size=batch_size)
         full_tokens = sum(len(gen.encoder.ids(o.text)) for o in out)
         report["models"][gen.profile.state] = {
-            "model": model, "traces_per_s": round(len(rows) / seconds, 3), "seconds": round(seconds, 1),
-            "generated_tokens": sum(o.tokens for o in out), "full_state_tokens_of_the_text": full_tokens,
-            "finished_share": round(sum(o.finished for o in out) / len(out), 3)}
+            "model": model,
+            "traces_per_s": round(len(rows) / seconds, 3),
+            "seconds": round(seconds, 1),
+            "generated_tokens": sum(o.tokens for o in out),
+            "full_state_tokens_of_the_text": full_tokens,
+            "finished_share": round(sum(o.finished for o in out) / len(out), 3),
+        }
         print(f"{gen.profile.state}: {len(rows) / seconds:.2f} traces/s, {report['models'][gen.profile.state]}")
     if {"full", "delta"} <= set(report["models"]):
         m = report["models"]
@@ -104,7 +110,9 @@ def trace_batch(model: str, programs: int, max_length: int) -> dict:
     from codeexecutor.demo import demo_programs
     from codeexecutor.generation.api import trace_program, trace_programs
 
-    items = [{"id": f"{sid}-{k}", "code": src, "stdin": stdin} for k in range(4) for sid, src, stdin in demo_programs()][:programs]
+    items = [
+        {"id": f"{sid}-{k}", "code": src, "stdin": stdin} for k in range(4) for sid, src, stdin in demo_programs()
+    ][:programs]
     trace_programs(items[:1], model, beam=1, max_length=8)  # load the model, warm up
     start = time.perf_counter()
     batched = trace_programs(items, model, beam=1, max_length=max_length)
@@ -113,11 +121,20 @@ def trace_batch(model: str, programs: int, max_length: int) -> dict:
     single = [trace_program(i["code"], i["stdin"], model, beam=1, max_length=max_length) for i in items]
     single_s = time.perf_counter() - start
     same = sum(a["generated"] == b["generated"] for a, b in zip(batched, single))
-    report = {"model": model, "programs": len(items), "beam": 1, "max_length": max_length,
-              "trace_batch_seconds": round(batched_s, 2), "one_at_a_time_seconds": round(single_s, 2),
-              "speedup": round(single_s / batched_s, 2), "identical_outputs": same}
-    print(f"trace --batch: {batched_s:.1f} s, one program at a time: {single_s:.1f} s for {len(items)} programs "
-          f"({single_s / batched_s:.1f}x; {same}/{len(items)} identical)")
+    report = {
+        "model": model,
+        "programs": len(items),
+        "beam": 1,
+        "max_length": max_length,
+        "trace_batch_seconds": round(batched_s, 2),
+        "one_at_a_time_seconds": round(single_s, 2),
+        "speedup": round(single_s / batched_s, 2),
+        "identical_outputs": same,
+    }
+    print(
+        f"trace --batch: {batched_s:.1f} s, one program at a time: {single_s:.1f} s for {len(items)} programs "
+        f"({single_s / batched_s:.1f}x; {same}/{len(items)} identical)"
+    )
     return report
 
 
@@ -132,8 +149,12 @@ def against(commit: str, model: str, data: str, limit: int, programs: int) -> di
     work = ROOT / "runs" / "bench_generate" / commit
     work.mkdir(parents=True, exist_ok=True)
     batch = work / "programs.jsonl"
-    batch.write_text("".join(json.dumps({"id": f"p{i}", "code": code, "stdin": stdin}) + "\n"
-                             for i, (code, stdin) in enumerate(load_programs(programs, seed=1))))
+    batch.write_text(
+        "".join(
+            json.dumps({"id": f"p{i}", "code": code, "stdin": stdin}) + "\n"
+            for i, (code, stdin) in enumerate(load_programs(programs, seed=1))
+        )
+    )
     trees = {"baseline": worktree(commit), "current": ROOT}
     report: dict = {"baseline_commit": commit, "model": model, "data": data, "limit": limit, "programs": programs}
     answers = {}
@@ -145,52 +166,96 @@ def against(commit: str, model: str, data: str, limit: int, programs: int) -> di
         for stale in out.glob("evaluation*"):
             stale.unlink()
         t = time.perf_counter()
-        subprocess.run(base + ["evaluate", "--model", str(pathlib.Path(model).resolve()), "--data", str(pathlib.Path(data).resolve()),
-                               "--limit", str(limit), "--out", str(out / "evaluation.json")], cwd=tree, env=env, check=True,
-                       capture_output=True)
+        subprocess.run(
+            base
+            + [
+                "evaluate",
+                "--model",
+                str(pathlib.Path(model).resolve()),
+                "--data",
+                str(pathlib.Path(data).resolve()),
+                "--limit",
+                str(limit),
+                "--out",
+                str(out / "evaluation.json"),
+            ],
+            cwd=tree,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         evaluate_s = time.perf_counter() - t
         t = time.perf_counter()
-        traced = subprocess.run(base + ["trace", "--batch", str(batch), "--model", str(pathlib.Path(model).resolve())],
-                                cwd=tree, env=env, check=True, capture_output=True, text=True).stdout
+        traced = subprocess.run(
+            base + ["trace", "--batch", str(batch), "--model", str(pathlib.Path(model).resolve())],
+            cwd=tree,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         trace_s = time.perf_counter() - t
         preds = [json.loads(line) for line in (out / "evaluation.predictions.jsonl").read_text().splitlines()]
         rows = [json.loads(line) for line in traced.splitlines() if line.startswith("{")]
-        answers[arm] = ({(p["dataset"], str(p["id"])): p["prediction"] for p in preds}, {r["id"]: r.get("generated") for r in rows})
+        answers[arm] = (
+            {(p["dataset"], str(p["id"])): p["prediction"] for p in preds},
+            {r["id"]: r.get("generated") for r in rows},
+        )
         scores = json.loads((out / "evaluation.json").read_text())
-        report[arm] = {"evaluate_seconds": round(evaluate_s, 1), "trace_batch_seconds": round(trace_s, 1),
-                       "evaluated": len(preds), "traced": len(answers[arm][1]),
-                       "trace_accuracy": {n: d["table3"]["trace_accuracy"] for n, d in scores["datasets"].items()}}
+        report[arm] = {
+            "evaluate_seconds": round(evaluate_s, 1),
+            "trace_batch_seconds": round(trace_s, 1),
+            "evaluated": len(preds),
+            "traced": len(answers[arm][1]),
+            "trace_accuracy": {n: d["table3"]["trace_accuracy"] for n, d in scores["datasets"].items()},
+        }
         print(f"{arm}: evaluate {evaluate_s:.1f} s ({len(preds)} answers), trace --batch {trace_s:.1f} s", flush=True)
     (ev_a, tr_a), (ev_b, tr_b) = answers["baseline"], answers["current"]
     report["evaluate_identical"] = sum(ev_a[k] == ev_b.get(k) for k in ev_a)
     report["trace_batch_identical"] = sum(tr_a[k] == tr_b.get(k) for k in tr_a)
-    report["evaluate_speedup"] = round(report["baseline"]["evaluate_seconds"] / report["current"]["evaluate_seconds"], 2)
-    report["trace_batch_speedup"] = round(report["baseline"]["trace_batch_seconds"] / report["current"]["trace_batch_seconds"], 2)
-    print(f"evaluate {report['evaluate_speedup']}x ({report['evaluate_identical']}/{len(ev_a)} identical), trace --batch "
-          f"{report['trace_batch_speedup']}x ({report['trace_batch_identical']}/{len(tr_a)} identical)")
+    report["evaluate_speedup"] = round(
+        report["baseline"]["evaluate_seconds"] / report["current"]["evaluate_seconds"], 2
+    )
+    report["trace_batch_speedup"] = round(
+        report["baseline"]["trace_batch_seconds"] / report["current"]["trace_batch_seconds"], 2
+    )
+    print(
+        f"evaluate {report['evaluate_speedup']}x ({report['evaluate_identical']}/{len(ev_a)} identical), trace --batch "
+        f"{report['trace_batch_speedup']}x ({report['trace_batch_identical']}/{len(tr_a)} identical)"
+    )
     return report
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace-batch", action="store_true", help="time `trace --batch` against one program at a time")
-    ap.add_argument("--compare", nargs=2, metavar=("FULL", "DELTA"), help="a full-state and a compact model: decode the "
-                    "same held-out programs with each (needs --data)")
+    ap.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("FULL", "DELTA"),
+        help="a full-state and a compact model: decode the same held-out programs with each (needs --data)",
+    )
     ap.add_argument("--data", help="built datasets (with --compare): the CodeNetMut and crashing test programs")
     ap.add_argument("--model")
     ap.add_argument("--programs", type=int, default=16)
     ap.add_argument("--beam", type=int, default=10)
     ap.add_argument("--max-length", type=int, default=96)
     ap.add_argument("--preset", default="tiny", help="shape of the randomly initialised model used without --model")
-    ap.add_argument("--device", choices=["all", "cpu", "cuda"], default="all", help="all: the CPU, and the GPU where one is")
-    ap.add_argument("--against", metavar="COMMIT", help="evaluate and trace --batch against this commit's (needs --model, --data)")
+    ap.add_argument(
+        "--device", choices=["all", "cpu", "cuda"], default="all", help="all: the CPU, and the GPU where one is"
+    )
+    ap.add_argument(
+        "--against", metavar="COMMIT", help="evaluate and trace --batch against this commit's (needs --model, --data)"
+    )
     ap.add_argument("--limit", type=int, default=100, help="with --against: test examples per set")
     args = ap.parse_args()
     if args.against:
         if not (args.model and args.data):
             sys.exit("bench_generate: --against needs --model and --data (a folder of built datasets)")
-        write_report(f"bench_generate-against-{args.against}", against(args.against, args.model, args.data, args.limit,
-                                                                        args.programs))
+        write_report(
+            f"bench_generate-against-{args.against}",
+            against(args.against, args.model, args.data, args.limit, args.programs),
+        )
         return
     from codeexecutor.generation import TraceGenerator
 
@@ -203,12 +268,19 @@ def main() -> None:
 
     if args.trace_batch:
         torch.set_num_threads(2)
-        model = args.model or (str(ROOT / "demo_out" / "pretrain" / "final") if (ROOT / "demo_out" / "pretrain" / "final").exists()
-                               else random_model(demo_inputs(), args.preset))
+        model = args.model or (
+            str(ROOT / "demo_out" / "pretrain" / "final")
+            if (ROOT / "demo_out" / "pretrain" / "final").exists()
+            else random_model(demo_inputs(), args.preset)
+        )
         write_report("bench_generate-trace-batch", trace_batch(model, args.programs, args.max_length))
         return
     inputs = (demo_inputs() * 4)[: args.programs]
-    model = args.model or (str(ROOT / "demo_out" / "pretrain" / "final") if (ROOT / "demo_out" / "pretrain" / "final").exists() else random_model(inputs, args.preset))
+    model = args.model or (
+        str(ROOT / "demo_out" / "pretrain" / "final")
+        if (ROOT / "demo_out" / "pretrain" / "final").exists()
+        else random_model(inputs, args.preset)
+    )
     torch.set_num_threads(2)
     report = {"model": model, "programs": len(inputs), "beam": args.beam, "max_length": args.max_length}
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else []) if args.device == "all" else [args.device]
@@ -219,14 +291,24 @@ def main() -> None:
         slow_s, slow = timed(gen, inputs, beam=args.beam, max_length=args.max_length, cache=False)
         same = sum(a.text == b.text for a, b in zip(fast, slow))
         tokens = sum(o.tokens for o in fast)
-        report[device] = {"cached_batched_traces_per_s": len(inputs) / fast_s, "recompute_one_at_a_time_traces_per_s": len(inputs) / slow_s,
-                          "ratio": slow_s / fast_s, "identical_outputs": same, "generated_tokens": tokens}
-        print(f"[{device}] beam {args.beam}, {len(inputs)} programs, up to {args.max_length} tokens: "
-              f"cached+batched {len(inputs) / fast_s:.2f} traces/s, recompute one-at-a-time {len(inputs) / slow_s:.2f} traces/s, "
-              f"ratio {slow_s / fast_s:.1f}x ({same}/{len(inputs)} identical outputs)")
+        report[device] = {
+            "cached_batched_traces_per_s": len(inputs) / fast_s,
+            "recompute_one_at_a_time_traces_per_s": len(inputs) / slow_s,
+            "ratio": slow_s / fast_s,
+            "identical_outputs": same,
+            "generated_tokens": tokens,
+        }
+        print(
+            f"[{device}] beam {args.beam}, {len(inputs)} programs, up to {args.max_length} tokens: "
+            f"cached+batched {len(inputs) / fast_s:.2f} traces/s, "
+            f"recompute one-at-a-time {len(inputs) / slow_s:.2f} traces/s, "
+            f"ratio {slow_s / fast_s:.1f}x ({same}/{len(inputs)} identical outputs)"
+        )
     if not torch.cuda.is_available():
         print("no GPU here: GPU figures are measured when one is available")
-    write_report("bench_generate" + ("" if devices == ["cpu"] else "-" + torch.cuda.get_device_name(0).replace(" ", "-")), report)
+    write_report(
+        "bench_generate" + ("" if devices == ["cpu"] else "-" + torch.cuda.get_device_name(0).replace(" ", "-")), report
+    )
 
 
 if __name__ == "__main__":

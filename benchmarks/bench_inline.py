@@ -55,8 +55,11 @@ def main() -> None:
         "static_failure_reasons": dict(reasons),
         "identical_share": round(100 * counts["identical"] / both, 2) if both else None,
         "same_output_share_of_different": round(100 * counts["same_output"] / (both - counts["identical"]), 2)
-        if both > counts["identical"] else None,
-        "static_coverage_of_recorded": round(100 * both / counts["recorded_applies"], 2) if counts["recorded_applies"] else None,
+        if both > counts["identical"]
+        else None,
+        "static_coverage_of_recorded": round(100 * both / counts["recorded_applies"], 2)
+        if counts["recorded_applies"]
+        else None,
         "seconds": round(time.perf_counter() - start, 1),
     }
     for key, value in report.items():

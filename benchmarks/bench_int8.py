@@ -29,15 +29,14 @@ def main() -> int:
 
     from safetensors import safe_open
 
-    from codeexecutor.cli import provided
     from codeexecutor.modeling.int8 import INT8_FILE
     from codeexecutor.modeling.loading import load_model
     from codeexecutor.progress import quiet_libraries
     from codeexecutor.training.export import save_shipped
     from eval.agreement import agreement
+    from eval.evaluate import evaluate_model
 
     quiet_libraries()
-    evaluate_model = provided("evaluate_model")
     model = pathlib.Path(args.model)
     work = pathlib.Path(args.work) / model.name
     copy = work / "model"
@@ -45,9 +44,16 @@ def main() -> int:
         save_shipped(str(model), str(copy), "int8")
     with safe_open(str(model / "model.safetensors"), "pt") as f:
         dtype = str(f.get_slice(next(iter(f.keys()))).get_dtype())
-    out = {"model": str(model), "data": args.data, "limit": args.limit, "reference_dtype": dtype, "bytes": {},
-           "command": " ".join(["benchmarks/bench_int8.py"] + sys.argv[1:]),
-           "load_seconds": {}, "sets": {}}
+    out = {
+        "model": str(model),
+        "data": args.data,
+        "limit": args.limit,
+        "reference_dtype": dtype,
+        "bytes": {},
+        "command": " ".join(["benchmarks/bench_int8.py"] + sys.argv[1:]),
+        "load_seconds": {},
+        "sets": {},
+    }
     data = pathlib.Path(args.data)
     builds = [data / b for b in args.builds] if args.builds else sorted(p for p in data.iterdir() if p.is_dir())
     reports = {}
@@ -56,22 +62,41 @@ def main() -> int:
         start = time.perf_counter()
         load_model(str(folder))
         out["load_seconds"][label] = round(time.perf_counter() - start, 2)
-        reports[label] = [evaluate_model(str(folder), str(build), split="test", limit=args.limit, beam=1, batch_size=64,
-                                         progress=True, answers=str(work / f"{label}-{build.name}.answers.jsonl"))
-                          for build in builds]
+        reports[label] = [
+            evaluate_model(
+                str(folder),
+                str(build),
+                split="test",
+                limit=args.limit,
+                beam=1,
+                batch_size=64,
+                progress=True,
+                answers=str(work / f"{label}-{build.name}.answers.jsonl"),
+            )
+            for build in builds
+        ]
     same = agreement(*([p for r in reports[label] for p in r["predictions"]] for label in ("reference", "int8")))
-    for i, build in enumerate(builds):
+    for i, _build in enumerate(builds):
         for name in reports["reference"][i]["datasets"]:
-            out["sets"][name] = {label: {k: reports[label][i]["datasets"][name]["table3"].get(k)
-                                         for k in ("trace_accuracy", "output_accuracy", "line_f1")} for label in reports}
+            out["sets"][name] = {
+                label: {
+                    k: reports[label][i]["datasets"][name]["table3"].get(k)
+                    for k in ("trace_accuracy", "output_accuracy", "line_f1")
+                }
+                for label in reports
+            }
             out["sets"][name]["identical"] = same.get(name, {}).get("identical")
         if reports["reference"][i].get("runtime_errors"):
-            out["runtime_errors"] = {label: {k: r[i]["runtime_errors"].get(k) for k in
-                                             ("detection_accuracy", "localisation_accuracy")} for label, r in reports.items()}
+            out["runtime_errors"] = {
+                label: {k: r[i]["runtime_errors"].get(k) for k in ("detection_accuracy", "localisation_accuracy")}
+                for label, r in reports.items()
+            }
     path = write_report(f"int8-{model.name}", out)
     for name, s in out["sets"].items():
-        print(f"{name:<18} {dtype} {s['reference']['trace_accuracy']!s:>6}  int8 {s['int8']['trace_accuracy']!s:>6}  "
-              f"identical {s['identical']}%")
+        print(
+            f"{name:<18} {dtype} {s['reference']['trace_accuracy']!s:>6}  int8 {s['int8']['trace_accuracy']!s:>6}  "
+            f"identical {s['identical']}%"
+        )
     print(f"bytes {out['bytes']}  report: {path}")
     return 0
 

@@ -25,6 +25,7 @@ from collections import Counter
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from _common import DATA, load_programs, write_report  # noqa: E402
+
 from codeexecutor.execution import ExecutorPool, Program  # noqa: E402
 from mutation import OPERATORS, MutationError, MutationStats, mutate  # noqa: E402
 
@@ -42,8 +43,14 @@ def generation_rate(programs) -> dict:
         except MutationError:
             pass
     cpu = time.process_time() - start
-    return {"cpu_s": cpu, "mutants": len(made), "attempts": stats.attempts, "mutants_per_s_per_core": len(made) / cpu,
-            "attempts_per_s_per_core": stats.attempts / cpu, "stats": stats.to_json()}, made
+    return {
+        "cpu_s": cpu,
+        "mutants": len(made),
+        "attempts": stats.attempts,
+        "mutants_per_s_per_core": len(made) / cpu,
+        "attempts_per_s_per_core": stats.attempts / cpu,
+        "stats": stats.to_json(),
+    }, made
 
 
 def execute(mutants, workers: int) -> tuple[float, Counter]:
@@ -65,16 +72,23 @@ def main() -> None:
         sys.exit(f"bench_mutation: {DATA} not found: the benchmark runs on the shared real programs")
     programs = load_programs(args.programs, seed=1)
     gen, made = generation_rate(programs)
-    print(f"generation: {gen['mutants']} mutants ({gen['attempts']} attempts) from {len(programs)} programs "
-          f"in {gen['cpu_s']:.2f} CPU s = {gen['mutants_per_s_per_core']:.0f} mutants/s/core "
-          f"({gen['attempts_per_s_per_core']:.0f} attempts/s/core)")
+    print(
+        f"generation: {gen['mutants']} mutants ({gen['attempts']} attempts) from {len(programs)} programs "
+        f"in {gen['cpu_s']:.2f} CPU s = {gen['mutants_per_s_per_core']:.0f} mutants/s/core "
+        f"({gen['attempts_per_s_per_core']:.0f} attempts/s/core)"
+    )
     wall, statuses = execute(made, args.workers)
     exec_rate = len(made) / wall
-    print(f"execution: {len(made)} mutants in {wall:.1f} s with {args.workers} workers = {exec_rate:.0f} executed mutants/s")
+    print(
+        f"execution: {len(made)} mutants in {wall:.1f} s with {args.workers} workers "
+        f"= {exec_rate:.0f} executed mutants/s"
+    )
     ok_share = statuses["ok"] / max(1, len(made))
     overall_yield = statuses["ok"] / (len(programs) * 20)
-    print(f"all operators: {dict(statuses)}; ok {ok_share:.1%} of mutants; executable deduplicated mutants per attempt "
-          f"{overall_yield:.1%} (paper: {PAPER_YIELD:.1%})")
+    print(
+        f"all operators: {dict(statuses)}; ok {ok_share:.1%} of mutants; executable deduplicated mutants per attempt "
+        f"{overall_yield:.1%} (paper: {PAPER_YIELD:.1%})"
+    )
 
     table = {}
     subset = programs[: args.yield_programs]
@@ -90,13 +104,26 @@ def main() -> None:
         _, st = execute(ms, args.workers) if ms else (0, Counter())
         total = max(1, len(ms))
         other = len(ms) - st["ok"] - st["error"] - st["timeout"] - st["trace_limit"]
-        row = {"mutants": len(ms), **{k: st[k] / total for k in ("ok", "error", "timeout", "trace_limit")}, "other": other / total}
+        row = {
+            "mutants": len(ms),
+            **{k: st[k] / total for k in ("ok", "error", "timeout", "trace_limit")},
+            "other": other / total,
+        }
         table[name] = row
-        print(f"{name:5} {len(ms):8d} {row['ok']:7.1%} {row['error']:7.1%} {row['timeout']:8.1%} {row['trace_limit']:9.1%} {row['other']:6.1%}")
+        print(
+            f"{name:5} {len(ms):8d} {row['ok']:7.1%} {row['error']:7.1%} {row['timeout']:8.1%} "
+            f"{row['trace_limit']:9.1%} {row['other']:6.1%}"
+        )
     report = {
-        "programs": len(programs), "generation": gen, "executed_per_s": exec_rate, "workers": args.workers,
-        "statuses_all_operators": dict(statuses), "ok_share": ok_share, "yield_per_attempt": overall_yield,
-        "paper_yield_per_attempt": PAPER_YIELD, "per_operator": table,
+        "programs": len(programs),
+        "generation": gen,
+        "executed_per_s": exec_rate,
+        "workers": args.workers,
+        "statuses_all_operators": dict(statuses),
+        "ok_share": ok_share,
+        "yield_per_attempt": overall_yield,
+        "paper_yield_per_attempt": PAPER_YIELD,
+        "per_operator": table,
     }
     write_report("bench_mutation", report)
 

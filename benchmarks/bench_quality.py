@@ -69,14 +69,28 @@ def refuse(message: str) -> None:
 def pretrain(recipe_path: str, sets: list[str], out: str, minutes: float | None, log, *extra: str) -> None:
     """`codeexecutor pretrain` on the recipe with this run's `--set` fields, carrying on a
     run already in `out`."""
-    cmd = [sys.executable, "-m", "codeexecutor", "pretrain", "--recipe", os.path.abspath(recipe_path), "--out", out, "--resume",
-           "--ds-config", str(ROOT / "ds_configs" / DS_CONFIG), *extra] + [f"--set={item}" for item in sets]
+    cmd = [
+        sys.executable,
+        "-m",
+        "codeexecutor",
+        "pretrain",
+        "--recipe",
+        os.path.abspath(recipe_path),
+        "--out",
+        out,
+        "--resume",
+        "--ds-config",
+        str(ROOT / "ds_configs" / DS_CONFIG),
+        *extra,
+    ] + [f"--set={item}" for item in sets]
     cmd += ["--minutes", f"{minutes:g}"] if minutes else []
     print("$", " ".join(cmd), flush=True)
     proc = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
-        refuse(f"codeexecutor pretrain failed (exit {proc.returncode}): see {log.name}; run the same command again to "
-               "carry on where it stopped")
+        refuse(
+            f"codeexecutor pretrain failed (exit {proc.returncode}): see {log.name}; run the same command again to "
+            "carry on where it stopped"
+        )
 
 
 def gathered_scores(out: str) -> tuple[dict, list[dict]]:
@@ -105,7 +119,7 @@ def singleline_breakdown(predictions: list[dict], data: str) -> dict:
     or picks one of them, e.g. `mn = min(mn, x)`) and the rest (`computed`: `c %= 2019`)."""
     import datasets
 
-    from eval.trace_metrics import release_singleline_metrics
+    from codeexecutor.modeling.trace_metrics import release_singleline_metrics
 
     rows = {r["id"]: r for r in datasets.load_from_disk(os.path.join(data, "singleline", "singleline"))["test"]}
     groups: dict[str, tuple[list, list]] = {"copy": ([], []), "computed": ([], [])}
@@ -117,8 +131,13 @@ def singleline_breakdown(predictions: list[dict], data: str) -> dict:
         kind = "copy" if all(v in row["code"] for v in state.values()) else "computed"
         groups[kind][0].append(p["prediction"])
         groups[kind][1].append(p["gold"])
-    return {kind: {"examples": len(golds), "trace_accuracy": release_singleline_metrics(preds, golds)["trace_accuracy"] if golds else None}
-            for kind, (preds, golds) in groups.items()}
+    return {
+        kind: {
+            "examples": len(golds),
+            "trace_accuracy": release_singleline_metrics(preds, golds)["trace_accuracy"] if golds else None,
+        }
+        for kind, (preds, golds) in groups.items()
+    }
 
 
 def stage_summary(run: str) -> dict:
@@ -126,15 +145,20 @@ def stage_summary(run: str) -> dict:
     out = {}
     for r in rows:
         if "loss" in r:
-            out.setdefault(r["stage"], {}).update(steps_logged_to=r["step"], real_tokens=r["stage_tokens"],
-                                                  examples_seen=r.get("stage_examples"),
-                                                  seconds=round(r["stage_seconds"], 1), final_loss=r["loss"],
-                                                  padding_share=r["padding_share"])
+            out.setdefault(r["stage"], {}).update(
+                steps_logged_to=r["step"],
+                real_tokens=r["stage_tokens"],
+                examples_seen=r.get("stage_examples"),
+                seconds=round(r["stage_seconds"], 1),
+                final_loss=r["loss"],
+                padding_share=r["padding_share"],
+            )
     return out
 
 
-def result_name(device: str, recipe: dict, model: dict, errors_weight: float | None = None,
-                functions_weight: float | None = None) -> str:
+def result_name(
+    device: str, recipe: dict, model: dict, errors_weight: float | None = None, functions_weight: float | None = None
+) -> str:
     """quality-<device>, with the preset, positions, trace state, vocabulary and stage 3's
     crash and functions weights appended where they differ from the recipe's, so that a
     variant's run never overwrites the recipe's results."""
@@ -161,11 +185,25 @@ def stale_build(data: str) -> bool:
 
 
 def recipe_functions_weight(recipe: dict) -> float:
-    return next((src.get("weight", 1.0) for src in recipe["stages"][-1]["sources"] if src["path"].endswith("functions/functions")), 0.0)
+    return next(
+        (
+            src.get("weight", 1.0)
+            for src in recipe["stages"][-1]["sources"]
+            if src["path"].endswith("functions/functions")
+        ),
+        0.0,
+    )
 
 
 def recipe_errors_weight(recipe: dict) -> float | None:
-    return next((src.get("weight", 1.0) for src in recipe["stages"][-1]["sources"] if src["path"].endswith("codenetmut/errors")), None)
+    return next(
+        (
+            src.get("weight", 1.0)
+            for src in recipe["stages"][-1]["sources"]
+            if src["path"].endswith("codenetmut/errors")
+        ),
+        None,
+    )
 
 
 def options(args, recipe: dict, device: str) -> tuple[dict, list[str]]:
@@ -173,10 +211,20 @@ def options(args, recipe: dict, device: str) -> tuple[dict, list[str]]:
     `pretrain --set` items): those given on the command line, each stage's steps and
     warm-up (a tenth, at most 200) for `--steps`, the tokens per step on a GPU, and bf16
     autocast where the CPU has it."""
-    model = {k: v for k, v in (("preset", args.preset), ("dropout", args.dropout), ("positions", args.positions),
-                               ("vocab_size", args.vocab_size), ("trace_state", args.state),
-                               ("step_order", args.order), ("code_window", args.code_window),
-                               ("exception_weight", args.exception_weight)) if v is not None}
+    model = {
+        k: v
+        for k, v in (
+            ("preset", args.preset),
+            ("dropout", args.dropout),
+            ("positions", args.positions),
+            ("vocab_size", args.vocab_size),
+            ("trace_state", args.state),
+            ("step_order", args.order),
+            ("code_window", args.code_window),
+            ("exception_weight", args.exception_weight),
+        )
+        if v is not None
+    }
     if args.split_digits:
         model["split_digits"] = True
     train = {"eval_examples": args.valid_examples, "eval_decode_examples": args.valid_examples // 4}
@@ -184,14 +232,22 @@ def options(args, recipe: dict, device: str) -> tuple[dict, list[str]]:
         train["max_tokens"] = args.max_tokens or MAX_TOKENS["gpu"]
     if args.autocast:
         train["autocast"] = args.autocast
-    fields = {**{f"model.{k}": v for k, v in model.items()}, **{f"train.{k}": v for k, v in train.items()},
-              "score.limit": args.eval_limit}
+    fields = {
+        **{f"model.{k}": v for k, v in model.items()},
+        **{f"train.{k}": v for k, v in train.items()},
+        "score.limit": args.eval_limit,
+    }
     if args.data:
         fields["data.dir"] = args.data  # the stages' paths are relative to it
-    for build, field, value in (("codenetmut", "mutants", args.mutants), ("codenetmut", "codenet", args.corpora),
-                                ("codenetmut", "limit", args.codenet_limit), ("tutorial", "sources", args.tutorial_sources),
-                                ("singleline", "limit", args.singleline_limit), ("singleline", "augment", args.augment),
-                                ("functions", "from", args.function_corpora)):
+    for build, field, value in (
+        ("codenetmut", "mutants", args.mutants),
+        ("codenetmut", "codenet", args.corpora),
+        ("codenetmut", "limit", args.codenet_limit),
+        ("tutorial", "sources", args.tutorial_sources),
+        ("singleline", "limit", args.singleline_limit),
+        ("singleline", "augment", args.augment),
+        ("functions", "from", args.function_corpora),
+    ):
         if value is not None:
             fields[f"data.builds.{build}.{field}"] = value
     for build in (recipe.get("data") or {}).get("builds") or {} if args.workers else ():
@@ -209,67 +265,143 @@ def options(args, recipe: dict, device: str) -> tuple[dict, list[str]]:
     if args.functions_weight is not None:  # its crashes a third of it; 0 leaves both out
         fields[f"stages.{last}.sources.functions/functions.weight"] = args.functions_weight
         fields[f"stages.{last}.sources.functions/functions_errors.weight"] = round(
-            args.functions_weight * FUNCTION_ERRORS_SHARE, 4)
+            args.functions_weight * FUNCTION_ERRORS_SHARE, 4
+        )
     return model, [f"{key}={json.dumps(value)}" for key, value in fields.items()]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--budget-minutes", type=float, help="wall-clock budget of the training (all stages, mining "
-                    "included); needed unless --steps, --build-only or --score-only")
-    ap.add_argument("--recipe", default=str(RECIPE), help="the recipe to train, whose steps the budget replaces "
-                    f"(default {RECIPE.relative_to(ROOT)})")
-    ap.add_argument("--preset", help="a model size named in codeexecutor/modeling/model.py PRESETS (default: the recipe's; "
-                    "mini: a CPU hour; small: one GPU)")
-    ap.add_argument("--data", help="the recipe's data.dir: built datasets, reused when present, built there where "
-                    "missing (default: the recipe's)")
-    ap.add_argument("--out", "--run", dest="out", help="the run's folder, `codeexecutor pretrain --out` (default "
-                    "runs/quality/<result name>; the model is OUT/run/final)")
-    ap.add_argument("--lr", type=float, help="stage 1's learning rate, the later stages' scaled alike (default: the recipe's)")
-    ap.add_argument("--max-tokens", type=int, help=f"token budget per micro-batch (default: the recipe's on a CPU, "
-                    f"{MAX_TOKENS['gpu']} on a GPU)")
-    ap.add_argument("--mutants", type=int, help="mutation attempts per CodeNet program when building (default: the "
-                    "recipe's build)")
-    ap.add_argument("--singleline-limit", type=int, help="SingleLine candidates kept when building (default: the recipe's)")
-    ap.add_argument("--augment", type=int, metavar="K",
-                    help="variants (new names and values) of every SingleLine training program (default: the recipe's)")
+    ap.add_argument(
+        "--budget-minutes",
+        type=float,
+        help="wall-clock budget of the training (all stages, mining "
+        "included); needed unless --steps, --build-only or --score-only",
+    )
+    ap.add_argument(
+        "--recipe",
+        default=str(RECIPE),
+        help=f"the recipe to train, whose steps the budget replaces (default {RECIPE.relative_to(ROOT)})",
+    )
+    ap.add_argument(
+        "--preset",
+        help="a model size named in codeexecutor/modeling/model.py PRESETS (default: the recipe's; "
+        "mini: a CPU hour; small: one GPU)",
+    )
+    ap.add_argument(
+        "--data",
+        help="the recipe's data.dir: built datasets, reused when present, built there where "
+        "missing (default: the recipe's)",
+    )
+    ap.add_argument(
+        "--out",
+        "--run",
+        dest="out",
+        help="the run's folder, `codeexecutor pretrain --out` (default "
+        "runs/quality/<result name>; the model is OUT/run/final)",
+    )
+    ap.add_argument(
+        "--lr", type=float, help="stage 1's learning rate, the later stages' scaled alike (default: the recipe's)"
+    )
+    ap.add_argument(
+        "--max-tokens",
+        type=int,
+        help=f"token budget per micro-batch (default: the recipe's on a CPU, {MAX_TOKENS['gpu']} on a GPU)",
+    )
+    ap.add_argument(
+        "--mutants", type=int, help="mutation attempts per CodeNet program when building (default: the recipe's build)"
+    )
+    ap.add_argument(
+        "--singleline-limit", type=int, help="SingleLine candidates kept when building (default: the recipe's)"
+    )
+    ap.add_argument(
+        "--augment",
+        type=int,
+        metavar="K",
+        help="variants (new names and values) of every SingleLine training program (default: the recipe's)",
+    )
     ap.add_argument("--eval-limit", type=int, default=300, help="test examples per dataset (a fixed sample)")
-    ap.add_argument("--corpora", nargs="+", metavar="DIR",
-                    help="CodeNet-layout corpora to build CodeNetMut from (default: the recipe's, the shared atcoder ones)")
+    ap.add_argument(
+        "--corpora",
+        nargs="+",
+        metavar="DIR",
+        help="CodeNet-layout corpora to build CodeNetMut from (default: the recipe's, the shared atcoder ones)",
+    )
     ap.add_argument("--tutorial-sources", metavar="DIR", help="the tutorial's sources (default: the recipe's)")
     ap.add_argument("--codenet-limit", type=int, help="build from at most this many programs (a quick build)")
     ap.add_argument("--workers", type=int, help="sandbox workers of the builds (default: each build's)")
     ap.add_argument("--build-only", action="store_true", help="build the datasets and stop")
     ap.add_argument("--split-digits", action="store_true", help="train the tokenizer with one token per digit")
     ap.add_argument("--dropout", type=float, help="hidden and attention dropout (default: the recipe's)")
-    ap.add_argument("--autocast", choices=["bf16", "none"], default=AUTOCAST or "none",
-                    help=f"forward passes under bfloat16 autocast, float32 weights (default here: {AUTOCAST or 'none'})")
-    ap.add_argument("--positions", choices=POSITION_KINDS,
-                    help="the release's learned absolute positions or rotary ones (modeling/rotary.py; default: the recipe's)")
+    ap.add_argument(
+        "--autocast",
+        choices=["bf16", "none"],
+        default=AUTOCAST or "none",
+        help=f"forward passes under bfloat16 autocast, float32 weights (default here: {AUTOCAST or 'none'})",
+    )
+    ap.add_argument(
+        "--positions",
+        choices=POSITION_KINDS,
+        help="the release's learned absolute positions or rotary ones (modeling/rotary.py; default: the recipe's)",
+    )
     ap.add_argument("--vocab-size", type=int, help="the trained BPE tokenizer's vocabulary (default: the recipe's)")
-    ap.add_argument("--valid-examples", type=int, default=48,
-                    help="valid examples scored at each stage end (a quarter of them decoded); 0: none")
-    ap.add_argument("--steps", metavar="SL,TUT,CN", help="the steps of the three stages, no time budget: reproduces a "
-                    "committed run (its `steps`) on a machine of another speed")
-    ap.add_argument("--state", choices=["full", "delta"],
-                    help="trace steps write the whole state (full) or only what changed (delta: docs/trace-format.md; "
-                         "default: the recipe's)")
-    ap.add_argument("--order", choices=["start", "end"],
-                    help="a line that calls a function writes its step before the call's steps (start, the release's) "
-                         "or after them (end: docs/trace-format.md; default: the recipe's)")
-    ap.add_argument("--score-only", action="store_true",
-                    help="score the finished run in --out again (its final model), without training: for a run "
-                         "whose scoring was interrupted")
-    ap.add_argument("--code-window", choices=["head", "ends"],
-                    help="a program longer than the code length is read from its start (head, the release's) or from "
-                         "its start and its last lines (ends: docs/trace-format.md; default: the recipe's)")
-    ap.add_argument("--exception-weight", type=float, help="loss weight of the `<exception>` token, a crash's first "
-                    "(default: the recipe's, else every content token's 10)")
-    ap.add_argument("--errors-weight", type=float, help="stage 3's weight of the crashing programs (default: the recipe's)")
-    ap.add_argument("--functions-weight", type=float, help="stage 3's weight of the functions set (functions called on "
-                    "their doctest and test inputs; its crashes weigh a third of that; 0: left out; default: the recipe's)")
-    ap.add_argument("--function-corpora", nargs="+", metavar="DIR",
-                    help="folders of modules with doctests to build the functions set from (default: the recipe's)")
+    ap.add_argument(
+        "--valid-examples",
+        type=int,
+        default=48,
+        help="valid examples scored at each stage end (a quarter of them decoded); 0: none",
+    )
+    ap.add_argument(
+        "--steps",
+        metavar="SL,TUT,CN",
+        help="the steps of the three stages, no time budget: reproduces a "
+        "committed run (its `steps`) on a machine of another speed",
+    )
+    ap.add_argument(
+        "--state",
+        choices=["full", "delta"],
+        help="trace steps write the whole state (full) or only what changed (delta: docs/trace-format.md; "
+        "default: the recipe's)",
+    )
+    ap.add_argument(
+        "--order",
+        choices=["start", "end"],
+        help="a line that calls a function writes its step before the call's steps (start, the release's) "
+        "or after them (end: docs/trace-format.md; default: the recipe's)",
+    )
+    ap.add_argument(
+        "--score-only",
+        action="store_true",
+        help="score the finished run in --out again (its final model), without training: for a run "
+        "whose scoring was interrupted",
+    )
+    ap.add_argument(
+        "--code-window",
+        choices=["head", "ends"],
+        help="a program longer than the code length is read from its start (head, the release's) or from "
+        "its start and its last lines (ends: docs/trace-format.md; default: the recipe's)",
+    )
+    ap.add_argument(
+        "--exception-weight",
+        type=float,
+        help="loss weight of the `<exception>` token, a crash's first "
+        "(default: the recipe's, else every content token's 10)",
+    )
+    ap.add_argument(
+        "--errors-weight", type=float, help="stage 3's weight of the crashing programs (default: the recipe's)"
+    )
+    ap.add_argument(
+        "--functions-weight",
+        type=float,
+        help="stage 3's weight of the functions set (functions called on "
+        "their doctest and test inputs; its crashes weigh a third of that; 0: left out; default: the recipe's)",
+    )
+    ap.add_argument(
+        "--function-corpora",
+        nargs="+",
+        metavar="DIR",
+        help="folders of modules with doctests to build the functions set from (default: the recipe's)",
+    )
     args = ap.parse_args()
     recipe = load_recipe(args.recipe)
     for flag, value in (("--errors-weight", args.errors_weight), ("--functions-weight", args.functions_weight)):
@@ -294,16 +426,22 @@ def main() -> None:
         variant = apply_overrides(copy.deepcopy(recipe), sets)  # what pretrain trains: for the result's fields
     except ConfigError as exc:
         refuse(f"{args.recipe}: {exc}")
-    name = result_name(device, recipe, model_opts,
-                       args.errors_weight if args.errors_weight != recipe_errors_weight(recipe) else None,
-                       args.functions_weight if args.functions_weight not in (None, recipe_functions_weight(recipe)) else None)
+    name = result_name(
+        device,
+        recipe,
+        model_opts,
+        args.errors_weight if args.errors_weight != recipe_errors_weight(recipe) else None,
+        args.functions_weight if args.functions_weight not in (None, recipe_functions_weight(recipe)) else None,
+    )
     out = os.path.abspath(args.out or os.path.join(ROOT, "runs", "quality", name))
     os.makedirs(out, exist_ok=True)
     data = os.path.join(ROOT, variant.get("data", {}).get("dir", "."))
     order = variant["model"].get("step_order", "start")
     if order == "end" and os.path.isdir(os.path.join(data, "codenetmut", "codenetmut")) and stale_build(data):
-        refuse(f"{data} was built before steps carried their call depth, which step order `end` needs: move it "
-               "away and run again to rebuild it (or give --data a new folder)")
+        refuse(
+            f"{data} was built before steps carried their call depth, which step order `end` needs: move it "
+            "away and run again to rebuild it (or give --data a new folder)"
+        )
     from codeexecutor.progress import quiet_libraries
 
     quiet_libraries()
@@ -322,9 +460,13 @@ def main() -> None:
             json.dump(record, f, indent=2)
     busy = busy_share()
     if busy is not None and busy > BUSY and not args.score_only:
-        print(f"bench_quality: warning: {100 * busy:.0f}% of this machine's CPU time goes to other processes; the "
-              "training will measure slower steps and plan fewer of them, so this result will not compare with a "
-              "run on a quiet machine (stop the other work first)", file=sys.stderr, flush=True)
+        print(
+            f"bench_quality: warning: {100 * busy:.0f}% of this machine's CPU time goes to other processes; the "
+            "training will measure slower steps and plan fewer of them, so this result will not compare with a "
+            "run on a quiet machine (stop the other work first)",
+            file=sys.stderr,
+            flush=True,
+        )
     minutes = None if args.steps else args.budget_minutes
     pretrain(args.recipe, sets, out, minutes, log)
     record = json.load(open(os.path.join(out, "pretrain.json")))
@@ -340,30 +482,52 @@ def main() -> None:
     stages = stage_summary(run)
     train_s = sum(s["seconds"] for s in stages.values())
     result = {
-        "device": device, "machine": machine(), "state": variant["model"]["trace_state"],
-        "step_order": order, "code_window": variant["model"].get("code_window", "head"),
+        "device": device,
+        "machine": machine(),
+        "state": variant["model"]["trace_state"],
+        "step_order": order,
+        "code_window": variant["model"].get("code_window", "head"),
         "exception_weight": variant["model"].get("exception_weight"),
-        "recipe": os.path.relpath(args.recipe, ROOT), "sets": sets,
-        "preset": variant["model"]["preset"], "parameters": params, "budget_minutes": args.budget_minutes,
-        "training_seconds": round(train_s, 1), "pretrain_phase_seconds": {k: v.get("seconds") for k, v in phases.items()},
+        "recipe": os.path.relpath(args.recipe, ROOT),
+        "sets": sets,
+        "preset": variant["model"]["preset"],
+        "parameters": params,
+        "budget_minutes": args.budget_minutes,
+        "training_seconds": round(train_s, 1),
+        "pretrain_phase_seconds": {k: v.get("seconds") for k, v in phases.items()},
         "busy_before_training": busy,
         "plan": json.load(open(plan_path)) if os.path.exists(plan_path) else None,
-        "steps": phases.get("train", {}).get("steps"), "stages": stages,
+        "steps": phases.get("train", {}).get("steps"),
+        "stages": stages,
         "stage_shares": {st["name"]: st.get("share") for st in variant["stages"]},
-        "lr": [st["lr"] for st in variant["stages"]], "max_tokens": variant["train"]["max_tokens"],
-        "split_digits": variant["model"].get("split_digits", False), "dropout": variant["model"].get("dropout"),
-        "autocast": variant["train"].get("autocast"), "positions": variant["model"].get("positions"),
+        "lr": [st["lr"] for st in variant["stages"]],
+        "max_tokens": variant["train"]["max_tokens"],
+        "split_digits": variant["model"].get("split_digits", False),
+        "dropout": variant["model"].get("dropout"),
+        "autocast": variant["train"].get("autocast"),
+        "positions": variant["model"].get("positions"),
         "vocab_size": variant["model"]["vocab_size"],
         "functions_weight": recipe_functions_weight(variant),
-        "stage_mixes": {st["name"]: {src["path"].rsplit("/", 1)[-1]: src.get("weight", 1.0) for src in st["sources"]}
-                        for st in variant["stages"]},
+        "stage_mixes": {
+            st["name"]: {src["path"].rsplit("/", 1)[-1]: src.get("weight", 1.0) for src in st["sources"]}
+            for st in variant["stages"]
+        },
         "data": variant.get("data"),
         "command": " ".join(["benchmarks/bench_quality.py"] + sys.argv[1:]),
-        "metric": report.get("metric"), "decoding": "greedy (beam 1)", "eval_limit_per_set": variant.get("score", {}).get("limit"),
-        "test": {name: {"examples": e["examples"], **{k: v for k, v in e["table3"].items() if k not in ("programs",)},
-                        "by_kind": e.get("by_kind", {}), "ours_aligned": e["aligned"], "unfinished": e.get("unfinished"),
-                        **({"expansion": e["expansion"]} if "expansion" in e else {})}
-                 for name, e in report["datasets"].items()},
+        "metric": report.get("metric"),
+        "decoding": "greedy (beam 1)",
+        "eval_limit_per_set": variant.get("score", {}).get("limit"),
+        "test": {
+            name: {
+                "examples": e["examples"],
+                **{k: v for k, v in e["table3"].items() if k not in ("programs",)},
+                "by_kind": e.get("by_kind", {}),
+                "ours_aligned": e["aligned"],
+                "unfinished": e.get("unfinished"),
+                **({"expansion": e["expansion"]} if "expansion" in e else {}),
+            }
+            for name, e in report["datasets"].items()
+        },
         "singleline_by_answer": singleline_breakdown(predictions, data),
         "runtime_errors": report.get("runtime_errors"),
         "runtime_errors_functions": report.get("runtime_errors_functions"),

@@ -56,7 +56,9 @@ def synth_journal(source: pathlib.Path, out: pathlib.Path, n: int) -> int:
                         if written >= n:
                             break
                         continue
-                    f.write(json.dumps({**obj, "id": f"{obj['id']}~{lap}", "source_id": f"{obj['source_id']}~{lap}"}) + "\n")
+                    f.write(
+                        json.dumps({**obj, "id": f"{obj['id']}~{lap}", "source_id": f"{obj['source_id']}~{lap}"}) + "\n"
+                    )
                     written += 1
             lap += 1
     return written
@@ -132,8 +134,9 @@ class AnonPeak:
 def phase(name: str, work: pathlib.Path) -> dict:
     """Run one phase in a fresh process; its seconds and peak RSS (MiB)."""
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--phase", name, "--work", str(work)], capture_output=True, text=True,
-                          cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--phase", name, "--work", str(work)], capture_output=True, text=True, cwd=ROOT
+    )
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"bench_scale: phase {name} failed:\n{proc.stderr[-3000:]}")
@@ -149,8 +152,9 @@ def run_phase(name: str, work: pathlib.Path) -> dict:
     if name == "finalize":
         from curricula.common import save_journal_datasets
 
-        extra["sizes"] = save_journal_datasets(str(work / "build" / "journal.jsonl"), str(work / "build"),
-                                               ("codenetmut", "errors"))
+        extra["sizes"] = save_journal_datasets(
+            str(work / "build" / "journal.jsonl"), str(work / "build"), ("codenetmut", "errors")
+        )
     elif name == "merge":
         from curricula.codenet import merge_shards
 
@@ -165,13 +169,18 @@ def run_phase(name: str, work: pathlib.Path) -> dict:
 
         profile = Profile("exact", state="delta", order="end")
         tok = load_tokenizer(str(work / "tokenizer"), delta=True)
-        marker = write_tokenized(str(work / "build" / "codenetmut"), Encoder(tok, 256, 768, profile),
-                                 str(work / "tokenized"), num_proc=2)
+        marker = write_tokenized(
+            str(work / "build" / "codenetmut"), Encoder(tok, 256, 768, profile), str(work / "tokenized"), num_proc=2
+        )
         size = sum(f.stat().st_size for f in (work / "tokenized").rglob("*") if f.is_file())
         rows = len(datasets.load_from_disk(str(work / "build" / "codenetmut"))["train"])
-        extra.update(rows=marker["rows"], bytes_per_example=round(size / max(1, marker["rows"]), 1),
-                     raw_bytes_per_example=round(sum(f.stat().st_size for f in (work / "build" / "codenetmut").rglob(
-                         "*.arrow")) / max(1, rows), 1))
+        extra.update(
+            rows=marker["rows"],
+            bytes_per_example=round(size / max(1, marker["rows"]), 1),
+            raw_bytes_per_example=round(
+                sum(f.stat().st_size for f in (work / "build" / "codenetmut").rglob("*.arrow")) / max(1, rows), 1
+            ),
+        )
     elif name == "sampler":
         from codeexecutor.modeling.profiles import Profile
         from codeexecutor.modeling.tokenizer import Encoder, load_tokenizer
@@ -192,26 +201,64 @@ def run_phase(name: str, work: pathlib.Path) -> dict:
     elif name == "first_step":
         import yaml
 
-        cur = {"model": {"preset": "tiny", "tokenizer": str(work / "tokenizer"), "trace_state": "delta", "step_order": "end"},
-               "train": {"output_dir": str(work / "run"), "max_tokens": 2048, "log_every": 1, "eval_examples": 0,
-                         "checkpoints": False},
-               "stages": [{"name": "codenet", "steps": 2, "lr": 1e-4, "warmup": 1,
-                           "sources": [{"path": str(work / "tokenized"), "task": "codenet"}]}]}
+        cur = {
+            "model": {
+                "preset": "tiny",
+                "tokenizer": str(work / "tokenizer"),
+                "trace_state": "delta",
+                "step_order": "end",
+            },
+            "train": {
+                "output_dir": str(work / "run"),
+                "max_tokens": 2048,
+                "log_every": 1,
+                "eval_examples": 0,
+                "checkpoints": False,
+            },
+            "stages": [
+                {
+                    "name": "codenet",
+                    "steps": 2,
+                    "lr": 1e-4,
+                    "warmup": 1,
+                    "sources": [{"path": str(work / "tokenized"), "task": "codenet"}],
+                }
+            ],
+        }
         (work / "cur.yaml").write_text(yaml.safe_dump(cur))
         shutil.rmtree(work / "run", ignore_errors=True)
         for key in ("seconds_to_first_step", "seconds_to_first_step_again"):  # a new run, then the same again
             shutil.rmtree(work / "run", ignore_errors=True)
             t = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-m", "codeexecutor.training", "--curriculum", str(work / "cur.yaml"),
-                                   "--ds-config", "ds_configs/cpu.json", "--max-steps", "1"], capture_output=True,
-                                  text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "codeexecutor.training",
+                    "--curriculum",
+                    str(work / "cur.yaml"),
+                    "--ds-config",
+                    "ds_configs/cpu.json",
+                    "--max-steps",
+                    "1",
+                ],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )
             if proc.returncode != 0:
                 raise SystemExit(proc.stderr[-3000:])
             extra[key] = round(time.perf_counter() - t, 2)
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # the trainer, the tokenizing workers
     own, workers = anon.stop()
-    return {"peak_rss_mib": peak_rss_mib(), "peak_anon_mib": own, "children_peak_rss_mib": round(children, 1),
-            "children_peak_anon_mib": workers, **extra}
+    return {
+        "peak_rss_mib": peak_rss_mib(),
+        "peak_anon_mib": own,
+        "children_peak_rss_mib": round(children, 1),
+        "children_peak_anon_mib": workers,
+        **extra,
+    }
 
 
 def main() -> None:
@@ -225,8 +272,11 @@ def main() -> None:
         print(json.dumps(run_phase(args.phase, pathlib.Path(args.work))))
         return
     if not args.journal or not os.path.isfile(args.journal):
-        print("bench_scale: pass --journal, a CodeNetMut build's journal.jsonl (codeexecutor build codenetmut ... --out DIR)",
-              file=sys.stderr)
+        print(
+            "bench_scale: pass --journal, a CodeNetMut build's journal.jsonl "
+            "(codeexecutor build codenetmut ... --out DIR)",
+            file=sys.stderr,
+        )
         sys.exit(2)
     from codeexecutor.training.tokenized import train_curriculum_tokenizer  # noqa: F401  (imports checked up front)
 
@@ -240,8 +290,12 @@ def main() -> None:
             written = synth_journal(pathlib.Path(args.journal), work / "build" / "journal.jsonl", n)
             shard_of = split_shards(work / "build" / "journal.jsonl", work / "shards", 4)
             if not tokenizer.exists():  # one tokenizer for every size: trained on the smallest build
-                subprocess.run([sys.executable, __file__, "--phase", "finalize", "--work", str(work)], check=True,
-                               capture_output=True, cwd=ROOT)
+                subprocess.run(
+                    [sys.executable, __file__, "--phase", "finalize", "--work", str(work)],
+                    check=True,
+                    capture_output=True,
+                    cwd=ROOT,
+                )
                 train_tokenizer_for(work, tokenizer)
             (work / "tokenizer").symlink_to(tokenizer)
             row = {"records": written, "shards": shard_of}
@@ -257,8 +311,11 @@ def main() -> None:
             "rows": round(int(sizes[-1]) / int(sizes[0]), 1),
             **{f"{p}_seconds": round(hi[p]["seconds"] / max(lo[p]["seconds"], 1e-9), 2) for p in PHASES},
             **{f"{p}_peak_rss": round(hi[p]["peak_rss_mib"] / max(lo[p]["peak_rss_mib"], 1e-9), 2) for p in PHASES},
-            **{f"{p}_held": round(held(hi[p]) / max(held(lo[p]), 1e-9), 2) for p in PHASES}}
-    report["command"] = "benchmarks/bench_scale.py --journal " + report["journal"] + " --sizes " + " ".join(map(str, sizes))
+            **{f"{p}_held": round(held(hi[p]) / max(held(lo[p]), 1e-9), 2) for p in PHASES},
+        }
+    report["command"] = (
+        "benchmarks/bench_scale.py --journal " + report["journal"] + " --sizes " + " ".join(map(str, sizes))
+    )
     path = write_report("bench_scale", report)
     plot(report, path.with_suffix(".png"))
     print(f"report: {path}")
@@ -286,10 +343,20 @@ def train_tokenizer_for(work: pathlib.Path, out: pathlib.Path) -> None:
     from codeexecutor.training.config import Curriculum
     from codeexecutor.training.tokenized import train_curriculum_tokenizer
 
-    cur = Curriculum.from_dict({"model": {"trace_state": "delta", "step_order": "end", "vocab_size": 8000},
-                                "train": {}, "stages": [{"name": "s", "steps": 1, "lr": 1e-4,
-                                                         "sources": [{"path": str(work / "build" / "codenetmut"),
-                                                                      "task": "codenet"}]}]})
+    cur = Curriculum.from_dict(
+        {
+            "model": {"trace_state": "delta", "step_order": "end", "vocab_size": 8000},
+            "train": {},
+            "stages": [
+                {
+                    "name": "s",
+                    "steps": 1,
+                    "lr": 1e-4,
+                    "sources": [{"path": str(work / "build" / "codenetmut"), "task": "codenet"}],
+                }
+            ],
+        }
+    )
     train_curriculum_tokenizer(cur, ".", str(out), sample=20_000)
 
 

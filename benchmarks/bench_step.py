@@ -16,7 +16,8 @@ compiler's graph breaks. The arms:
 * `compiled`: the same, compiled whole (`train.compile: true`);
 * `deepspeed`: the GPU layout through the DeepSpeed engine, ZeRO-2 bf16 (the multi-GPU path).
 
-    .venv/bin/python benchmarks/bench_step.py --speed [--runs small:49152 ...] [--decode 300] [--curriculum C] [--out FILE]
+    .venv/bin/python benchmarks/bench_step.py --speed [--runs small:49152 ...] [--decode 300] \\
+        [--curriculum C] [--out FILE]
 
 on a CUDA machine: tokens/s and MFU of `small` and `base` at 48 k and 192 k tokens a step
 between steps 20 and 40 (the compiled row step with FlexAttention, fused AdamW, bf16
@@ -59,7 +60,12 @@ ARMS = {  # name: (checkout, ds config, train options, probe flags)
 # `host` stage under ZeRO-2 in float32 (ds_configs/cpu.json): this CPU has no bf16
 # arithmetic, and emulating it would time kernels, not the host.
 CONFIGS = {
-    "codenet": (4096, [("codenetmut/codenetmut", "codenet", 0.7), ("codenetmut/errors", "codenet", 0.3)], None, (256, 768)),
+    "codenet": (
+        4096,
+        [("codenetmut/codenetmut", "codenet", 0.7), ("codenetmut/errors", "codenet", 0.3)],
+        None,
+        (256, 768),
+    ),
     "host": (256, [("singleline/singleline", "singleline", 1.0)], "cpu.json", (64, 128)),
 }
 
@@ -68,12 +74,35 @@ def probe_curriculum(data: pathlib.Path, run: pathlib.Path, steps: int, train: d
     import yaml
 
     tokens, sources, _, (code, trace) = CONFIGS[config]
-    cur = {"model": {"preset": "toy", "vocab_size": 600, "max_code_length": code, "max_trace_length": trace, "dropout": 0.0,
-                     "positions": "rotary"},
-           "train": {"output_dir": str(run), "max_tokens": tokens, "log_every": 1000, "checkpoints": False,
-                     "eval_examples": 0, **train},
-           "stages": [{"name": config, "steps": steps, "lr": 5e-4, "warmup": 2, "sources": [
-               {"path": str(data / path), "task": task, "weight": weight} for path, task, weight in sources]}]}
+    cur = {
+        "model": {
+            "preset": "toy",
+            "vocab_size": 600,
+            "max_code_length": code,
+            "max_trace_length": trace,
+            "dropout": 0.0,
+            "positions": "rotary",
+        },
+        "train": {
+            "output_dir": str(run),
+            "max_tokens": tokens,
+            "log_every": 1000,
+            "checkpoints": False,
+            "eval_examples": 0,
+            **train,
+        },
+        "stages": [
+            {
+                "name": config,
+                "steps": steps,
+                "lr": 5e-4,
+                "warmup": 2,
+                "sources": [
+                    {"path": str(data / path), "task": task, "weight": weight} for path, task, weight in sources
+                ],
+            }
+        ],
+    }
     path = run.with_suffix(".yaml")
     run.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(cur))
@@ -96,9 +125,23 @@ def _arms(data: pathlib.Path, baseline: str, steps: int, arms: list[str], config
         cur = probe_curriculum(data, run, 2 * steps + 5, train, config)
         result = work / f"{name}.json"
         result.unlink(missing_ok=True)
-        cmd = [sys.executable, str(ROOT / "benchmarks" / "_step_probe.py"), "--curriculum", str(cur), "--ds-config",
-               str(trees[tree] / "ds_configs" / ds), "--run", str(run), "--first", str(steps), "--last", str(2 * steps),
-               "--out", str(result), *flags]
+        cmd = [
+            sys.executable,
+            str(ROOT / "benchmarks" / "_step_probe.py"),
+            "--curriculum",
+            str(cur),
+            "--ds-config",
+            str(trees[tree] / "ds_configs" / ds),
+            "--run",
+            str(run),
+            "--first",
+            str(steps),
+            "--last",
+            str(2 * steps),
+            "--out",
+            str(result),
+            *flags,
+        ]
         env = {"PYTHONPATH": str(trees[tree]), "DS_ACCELERATOR": "cpu", "PATH": "/usr/bin:/bin"}
         import os
 
@@ -111,32 +154,49 @@ def _arms(data: pathlib.Path, baseline: str, steps: int, arms: list[str], config
             continue
         out[name] = {**json.loads(result.read_text()), "seconds": round(time.perf_counter() - t, 1)}
         r = out[name]
-        print(f"{name:10} waits/step {r.get('waits_per_step', '-'):>6}  ops/step {r.get('ops_per_step', '-'):>7}  "
-              f"host ms/step {r['wall_ms_per_step']:>7}  shapes {r['shapes_per_stage']}  "
-              f"graph breaks {r.get('graph_breaks', '-')}", flush=True)
+        print(
+            f"{name:10} waits/step {r.get('waits_per_step', '-'):>6}  ops/step {r.get('ops_per_step', '-'):>7}  "
+            f"host ms/step {r['wall_ms_per_step']:>7}  shapes {r['shapes_per_stage']}  "
+            f"graph breaks {r.get('graph_breaks', '-')}",
+            flush=True,
+        )
     base = out.get("baseline", {})
     ratios = {}
     for name, r in out.items():
         if name == "baseline" or "error" in r or "error" in base or not base:
             continue
-        ratios[name] = {k: round(r[k] / base[k], 3) for k in ("wall_ms_per_step", "cpu_ms_per_step", "ops_per_step")
-                        if r.get(k) is not None and base.get(k)}
+        ratios[name] = {
+            k: round(r[k] / base[k], 3)
+            for k in ("wall_ms_per_step", "cpu_ms_per_step", "ops_per_step")
+            if r.get(k) is not None and base.get(k)
+        }
     return {"arms": out, "against_baseline": ratios}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--baseline", default=BASELINE, help="the commit whose step the CPU arms are measured against")
-    ap.add_argument("--data", default=str(ROOT / "demo_out" / "data"),
-                    help="built datasets with codenetmut/{codenetmut,errors} (default: the demo's, built if missing)")
+    ap.add_argument(
+        "--data",
+        default=str(ROOT / "demo_out" / "data"),
+        help="built datasets with codenetmut/{codenetmut,errors} (default: the demo's, built if missing)",
+    )
     ap.add_argument("--steps", type=int, default=20, help="measured optimizer steps, after as many warm-up steps")
     ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
     ap.add_argument("--speed", action="store_true", help="the speed measurements instead (made for a CUDA device)")
-    ap.add_argument("--runs", nargs="+", metavar="PRESET:TOKENS", help="--speed: the steps measured, in order "
-                    "(default small:49152 base:49152 small:196608 base:196608)")
-    ap.add_argument("--decode", type=int, default=300, metavar="BATCH", help="--speed: greedy decoding's batch (0: none)")
+    ap.add_argument(
+        "--runs",
+        nargs="+",
+        metavar="PRESET:TOKENS",
+        help="--speed: the steps measured, in order (default small:49152 base:49152 small:196608 base:196608)",
+    )
+    ap.add_argument(
+        "--decode", type=int, default=300, metavar="BATCH", help="--speed: greedy decoding's batch (0: none)"
+    )
     ap.add_argument("--no-deepspeed", action="store_true", help="--speed: leave out DeepSpeed's step")
-    ap.add_argument("--curriculum", help="--speed: rows drawn from this curriculum's last stage (default: synthetic rows)")
+    ap.add_argument(
+        "--curriculum", help="--speed: rows drawn from this curriculum's last stage (default: synthetic rows)"
+    )
     ap.add_argument("--budget", type=float, default=400, help="--speed: seconds the measurements may take in all")
     ap.add_argument("--out", help="the report's path (default benchmarks/results/bench_step-<device>.json)")
     args = ap.parse_args()
@@ -150,8 +210,12 @@ def main() -> None:
         data = pathlib.Path(args.data)
         if not (data / "codenetmut" / "codenetmut").is_dir():
             subprocess.run([sys.executable, "-m", "codeexecutor.demo", "--only", "data"], cwd=ROOT, check=True)
-        report.update(baseline_commit=args.baseline, data=str(data), steps=args.steps,
-                      **cpu_arms(data, args.baseline, args.steps, args.arms))
+        report.update(
+            baseline_commit=args.baseline,
+            data=str(data),
+            steps=args.steps,
+            **cpu_arms(data, args.baseline, args.steps, args.arms),
+        )
     if args.out:
         pathlib.Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     else:

@@ -36,15 +36,21 @@ def setup(data: pathlib.Path, preset: str = "tiny"):
     from codeexecutor.modeling.tokenizer import Encoder, structural_ids, train_tokenizer
     from codeexecutor.training.tokenized import tokenize
 
-    ds = datasets.concatenate_datasets([datasets.load_from_disk(str(data / n))["train"] for n in
-                                        ("codenetmut/codenetmut", "tutorial/tutorial", "singleline/singleline")])
+    ds = datasets.concatenate_datasets(
+        [
+            datasets.load_from_disk(str(data / n))["train"]
+            for n in ("codenetmut/codenetmut", "tutorial/tutorial", "singleline/singleline")
+        ]
+    )
     from codeexecutor.modeling.profiles import Profile
 
     tok = train_tokenizer([t for row in ds for t in Profile().example(row)], vocab_size=2000)
     enc = Encoder(tok, 256, 512)
     table, _ = tokenize(ds, enc)
     torch.manual_seed(0)
-    cfg = CodeExecutorConfig.preset(preset, vocab_size=len(tok), structural_token_ids=structural_ids(tok), pad_token_id=tok.pad_token_id)
+    cfg = CodeExecutorConfig.preset(
+        preset, vocab_size=len(tok), structural_token_ids=structural_ids(tok), pad_token_id=tok.pad_token_id
+    )
     return CodeExecutorModel(cfg), enc, table
 
 
@@ -59,8 +65,12 @@ def batches(table, enc, steps: int, size: int):
     return out
 
 
-SOURCES = {"singleline": "singleline/singleline", "tutorial": "tutorial/tutorial",
-           "codenetmut": "codenetmut/codenetmut", "errors": "codenetmut/errors"}
+SOURCES = {
+    "singleline": "singleline/singleline",
+    "tutorial": "tutorial/tutorial",
+    "codenetmut": "codenetmut/codenetmut",
+    "errors": "codenetmut/errors",
+}
 
 
 def sources_and_encoder(data_dir: pathlib.Path, vocab_size: int):
@@ -98,13 +108,21 @@ def batching(data_dir: pathlib.Path, steps: int, size: int, max_tokens: int, pre
             "fixed": sum(padding_share(fixed.batch(0, i, 0, 0, size)) for i in range(100)) / 100,
             "token_budget": sum(padding_share(budget.batch(0, i, 0, 0, size)) for i in range(100)) / 100,
         }
-    stage = Stage("mixed", [Source(p, "singleline" if n == "singleline" else "codenet") for n, p in present.items()], steps)
+    stage = Stage(
+        "mixed", [Source(p, "singleline" if n == "singleline" else "codenet") for n, p in present.items()], steps
+    )
     torch.manual_seed(0)
-    cfg = CodeExecutorConfig.preset(preset, vocab_size=len(tok), structural_token_ids=structural_ids(tok), pad_token_id=tok.pad_token_id)
+    cfg = CodeExecutorConfig.preset(
+        preset, vocab_size=len(tok), structural_token_ids=structural_ids(tok), pad_token_id=tok.pad_token_id
+    )
     model = CodeExecutorModel(cfg)
     state = {k: v.clone() for k, v in model.state_dict().items()}
     fixed, budget = StageData(stage, enc, "."), StageData(stage, enc, ".", max_tokens=max_tokens)
-    for kind, data, precision in (("fixed", fixed, None), ("token_budget", budget, None), ("token_budget_bf16_autocast", budget, "bf16")):
+    for kind, data, precision in (
+        ("fixed", fixed, None),
+        ("token_budget", budget, None),
+        ("token_budget_bf16_autocast", budget, "bf16"),
+    ):
         model.load_state_dict(state)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         batches = [data.batch(0, i, 0, 0, size) for i in range(steps)]
@@ -120,7 +138,9 @@ def batching(data_dir: pathlib.Path, steps: int, size: int, max_tokens: int, pre
         report[f"{kind}_real_tokens_per_s"] = real / seconds
         report[f"{kind}_padding_share"] = 1 - real / sum(batch_tokens(b)[1] for b in batches)
     report["real_tokens_per_s_ratio"] = report["token_budget_real_tokens_per_s"] / report["fixed_real_tokens_per_s"]
-    report["bf16_autocast_ratio"] = report["token_budget_bf16_autocast_real_tokens_per_s"] / report["token_budget_real_tokens_per_s"]
+    report["bf16_autocast_ratio"] = (
+        report["token_budget_bf16_autocast_real_tokens_per_s"] / report["token_budget_real_tokens_per_s"]
+    )
     report["native_bf16"] = fast_bf16()
     return report
 
@@ -129,10 +149,12 @@ def ours(model, data, device: str) -> float:
     import deepspeed
 
     from codeexecutor.training.config import TrainArgs, load_ds_config
-    from codeexecutor.training.loop import setup_distributed
+    from codeexecutor.training.distributed import setup_distributed
 
     setup_distributed()
-    cfg = load_ds_config(str(ROOT / "ds_configs" / "cpu.json"), TrainArgs(micro_batch_size=len(data[0]["code_ids"]), grad_accum=1), 1)
+    cfg = load_ds_config(
+        str(ROOT / "ds_configs" / "cpu.json"), TrainArgs(micro_batch_size=len(data[0]["code_ids"]), grad_accum=1), 1
+    )
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=cfg)
     start = time.perf_counter()
@@ -153,9 +175,19 @@ def trainer(model, data, device: str) -> float:
         def __getitem__(self, i):
             return data[i]
 
-    args = TrainingArguments(output_dir="/tmp/bench_trainer", per_device_train_batch_size=1, max_steps=len(data), report_to=[],
-                             save_strategy="no", logging_strategy="no", use_cpu=device == "cpu", remove_unused_columns=False,
-                             dataloader_num_workers=0, learning_rate=1e-4, average_tokens_across_devices=False)
+    args = TrainingArguments(
+        output_dir="/tmp/bench_trainer",
+        per_device_train_batch_size=1,
+        max_steps=len(data),
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="no",
+        use_cpu=device == "cpu",
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+        learning_rate=1e-4,
+        average_tokens_across_devices=False,
+    )
     t = Trainer(model=model, args=args, train_dataset=Fixed(), data_collator=lambda rows: rows[0])
     start = time.perf_counter()
     t.train()
@@ -177,11 +209,17 @@ def main() -> None:
     torch.set_num_threads(2)
     b = batching(data_dir, args.batching_steps, 16, args.max_tokens, args.preset)
     for name, share in b["padding_share"].items():
-        print(f"padding share {name:11} fixed batches of 16: {share['fixed']:.1%}   token budget {args.max_tokens}: {share['token_budget']:.1%}")
-    print(f"{args.preset} model, {args.batching_steps} steps, mixed sources: real tokens/s fixed {b['fixed_real_tokens_per_s']:,.0f}, "
-          f"token budget {b['token_budget_real_tokens_per_s']:,.0f} ({b['real_tokens_per_s_ratio']:.2f}x); "
-          f"token budget under bf16 autocast {b['token_budget_bf16_autocast_real_tokens_per_s']:,.0f} "
-          f"({b['bf16_autocast_ratio']:.2f}x float32; native bf16 here: {b['native_bf16']})")
+        print(
+            f"padding share {name:11} fixed batches of 16: {share['fixed']:.1%}   "
+            f"token budget {args.max_tokens}: {share['token_budget']:.1%}"
+        )
+    print(
+        f"{args.preset} model, {args.batching_steps} steps, mixed sources: "
+        f"real tokens/s fixed {b['fixed_real_tokens_per_s']:,.0f}, "
+        f"token budget {b['token_budget_real_tokens_per_s']:,.0f} ({b['real_tokens_per_s_ratio']:.2f}x); "
+        f"token budget under bf16 autocast {b['token_budget_bf16_autocast_real_tokens_per_s']:,.0f} "
+        f"({b['bf16_autocast_ratio']:.2f}x float32; native bf16 here: {b['native_bf16']})"
+    )
     model, enc, table = setup(data_dir)
     data = batches(table, enc, args.steps, args.batch)
     tokens = sum(int(b["code_mask"].sum() + b["trace_mask"].sum()) for b in data)
@@ -191,11 +229,22 @@ def main() -> None:
     t_ours = ours(model, data, "cpu")
     model.load_state_dict(state)
     t_trainer = trainer(model, data, "cpu")
-    report = {"device": "cpu", "data": str(data_dir), "batching": b, "padding_share": b["padding_share"],
-              "steps": args.steps, "batch": args.batch, "tokens": tokens, "ours_tokens_per_s": tokens / t_ours,
-              "trainer_tokens_per_s": tokens / t_trainer, "ratio": t_trainer / t_ours}
-    print(f"tiny model, CPU, {args.steps} steps x {args.batch}: ours (DeepSpeed engine) {tokens / t_ours:,.0f} tokens/s, "
-          f"plain Trainer {tokens / t_trainer:,.0f} tokens/s, ratio {t_trainer / t_ours:.2f}x")
+    report = {
+        "device": "cpu",
+        "data": str(data_dir),
+        "batching": b,
+        "padding_share": b["padding_share"],
+        "steps": args.steps,
+        "batch": args.batch,
+        "tokens": tokens,
+        "ours_tokens_per_s": tokens / t_ours,
+        "trainer_tokens_per_s": tokens / t_trainer,
+        "ratio": t_trainer / t_ours,
+    }
+    print(
+        f"tiny model, CPU, {args.steps} steps x {args.batch}: ours (DeepSpeed engine) {tokens / t_ours:,.0f} tokens/s, "
+        f"plain Trainer {tokens / t_trainer:,.0f} tokens/s, ratio {t_trainer / t_ours:.2f}x"
+    )
     write_report("bench_train", report)
 
 

@@ -51,13 +51,28 @@ def contest_programs(limit: int | None) -> list[dict]:
             inputs = sorted((root / "derived" / "input_output" / "data" / pid).glob("input_*.txt"))
             for inp in inputs or [None]:
                 stdin = inp.read_text(encoding="utf-8", errors="replace") if inp else ""
-                out.append({"id": f"{name}/{pid}/{sid}/{inp.name if inp else '-'}", "corpus": "contest", "source": src, "stdin": stdin})
+                out.append(
+                    {
+                        "id": f"{name}/{pid}/{sid}/{inp.name if inp else '-'}",
+                        "corpus": "contest",
+                        "source": src,
+                        "stdin": stdin,
+                    }
+                )
     return out
 
 
 def function_programs(limit: int | None) -> list[dict]:
-    from curricula.function_calls import (Corpus, Skip, assemble, assertion_calls, doctest_calls, driver_statements,
-                                          is_test_file, uses_locals)
+    from curricula.function_calls import (
+        Corpus,
+        Skip,
+        assemble,
+        assertion_calls,
+        doctest_calls,
+        driver_statements,
+        is_test_file,
+        uses_locals,
+    )
 
     out = []
     for name in FUNCTIONS:
@@ -74,7 +89,9 @@ def function_programs(limit: int | None) -> list[dict]:
                     program = assemble(corpus, mod, driver_statements(call))
                 except (Skip, RecursionError):
                     continue
-                out.append({"id": f"{name}/{relpath}:{call.line}", "corpus": "functions", "source": program, "stdin": ""})
+                out.append(
+                    {"id": f"{name}/{relpath}:{call.line}", "corpus": "functions", "source": program, "stdin": ""}
+                )
     return out
 
 
@@ -86,8 +103,11 @@ def main() -> None:
     ap.add_argument("--examples", type=int, default=8, help="differences kept per corpus and interpreter")
     ap.add_argument("--speed-programs", type=int, default=2000, help="programs of the timed rounds")
     ap.add_argument("--rounds", type=int, default=3, help="timed rounds (the interpreters in turn in each)")
-    ap.add_argument("--speed-only", action="store_true", help="time the interpreters again and replace only the speeds "
-                    "of the committed report (its comparison kept)")
+    ap.add_argument(
+        "--speed-only",
+        action="store_true",
+        help="time the interpreters again and replace only the speeds of the committed report (its comparison kept)",
+    )
     args = ap.parse_args()
     if not SHARED.exists():
         sys.exit(f"bench_versions: {SHARED} not found: the benchmark runs on the shared corpora")
@@ -95,14 +115,20 @@ def main() -> None:
     versions = {p: interpreters.version_of(p) for p in pythons}
     broken = [p for p, v in versions.items() if v is None]
     if broken or not pythons:
-        print(f"bench_versions: {', '.join(broken) or 'no interpreter'} does not run; pass working interpreters to --pythons",
-              file=sys.stderr)
+        print(
+            f"bench_versions: {', '.join(broken) or 'no interpreter'} does not run; "
+            "pass working interpreters to --pythons",
+            file=sys.stderr,
+        )
         sys.exit(2)
     reference = next((p for p in pythons if versions[p] == interpreters.current()), pythons[0])
     programs = contest_programs(args.limit) + function_programs(args.limit)
     corpus_of = {p["id"]: p["corpus"] for p in programs}
-    print(f"{len(programs)} programs ({Counter(corpus_of.values())}); interpreters: "
-          + ", ".join(f"{versions[p]} ({p})" for p in pythons), flush=True)
+    print(
+        f"{len(programs)} programs ({Counter(corpus_of.values())}); interpreters: "
+        + ", ".join(f"{versions[p]} ({p})" for p in pythons),
+        flush=True,
+    )
     report: dict = {"programs": dict(Counter(corpus_of.values())), "reference": versions[reference], "interpreters": {}}
     if args.speed_only:
         from _common import RESULTS
@@ -116,11 +142,17 @@ def main() -> None:
         results[py], summary = run_under(py, programs, args.workers, untraced=True, warm_numpy=True)
         rows = results[py].values()
         changed = [r["id"] for r in rows if r.get("untraced_same") is False]
-        summary.update(statuses=dict(Counter(r["status"] for r in rows)), tracing_changed_behaviour=len(changed),
-                       tracing_changed_examples=changed[:args.examples],
-                       tracer_warnings=sum("assigning None to unbound local" in r["stderr"] for r in rows))
+        summary.update(
+            statuses=dict(Counter(r["status"] for r in rows)),
+            tracing_changed_behaviour=len(changed),
+            tracing_changed_examples=changed[: args.examples],
+            tracer_warnings=sum("assigning None to unbound local" in r["stderr"] for r in rows),
+        )
         report["interpreters"][versions[py]] = summary
-        print(f"{versions[py]}: {summary['traced_per_s']} traced runs/s; tracing changed {len(changed)} programs", flush=True)
+        print(
+            f"{versions[py]}: {summary['traced_per_s']} traced runs/s; tracing changed {len(changed)} programs",
+            flush=True,
+        )
     ref = results.get(reference, {})
     for py in pythons_to_compare:
         if py == reference:
@@ -128,8 +160,17 @@ def main() -> None:
         by_corpus: dict = {}
         for key, a in ref.items():
             b = results[py][key]
-            c = by_corpus.setdefault(corpus_of[key], {"programs": 0, "identical": 0, "timing": 0, "differ_by": Counter(),
-                                                      "examples": [], "timing_examples": []})
+            c = by_corpus.setdefault(
+                corpus_of[key],
+                {
+                    "programs": 0,
+                    "identical": 0,
+                    "timing": 0,
+                    "differ_by": Counter(),
+                    "examples": [],
+                    "timing_examples": [],
+                },
+            )
             c["programs"] += 1
             diff = first_difference(a, b)
             if not diff:
@@ -146,9 +187,11 @@ def main() -> None:
             decided = c["programs"] - c["timing"]
             c["identical_share"] = round(c["identical"] / max(decided, 1), 5)
             c["differ_by"] = dict(c["differ_by"])
-            print(f"{versions[py]} vs {versions[reference]}, {name}: {c['identical']}/{decided} identical "
-                  f"({100 * c['identical_share']:.2f}%), differ by {c['differ_by']}; "
-                  f"{c['timing']} more at the time limit on one of the two")
+            print(
+                f"{versions[py]} vs {versions[reference]}, {name}: {c['identical']}/{decided} identical "
+                f"({100 * c['identical_share']:.2f}%), differ by {c['differ_by']}; "
+                f"{c['timing']} more at the time limit on one of the two"
+            )
         report["interpreters"][versions[py]]["against_reference"] = by_corpus
     # Speed: the same programs, the interpreters in turn, in rounds (a shared VM drifts).
     sample = programs[:: max(1, len(programs) // args.speed_programs)][: args.speed_programs]
@@ -159,14 +202,22 @@ def main() -> None:
             rates[versions[py]].append(summary["traced_per_s"])
         print(f"round {k + 1}: " + ", ".join(f"{v} {r[-1]} runs/s" for v, r in rates.items()), flush=True)
     for v, r in rates.items():
-        report["interpreters"].setdefault(v, {})["speed"] = {"programs": len(sample), "traced_per_s_rounds": r,
-                                                             "traced_per_s": statistics.median(r)}
+        report["interpreters"].setdefault(v, {})["speed"] = {
+            "programs": len(sample),
+            "traced_per_s_rounds": r,
+            "traced_per_s": statistics.median(r),
+        }
     base = statistics.median(rates[versions[reference]])
     for v, r in rates.items():
         report["interpreters"][v]["speed"]["ratio_to_reference"] = round(statistics.median(r) / base, 3)
-        print(f"{v}: {statistics.median(r):.1f} traced runs/s, {statistics.median(r) / base:.2f}x {versions[reference]}")
-    report["command" if not args.speed_only else "speed_command"] = "benchmarks/bench_versions.py" + (
-        f" --limit {args.limit}" if args.limit else "") + (" --speed-only" if args.speed_only else "")
+        print(
+            f"{v}: {statistics.median(r):.1f} traced runs/s, {statistics.median(r) / base:.2f}x {versions[reference]}"
+        )
+    report["command" if not args.speed_only else "speed_command"] = (
+        "benchmarks/bench_versions.py"
+        + (f" --limit {args.limit}" if args.limit else "")
+        + (" --speed-only" if args.speed_only else "")
+    )
     write_report("bench_versions", report)
 
 

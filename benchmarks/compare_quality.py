@@ -46,8 +46,10 @@ def column(r: dict) -> dict[str, str]:
     out["crash kind accuracy"] = pct(re.get("kind_accuracy"))
     fe = r.get("runtime_errors_functions")
     if fe:
-        out["functions crash detection / localisation"] = (f"{pct(fe.get('detection_accuracy'))} (TP {fe.get('tp')}, "
-                                                           f"FP {fe.get('fp')}) / {pct(fe.get('localisation_accuracy'))}")
+        out["functions crash detection / localisation"] = (
+            f"{pct(fe.get('detection_accuracy'))} (TP {fe.get('tp')}, "
+            f"FP {fe.get('fp')}) / {pct(fe.get('localisation_accuracy'))}"
+        )
     for stage, s in r["stages"].items():
         seen = s.get("examples_seen")
         out[f"stage {stage}: tokens / examples"] = f"{s['real_tokens']:,} / " + (f"{seen:,}" if seen else "-")
@@ -59,9 +61,15 @@ def table(paths: list[str]) -> str:
     reports = [json.load(open(p)) for p in paths]
     cols = [column(r) for r in reports]
     keys = list(dict.fromkeys(k for c in cols for k in c))
-    head = "| | " + " | ".join(f"{r.get('state', 'full')}, {r.get('step_order', 'start')} order, functions "
-                               f"{r.get('functions_weight', 0):g}" + extras(r) + f" (`{p.rsplit('/', 1)[-1]}`)"
-                               for r, p in zip(reports, paths)) + " |"
+    head = (
+        "| | "
+        + " | ".join(
+            f"{r.get('state', 'full')}, {r.get('step_order', 'start')} order, functions "
+            f"{r.get('functions_weight', 0):g}" + extras(r) + f" (`{p.rsplit('/', 1)[-1]}`)"
+            for r, p in zip(reports, paths)
+        )
+        + " |"
+    )
     lines = [head, "|---" * (len(paths) + 1) + "|"]
     lines += ["| " + k + " | " + " | ".join(c.get(k, "-") for c in cols) + " |" for k in keys]
     return "\n".join(lines)

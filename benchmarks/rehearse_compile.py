@@ -60,13 +60,12 @@ def rehearse(recipe: pathlib.Path, rows: int = 3, tokens: int = 4096, paths=("fl
     """Per path and stage: the compiles at its first row and after it, graph breaks, seconds."""
     import numpy as np
     import torch
+    import torch.nn.attention.flex_attention as flex_module
     import yaml
     from torch._dynamo.utils import counters
 
     from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
     from codeexecutor.modeling.rows import BLOCK, CPU_TILE, RowSpec
-
-    import torch.nn.attention.flex_attention as flex_module
 
     # The CPU refuses FlexAttention's backward at its API, since inductor has no CPU kernel
     # for it; traced with aot_eager, its backward is the operator's reference one, which the
@@ -74,21 +73,34 @@ def rehearse(recipe: pathlib.Path, rows: int = 3, tokens: int = 4096, paths=("fl
     flex_module._validate_device = lambda *tensors: None
     raw = yaml.safe_load(recipe.read_text())
     max_code, max_trace = raw["model"]["max_code_length"], raw["model"]["max_trace_length"]
-    report = {"torch": torch.__version__, "recipe": str(recipe.relative_to(ROOT) if recipe.is_relative_to(ROOT) else recipe),
-              "tokens_a_row": tokens, "rows_a_stage": rows, "backend": "aot_eager", "paths": {}}
+    report = {
+        "torch": torch.__version__,
+        "recipe": str(recipe.relative_to(ROOT) if recipe.is_relative_to(ROOT) else recipe),
+        "tokens_a_row": tokens,
+        "rows_a_stage": rows,
+        "backend": "aot_eager",
+        "paths": {},
+    }
     for path in paths:
         torch._dynamo.reset()
         counters.clear()
         compiles: list[int] = []
 
-        def counting(gm, example_inputs):
+        def counting(gm, example_inputs, compiles=compiles):
             compiles.append(len(gm.graph.nodes))
             return torch._dynamo.lookup_backend("aot_eager")(gm, example_inputs)
 
         torch.manual_seed(0)
-        cfg = CodeExecutorConfig.preset("tiny", vocab_size=300, positions="rotary", hidden_dropout_prob=0.0,
-                                        attention_probs_dropout_prob=0.0, structural_token_ids=[5, 6], mask0_token_id=4,
-                                        max_position_embeddings=max_code + max_trace + 2)
+        cfg = CodeExecutorConfig.preset(
+            "tiny",
+            vocab_size=300,
+            positions="rotary",
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+            structural_token_ids=[5, 6],
+            mask0_token_id=4,
+            max_position_embeddings=max_code + max_trace + 2,
+        )
         cfg._attn_implementation = "sdpa"
         model = CodeExecutorModel(cfg).train()
         model.compile_rows(backend=counting)
@@ -100,19 +112,35 @@ def rehearse(recipe: pathlib.Path, rows: int = 3, tokens: int = 4096, paths=("fl
             seen, t = [], time.perf_counter()
             for _ in range(rows):
                 before = len(compiles)
-                row = spec.row(*_examples(rng, stage, min(max_code, longest // 2), longest - min(max_code, longest // 2),
-                                          tokens), 1, model.loss_table(), max_code)
+                row = spec.row(
+                    *_examples(rng, stage, min(max_code, longest // 2), longest - min(max_code, longest // 2), tokens),
+                    1,
+                    model.loss_table(),
+                    max_code,
+                )
                 row = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in row.items()}
                 with torch.autocast("cpu", dtype=torch.bfloat16):
                     loss = model(row=row).loss
                 loss.backward()
                 seen.append(len(compiles) - before)
-            stages.append({"stage": stage["name"], "longest_example": longest, "compiles_first_row": seen[0],
-                           "recompiles_after_first_row": sum(seen[1:]), "seconds": round(time.perf_counter() - t, 1)})
-        report["paths"][path] = {"stages": stages, "graphs": len(compiles),
-                                 "graph_breaks": int(sum(counters["graph_break"].values()))}
-    report["ok"] = all(p["graph_breaks"] == 0 and all(s["recompiles_after_first_row"] == 0 for s in p["stages"])
-                       for p in report["paths"].values())
+            stages.append(
+                {
+                    "stage": stage["name"],
+                    "longest_example": longest,
+                    "compiles_first_row": seen[0],
+                    "recompiles_after_first_row": sum(seen[1:]),
+                    "seconds": round(time.perf_counter() - t, 1),
+                }
+            )
+        report["paths"][path] = {
+            "stages": stages,
+            "graphs": len(compiles),
+            "graph_breaks": int(sum(counters["graph_break"].values())),
+        }
+    report["ok"] = all(
+        p["graph_breaks"] == 0 and all(s["recompiles_after_first_row"] == 0 for s in p["stages"])
+        for p in report["paths"].values()
+    )
     return report
 
 

@@ -12,7 +12,7 @@ import errno
 import json
 import logging
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from codeexecutor.errors import CodeExecutorError, UsageError
 
@@ -35,7 +35,9 @@ def _limits(args: argparse.Namespace):
     from codeexecutor.execution import Limits
 
     try:
-        return Limits(timeout=args.timeout, memory_mb=args.memory, max_steps=args.max_steps, value_limit=args.value_limit)
+        return Limits(
+            timeout=args.timeout, memory_mb=args.memory, max_steps=args.max_steps, value_limit=args.value_limit
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
 
@@ -67,7 +69,9 @@ def _exec_run(args: argparse.Namespace) -> int:
 def _inline_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("program", help="Python 3 source file that reads stdin")
     p.add_argument("--stdin", metavar="FILE", required=True, help="the input to inline")
-    p.add_argument("--no-verify", action="store_true", help="skip checking that the inlined program prints the same output")
+    p.add_argument(
+        "--no-verify", action="store_true", help="skip checking that the inlined program prints the same output"
+    )
 
 
 def _inline_run(args: argparse.Namespace) -> int:
@@ -85,39 +89,42 @@ def _inline_run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS: dict[str, Command] = {
+OWN: dict[str, Command] = {
     "exec": ("run a program in the sandbox and print its ground-truth trace", _exec_args, _exec_run),
     "inline": ("replace a program's stdin reads by the literal values they read", _inline_args, _inline_run),
 }
 
 
-def register(name: str, help: str, add_arguments, run) -> None:
-    """Add a subcommand (used by modules that extend the CLI)."""
-    COMMANDS[name] = (help, add_arguments, run)
+def commands() -> dict[str, Command]:
+    """Every subcommand, in the order `--help` lists them: this module's, then each
+    package's `COMMANDS` table, imported here by name (each imports its heavy
+    dependencies inside its `run`)."""
+    from codeexecutor import train_cli
+    from codeexecutor.campaign import cli as draw_cli
+    from codeexecutor.generation import cli as trace_cli
+    from curricula import cli as build_cli
+    from eval import cli as eval_cli
+    from mutation import cli as mutate_cli
 
-
-PROVIDED: dict[str, Callable] = {}
-
-
-def provide(name: str, function: Callable) -> None:
-    """A function another package offers the library by name (eval: the release's metric,
-    for the evaluation while training), so the library calls it without importing it."""
-    PROVIDED[name] = function
-
-
-def provided(name: str) -> Callable | None:
-    """What a package provides under `name` (None where no installed package does)."""
-    _load_plugins()
-    return PROVIDED.get(name)
+    return {
+        **OWN,
+        **mutate_cli.COMMANDS,
+        **build_cli.COMMANDS,
+        **train_cli.COMMANDS,
+        **trace_cli.COMMANDS,
+        **eval_cli.COMMANDS,
+        **draw_cli.COMMANDS,
+    }
 
 
 def build_parser() -> argparse.ArgumentParser:
-    _load_plugins()
-    parser = argparse.ArgumentParser(prog="codeexecutor", description="Teach a transformer to execute Python: trace, mutate, build, train, evaluate.")
+    parser = argparse.ArgumentParser(
+        prog="codeexecutor", description="Teach a transformer to execute Python: trace, mutate, build, train, evaluate."
+    )
     parser.add_argument("--version", action="version", version=_version())
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (help_, add_arguments, run) in COMMANDS.items():
+    for name, (help_, add_arguments, run) in commands().items():
         p = sub.add_parser(name, help=help_, description=help_)
         add_arguments(p)
         p.set_defaults(_run=run)
@@ -130,27 +137,15 @@ def _version() -> str:
     return f"codeexecutor {codeexecutor.__version__}"
 
 
-def _load_plugins() -> None:
-    """Subcommands (and provided functions) that live in other packages of the project
-    register themselves here: this list is the one place that names every package."""
-    import importlib
-
-    for module in ("mutation.cli", "curricula.cli", "codeexecutor.train_cli", "codeexecutor.generation.cli", "eval.cli",
-                   "codeexecutor.campaign.cli"):
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name is None or not module.startswith(exc.name):
-                raise
-
-
 def main(argv: list[str] | None = None) -> int:
     from codeexecutor.progress import quiet_libraries
 
     quiet_libraries()
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
+    )
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
@@ -167,17 +162,21 @@ def main(argv: list[str] | None = None) -> int:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
         # Builds journal each finished unit and write datasets aside first: the same command resumes.
-        print(f"codeexecutor {args.command}: error: no space left on the device writing {exc.filename or 'its output'}: "
-              "free some space (or choose another --out) and run the same command again; finished work is kept",
-              file=sys.stderr)
+        print(
+            f"codeexecutor {args.command}: error: no space left on the device writing {exc.filename or 'its output'}: "
+            "free some space (or choose another --out) and run the same command again; finished work is kept",
+            file=sys.stderr,
+        )
         return 2
     except ModuleNotFoundError as exc:
         if exc.name not in MODEL_PACKAGES:
             raise
         # A light environment (.venv-3.12, ...) holds the model-free part only.
-        print(f"codeexecutor {args.command}: error: this command runs a model and needs {exc.name}, which this "
-              f"Python ({sys.executable}) lacks: run it from the full environment (make venv; .venv/bin/codeexecutor)",
-              file=sys.stderr)
+        print(
+            f"codeexecutor {args.command}: error: this command runs a model and needs {exc.name}, which this "
+            f"Python ({sys.executable}) lacks: run it from the full environment (make venv; .venv/bin/codeexecutor)",
+            file=sys.stderr,
+        )
         return 2
 
 

@@ -75,15 +75,23 @@ def trace_demo_programs(out: pathlib.Path) -> None:
                 inlined[name] = inline_stdin(source, stdin, pool=pool).source
             except InlineError as exc:
                 log.warning("%s: not inlined (%s)", name, exc)
-        (out / "inlined.jsonl").write_text("".join(json.dumps({"name": k, "code": v}) + "\n" for k, v in inlined.items()))
+        (out / "inlined.jsonl").write_text(
+            "".join(json.dumps({"name": k, "code": v}) + "\n" for k, v in inlined.items())
+        )
         results = dict(pool.execute_many(Program(code, "", name) for name, code in inlined.items()))
     with (out / "traces.jsonl").open("w") as f:
         for name in inlined:
             f.write(json.dumps({"name": name, "code": inlined[name], **results[name].to_json()}) + "\n")
     log.info("traced %d programs in %.2f s -> %s", len(results), time.perf_counter() - start, out / "traces.jsonl")
-    for name, code in inlined.items():
+    for name, _code in inlined.items():
         r = results[name]
-        log.info("  %-10s %-6s %3d steps%s", name, r.status, len(r.steps), f"  ({r.error.type} at line {r.error.line})" if r.error else "")
+        log.info(
+            "  %-10s %-6s %3d steps%s",
+            name,
+            r.status,
+            len(r.steps),
+            f"  ({r.error.type} at line {r.error.line})" if r.error else "",
+        )
     print(f"\nGround-truth trace of the inlined program {FIGURE3} (the paper's Figure 3):\n")
     print(format_result(inlined[FIGURE3], results[FIGURE3]))
 
@@ -125,13 +133,16 @@ def generate_demo(out: pathlib.Path) -> None:
     model = root / "demo_out" / "pretrain" / "final"
     _, program, stdin = next(x for x in demo_program_paths() if x[0] == FIGURE3)
     print(f"\nPredicted trace of {program} by the demo model ({model}).")
-    print("What this model is: a tiny model (2 layers x 128) trained for a few CPU minutes on about a hundred demo\n"
-          "examples. It shows that the pipeline runs end to end; it does not execute code well, and its trace below\n"
-          "is expected to be wrong. Measured models: benchmarks/results/quality-*.json (a budgeted run on the\n"
-          "shared corpora, scored on held-out programs with the release's metric; benchmarks/bench_quality.py).\n")
+    print(
+        "What this model is: a tiny model (2 layers x 128) trained for a few CPU minutes on about a hundred demo\n"
+        "examples. It shows that the pipeline runs end to end; it does not execute code well, and its trace below\n"
+        "is expected to be wrong. Measured models: benchmarks/results/quality-*.json (a budgeted run on the\n"
+        "shared corpora, scored on held-out programs with the release's metric; benchmarks/bench_quality.py).\n"
+    )
     page = out / "figure3_trace.html"
-    report = trace_program(program.read_text(), stdin.read_text(), str(model), beam=4, max_length=256, compare=True,
-                           html_out=str(page))
+    report = trace_program(
+        program.read_text(), stdin.read_text(), str(model), beam=4, max_length=256, compare=True, html_out=str(page)
+    )
     print(report["text"])
     print(f"\nHTML view: {page}")
 

@@ -11,8 +11,17 @@ import sys
 import time
 
 
-def bar(iterable=None, total: int | None = None, desc: str = "", unit: str = "it", initial: int = 0,
-        every: float = 10.0, logger=None, log_every: float = 5.0, **kw):
+def bar(
+    iterable=None,
+    total: int | None = None,
+    desc: str = "",
+    unit: str = "it",
+    initial: int = 0,
+    every: float = 10.0,
+    logger=None,
+    log_every: float = 5.0,
+    **kw,
+):
     """A progress display; with `logger` (a logging.Logger, e.g. one writing a build's
     log file), also a line through it every `log_every` seconds and at the end."""
     if sys.stderr.isatty():
@@ -52,8 +61,15 @@ class Logged:
     def _log(self, now: float) -> None:
         n, total = self.shown.n, self.shown.total
         rate = (n - self.first) / max(now - self.start, 1e-9)
-        self.logger.info("%s: %d%s %s (%.2f %s/s)", getattr(self.shown, "desc", ""), n, f"/{total}" if total else "",
-                         getattr(self.shown, "unit", ""), rate, getattr(self.shown, "unit", ""))
+        self.logger.info(
+            "%s: %d%s %s (%.2f %s/s)",
+            getattr(self.shown, "desc", ""),
+            n,
+            f"/{total}" if total else "",
+            getattr(self.shown, "unit", ""),
+            rate,
+            getattr(self.shown, "unit", ""),
+        )
 
     def close(self) -> None:
         self._log(time.monotonic())
@@ -96,8 +112,11 @@ class Lines:
     def _line(self, now: float) -> None:
         of = f"/{self.total}" if self.total else ""
         rate = self.n / max(now - self.start, 1e-9)
-        print(f"{self.desc}: {self.n}{of} {self.unit} ({rate:.2f} {self.unit}/s) {self.postfix}".rstrip(),
-              file=sys.stderr, flush=True)
+        print(
+            f"{self.desc}: {self.n}{of} {self.unit} ({rate:.2f} {self.unit}/s) {self.postfix}".rstrip(),
+            file=sys.stderr,
+            flush=True,
+        )
 
     def close(self) -> None:
         """The final line, once."""
@@ -116,8 +135,11 @@ def quiet_libraries() -> None:
 
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
-    for module, call in (("datasets", "disable_progress_bars"), ("transformers.utils.logging", "disable_progress_bar"),
-                         ("huggingface_hub.utils", "disable_progress_bars")):
+    for module, call in (
+        ("datasets", "disable_progress_bars"),
+        ("transformers.utils.logging", "disable_progress_bar"),
+        ("huggingface_hub.utils", "disable_progress_bars"),
+    ):
         if module.split(".")[0] in sys.modules:
             try:
                 getattr(sys.modules[module] if module in sys.modules else __import__(module, fromlist=[call]), call)()

@@ -23,7 +23,11 @@ PY2_HINTS = (
 
 # Syntax that parses only from a given interpreter on: (version, what, where in the source).
 NEWER_SYNTAX = (
-    ((3, 13), "a type parameter default (PEP 696)", re.compile(r"^\s*(?:async\s+def|def|class)\s+\w+\s*\[[^\]]*=", re.M)),
+    (
+        (3, 13),
+        "a type parameter default (PEP 696)",
+        re.compile(r"^\s*(?:async\s+def|def|class)\s+\w+\s*\[[^\]]*=", re.M),
+    ),
     ((3, 12), "type parameters (PEP 695)", re.compile(r"^\s*(?:async\s+def|def|class)\s+\w+\s*\[", re.M)),
     ((3, 12), "a type alias statement (PEP 695)", re.compile(r"^\s*type\s+\w+\s*(?:\[[^\]]*\]\s*)?=", re.M)),
 )
@@ -53,7 +57,7 @@ def newer_python(source: str, exc: SyntaxError) -> tuple[str, str] | None:
     here = sys.version_info[:2]
     for version, what, pattern in NEWER_SYNTAX:
         if version > here and pattern.search(source):
-            return "%d.%d" % version, what
+            return "{}.{}".format(*version), what
     line = ""
     if exc.lineno and 0 < exc.lineno <= source.count("\n") + 1:
         line = source.splitlines()[exc.lineno - 1] if source.splitlines() else ""
@@ -87,8 +91,10 @@ def read_program(path: str, what: str = "program") -> str:
     """A Python 3 program from a file: UsageError (one line, with the fix) when it is
     missing, not a text file, empty, far larger than a program, or Python 2 code."""
     if os.path.isfile(path) and os.path.getsize(path) > MAX_PROGRAM_BYTES:
-        raise UsageError(f"{what} {path} is {os.path.getsize(path):,} bytes; the limit is {MAX_PROGRAM_BYTES:,} "
-                         "(give one program, not a data file)")
+        raise UsageError(
+            f"{what} {path} is {os.path.getsize(path):,} bytes; the limit is {MAX_PROGRAM_BYTES:,} "
+            "(give one program, not a data file)"
+        )
     source = read_text_file(path, what)
     if not source.strip():
         raise UsageError(f"{what} {path} is empty; give a Python 3 program")
@@ -99,13 +105,17 @@ def read_program(path: str, what: str = "program") -> str:
         compile(source, path, "exec", dont_inherit=True)
     except SyntaxError as exc:
         if looks_like_python2(source):
-            raise UsageError(f"{what} {path} is Python 2 code (line {exc.lineno}: {exc.msg}); "
-                             "convert it with 2to3, only Python 3 runs here") from None
+            raise UsageError(
+                f"{what} {path} is Python 2 code (line {exc.lineno}: {exc.msg}); "
+                "convert it with 2to3, only Python 3 runs here"
+            ) from None
         newer = newer_python(source, exc)
         if newer is not None:
-            raise UsageError(f"{what} {path} uses {newer[1]}, which needs Python {newer[0]} and this is Python "
-                             f"{sys.version_info[0]}.{sys.version_info[1]} (line {exc.lineno}): run it with Python "
-                             f"{newer[0]} or later") from None
+            raise UsageError(
+                f"{what} {path} uses {newer[1]}, which needs Python {newer[0]} and this is Python "
+                f"{sys.version_info[0]}.{sys.version_info[1]} (line {exc.lineno}): run it with Python "
+                f"{newer[0]} or later"
+            ) from None
     except (ValueError, RecursionError, MemoryError):
         pass  # the sandbox reports these as its syntax_error status
     return source

@@ -5,38 +5,69 @@ from __future__ import annotations
 
 import argparse
 
-from codeexecutor.cli import register
 from codeexecutor.training.pretrain import PHASES  # light: the module imports its heavy parts in its phases
 
 
 def _args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--recipe", "--curriculum", dest="recipe", default="curricula/demo.yaml",
-                   help="recipe YAML (curricula/recipes/; default curricula/demo.yaml)")
-    p.add_argument("--minutes", type=float, help="fit the stages' steps into this many minutes of training, each from "
-                   "its measured speed (default: the recipe's steps)")
-    p.add_argument("--out", "--output-dir", dest="out", metavar="DIR", help="the run's folder (default: train.output_dir)")
+    p.add_argument(
+        "--recipe",
+        "--curriculum",
+        dest="recipe",
+        default="curricula/demo.yaml",
+        help="recipe YAML (curricula/recipes/; default curricula/demo.yaml)",
+    )
+    p.add_argument(
+        "--minutes",
+        type=float,
+        help="fit the stages' steps into this many minutes of training, each from "
+        "its measured speed (default: the recipe's steps)",
+    )
+    p.add_argument(
+        "--out", "--output-dir", dest="out", metavar="DIR", help="the run's folder (default: train.output_dir)"
+    )
     p.add_argument("--resume", action="store_true", help="carry on the run in --out where it stopped")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
-                   help="change one field of the recipe (model.preset=small, stages.codenet.steps=100); repeatable")
-    p.add_argument("--ds-config", help="DeepSpeed JSON of the training (default auto: chosen by the device, "
-                   "ds_configs/README.md)")
-    p.add_argument("--launcher", action="store_true", help="train through run_pretrain.sh (the deepspeed launcher: "
-                   "GPUS_PER_NODE, NNODES, HOSTFILE from the environment)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=VALUE",
+        help="change one field of the recipe (model.preset=small, stages.codenet.steps=100); repeatable",
+    )
+    p.add_argument(
+        "--ds-config", help="DeepSpeed JSON of the training (default auto: chosen by the device, ds_configs/README.md)"
+    )
+    p.add_argument(
+        "--launcher",
+        action="store_true",
+        help="train through run_pretrain.sh (the deepspeed launcher: "
+        "GPUS_PER_NODE, NNODES, HOSTFILE from the environment)",
+    )
     p.add_argument("--no-score", action="store_true", help="leave the test samples unscored")
-    p.add_argument("--until", choices=PHASES, help="stop after this phase (`--until tokenize`: the data and its ids, "
-                   "ready for a draw's pack or a later --resume)")
+    p.add_argument(
+        "--until",
+        choices=PHASES,
+        help="stop after this phase (`--until tokenize`: the data and its ids, "
+        "ready for a draw's pack or a later --resume)",
+    )
     p.add_argument("--base-dir", default=".", help="folder the recipe's paths are relative to")
 
 
 def _run(args: argparse.Namespace) -> int:
     from codeexecutor.training.pretrain import Pretrain
 
-    Pretrain(args.recipe, args.out, args.minutes, args.resume, args.base_dir, args.ds_config, args.overrides,
-             args.launcher, not args.no_score).run(until=args.until)
+    Pretrain(
+        args.recipe,
+        args.out,
+        args.minutes,
+        args.resume,
+        args.base_dir,
+        args.ds_config,
+        args.overrides,
+        args.launcher,
+        not args.no_score,
+    ).run(until=args.until)
     return 0
-
-
-register("pretrain", "train a recipe: build its data, tokenizer, tokens, stages, scores and card (resumable)", _args, _run)
 
 
 def _tokenizer_args(p: argparse.ArgumentParser) -> None:
@@ -53,7 +84,9 @@ def _tokenizer_run(args: argparse.Namespace) -> int:
 
     if args.sample < 1:
         raise UsageError("--sample must be >= 1")
-    report = train_curriculum_tokenizer(Curriculum.load(args.curriculum, args.base_dir), args.base_dir, args.out, args.sample)
+    report = train_curriculum_tokenizer(
+        Curriculum.load(args.curriculum, args.base_dir), args.base_dir, args.out, args.sample
+    )
     print(f"tokenizer: {args.out} ({report['vocab_size']} tokens from {report['distinct_texts']} distinct texts)")
     return 0
 
@@ -62,7 +95,9 @@ def _tokenize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--curriculum", required=True, help="curriculum YAML whose sources to tokenize")
     p.add_argument("--base-dir", default=".", help="folder the curriculum's dataset paths are relative to")
     p.add_argument("--tokenizer", required=True, metavar="DIR", help="the tokenizer (codeexecutor tokenizer --out DIR)")
-    p.add_argument("--out", required=True, metavar="DIR", help="folder of the tokenized sources and their curriculum.yaml")
+    p.add_argument(
+        "--out", required=True, metavar="DIR", help="folder of the tokenized sources and their curriculum.yaml"
+    )
     p.add_argument("--workers", type=int, default=None, help="processes tokenizing (datasets.map num_proc)")
 
 
@@ -75,14 +110,22 @@ def _tokenize_run(args: argparse.Namespace) -> int:
 
     if not os.path.isfile(os.path.join(args.tokenizer, "tokenizer.json")):
         raise UsageError(f"no tokenizer at {args.tokenizer}: make one with codeexecutor tokenizer --out DIR")
-    markers = tokenize_curriculum(Curriculum.load(args.curriculum, args.base_dir), args.base_dir, args.tokenizer, args.out,
-                                  args.workers)
+    markers = tokenize_curriculum(
+        Curriculum.load(args.curriculum, args.base_dir), args.base_dir, args.tokenizer, args.out, args.workers
+    )
     for path, m in markers.items():
         print(f"{path}: {m['rows']} rows ({m['fits']})")
     print(f"curriculum: {os.path.join(args.out, 'curriculum.yaml')}")
     return 0
 
 
-register("tokenizer", "train a curriculum's tokenizer in a step of its own, on a bounded sample", _tokenizer_args,
-         _tokenizer_run)
-register("tokenize", "tokenize a curriculum's sources once, for one tokenizer and format", _tokenize_args, _tokenize_run)
+# The subcommands this module defines, by name: (help, add_arguments, run); codeexecutor/cli.py lists them.
+COMMANDS = {
+    "pretrain": ("train a recipe: build its data, tokenizer, tokens, stages, scores and card (resumable)", _args, _run),
+    "tokenizer": (
+        "train a curriculum's tokenizer in a step of its own, on a bounded sample",
+        _tokenizer_args,
+        _tokenizer_run,
+    ),
+    "tokenize": ("tokenize a curriculum's sources once, for one tokenizer and format", _tokenize_args, _tokenize_run),
+}

@@ -65,10 +65,21 @@ def main() -> None:
         module = importlib.import_module(f"generators.{name}")
     signal.signal(signal.SIGALRM, _alarm)
     for attr, cls in sorted(vars(module).items()):
-        if not (isinstance(cls, type) and issubclass(cls, pg.PuzzleGenerator) and cls is not pg.PuzzleGenerator
-                and cls.__module__ == module.__name__):
+        if not (
+            isinstance(cls, type)
+            and issubclass(cls, pg.PuzzleGenerator)
+            and cls is not pg.PuzzleGenerator
+            and cls.__module__ == module.__name__
+        ):
             continue
-        out = {"name": attr, "line": inspect.getsourcelines(cls)[1], "args": [], "sols": [], "inputs": [], "error": None}
+        out = {
+            "name": attr,
+            "line": inspect.getsourcelines(cls)[1],
+            "args": [],
+            "sols": [],
+            "inputs": [],
+            "error": None,
+        }
         signal.alarm(SECONDS_PER_TEMPLATE)
         try:
             with contextlib.redirect_stdout(io.StringIO()):

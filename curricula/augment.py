@@ -35,6 +35,7 @@ import ast
 import keyword
 import random
 import string
+
 from codeexecutor.source import parse_quietly
 
 _BUILTINS = set(dir(__builtins__) if not isinstance(__builtins__, dict) else __builtins__)
@@ -110,9 +111,38 @@ def made_up_name(rng: random.Random) -> str:
     """A name of the kinds contest code uses: one or two letters, or snake_case words."""
     kind = rng.random()
     if kind < 0.35:
-        return rng.choice(string.ascii_letters) + (rng.choice(string.ascii_lowercase + string.digits) if rng.random() < 0.4 else "")
-    syllables = ["cnt", "num", "tmp", "res", "val", "idx", "max", "min", "sum", "lst", "arr", "cur", "pre", "nxt",
-                 "left", "right", "total", "count", "ans", "memo", "dp", "pos", "key", "item", "word", "flag", "diff"]
+        return rng.choice(string.ascii_letters) + (
+            rng.choice(string.ascii_lowercase + string.digits) if rng.random() < 0.4 else ""
+        )
+    syllables = [
+        "cnt",
+        "num",
+        "tmp",
+        "res",
+        "val",
+        "idx",
+        "max",
+        "min",
+        "sum",
+        "lst",
+        "arr",
+        "cur",
+        "pre",
+        "nxt",
+        "left",
+        "right",
+        "total",
+        "count",
+        "ans",
+        "memo",
+        "dp",
+        "pos",
+        "key",
+        "item",
+        "word",
+        "flag",
+        "diff",
+    ]
     parts = [rng.choice(syllables) for _ in range(rng.choice((1, 2, 2, 3)))]
     name = "_".join(parts)
     return name + str(rng.randint(0, 9)) if rng.random() < 0.2 else name
@@ -144,7 +174,9 @@ def _line_literals(line: ast.stmt, rng: random.Random, p: float) -> list[tuple[i
     return spans
 
 
-def variant(code: str, rng: random.Random, name_pool: list[str] | None = None, line_literal_p: float = 0.3) -> str | None:
+def variant(
+    code: str, rng: random.Random, name_pool: list[str] | None = None, line_literal_p: float = 0.3
+) -> str | None:
     """One variant of a SingleLine program (see the module doc), or None if it cannot
     be varied safely (a syntax error, an f-string, nothing to vary)."""
     try:
@@ -154,7 +186,8 @@ def variant(code: str, rng: random.Random, name_pool: list[str] | None = None, l
     if any(isinstance(n, ast.JoinedStr) for n in ast.walk(tree)) or not tree.body:
         return None
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
-        n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+    }
     renamed: dict[str, str] = {}
     taken = set(used)
     for name in assigned_names(tree):
@@ -172,7 +205,9 @@ def variant(code: str, rng: random.Random, name_pool: list[str] | None = None, l
                 value = ast.literal_eval(stmt.value)
             except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
                 continue
-            spans.append((stmt.value.lineno, stmt.value.col_offset, stmt.value.end_col_offset, render(new_value(value, rng))))
+            spans.append(
+                (stmt.value.lineno, stmt.value.col_offset, stmt.value.end_col_offset, render(new_value(value, rng)))
+            )
     spans += _line_literals(last, rng, line_literal_p)
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in renamed:

@@ -1,69 +1,133 @@
-"""`codeexecutor build {codenetmut,functions,tutorial,singleline}` and `codeexecutor stats`."""
+"""`codeexecutor build {codenetmut,functions,merge,decontaminate,tutorial,singleline}` and `codeexecutor stats`."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 
-from codeexecutor.cli import register
 from codeexecutor.errors import UsageError
 
 
 def _build_args(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="dataset", metavar="DATASET", required=True)
     c = sub.add_parser("codenetmut", help="mutants of CodeNet submissions run on their sample inputs")
-    c.add_argument("--codenet", required=True, metavar="DIR", nargs="+",
-                   help="Project CodeNet root(s) (data/, metadata/, derived/); several corpora in that layout build one dataset")
+    c.add_argument(
+        "--codenet",
+        required=True,
+        metavar="DIR",
+        nargs="+",
+        help="Project CodeNet root(s) (data/, metadata/, derived/); several corpora in that layout build one dataset",
+    )
     c.add_argument("--out", required=True, metavar="DIR", help="output folder (journal, datasets, stats.json)")
     c.add_argument("--mutants", type=int, default=20, help="mutation attempts per program (default 20)")
     c.add_argument("--workers", type=int, default=2, help="sandbox workers (default 2)")
     c.add_argument("--shard", default="0/1", metavar="I/N", help="process every N-th program from I (default 0/1)")
     c.add_argument("--limit", type=int, help="only the first LIMIT programs of the shard (demo-size builds)")
     c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--all-statuses", action="store_true", help="also use programs whose metadata status is not Accepted")
-    c.add_argument("--no-heldout-mutants", action="store_true", help="valid/test problems give only their original programs")
+    c.add_argument(
+        "--all-statuses", action="store_true", help="also use programs whose metadata status is not Accepted"
+    )
+    c.add_argument(
+        "--no-heldout-mutants", action="store_true", help="valid/test problems give only their original programs"
+    )
     f = sub.add_parser("functions", help="functions called on their doctest and unit-test inputs, traced and mutated")
-    f.add_argument("--from", dest="roots", required=True, metavar="DIR", nargs="+",
-                   help="folders of Python modules (a package, a repository checkout, an unpacked sdist) with doctests "
-                   "or test files; folders of reST documentation with >>> sessions; a puzzle-generator tree")
+    f.add_argument(
+        "--from",
+        dest="roots",
+        required=True,
+        metavar="DIR",
+        nargs="+",
+        help="folders of Python modules (a package, a repository checkout, an unpacked sdist) with doctests "
+        "or test files; folders of reST documentation with >>> sessions; a puzzle-generator tree",
+    )
     f.add_argument("--out", required=True, metavar="DIR", help="output folder (journal, datasets, stats.json)")
     f.add_argument("--mutants", type=int, default=8, help="mutation attempts on each program's definitions (default 8)")
-    f.add_argument("--input-mutants", type=int, default=4, help="attempts at new literal arguments of each call (default 4)")
+    f.add_argument(
+        "--input-mutants", type=int, default=4, help="attempts at new literal arguments of each call (default 4)"
+    )
     f.add_argument("--workers", type=int, default=2, help="sandbox workers (default 2)")
     f.add_argument("--shard", default="0/1", metavar="I/N", help="process every N-th module from I (default 0/1)")
     f.add_argument("--limit", type=int, help="only the first LIMIT modules of the shard")
     f.add_argument("--seed", type=int, default=0)
-    f.add_argument("--humaneval", metavar="FILE", help="HumanEval problems (JSON lines, .gz or not) whose functions are "
-                   "kept out (default: ../shared/data/humaneval/HumanEval.jsonl.gz where it exists)")
+    f.add_argument(
+        "--humaneval",
+        metavar="FILE",
+        help="HumanEval problems (JSON lines, .gz or not) whose functions are "
+        "kept out (default: ../shared/data/humaneval/HumanEval.jsonl.gz where it exists)",
+    )
     f.add_argument("--no-decontaminate", action="store_true", help="keep functions that look like HumanEval problems")
-    f.add_argument("--licence", metavar="NAME", help="the licence of a folder in which none is found (a LICENSE, COPYING, "
-                   "PKG-INFO or dist-info file): stamped on its rows; without it such a folder is refused")
-    f.add_argument("--lineage", action="store_true", help="the roots are versions of one repository (snapshots of its "
-                   "history): split by module path across them, so every version of a module lands in one split")
-    m = sub.add_parser("merge", help="merge the outputs of --shard I/N codenetmut (or functions) builds into one dataset")
+    f.add_argument(
+        "--licence",
+        metavar="NAME",
+        help="the licence of a folder in which none is found (a LICENSE, COPYING, "
+        "PKG-INFO or dist-info file): stamped on its rows; without it such a folder is refused",
+    )
+    f.add_argument(
+        "--lineage",
+        action="store_true",
+        help="the roots are versions of one repository (snapshots of its "
+        "history): split by module path across them, so every version of a module lands in one split",
+    )
+    m = sub.add_parser(
+        "merge", help="merge the outputs of --shard I/N codenetmut (or functions) builds into one dataset"
+    )
     m.add_argument("shards", nargs="+", metavar="SHARD_DIR", help="the --out folders of the shard builds")
     m.add_argument("--out", required=True, metavar="DIR")
-    m.add_argument("--partial", action="store_true", help="merge the finished units of the shards given, even where "
-                   "shards are missing or unfinished (by default the merge refuses them)")
+    m.add_argument(
+        "--partial",
+        action="store_true",
+        help="merge the finished units of the shards given, even where "
+        "shards are missing or unfinished (by default the merge refuses them)",
+    )
+    d = sub.add_parser(
+        "decontaminate",
+        help="report which programs of a finished functions build appear in HumanEval, its LLM samples, MBPP "
+        "or the contest corpora",
+    )
+    d.add_argument("build", metavar="BUILD_DIR", help="a `build functions` output folder")
+    d.add_argument(
+        "--references",
+        metavar="DIR",
+        default=os.path.join("..", "shared", "data"),
+        help="the folder holding humaneval/ and atcoder-python*/ (default ../shared/data); those missing are left out",
+    )
+    d.add_argument("--out", metavar="FILE", help="the report (default BUILD_DIR/decontamination.json)")
     t = sub.add_parser("tutorial", help="runnable examples of the Python tutorial, multiplied with CRP mutants")
     t.add_argument("--out", required=True, metavar="DIR")
-    t.add_argument("--sources", metavar="DIR", help="folder of tutorial .rst.txt files (default: python3.11-doc's, "
-                   "then ../shared/data/python-tutorial/tutorial_rst)")
+    t.add_argument(
+        "--sources",
+        metavar="DIR",
+        help="folder of tutorial .rst.txt files (default: python3.11-doc's, "
+        "then ../shared/data/python-tutorial/tutorial_rst)",
+    )
     t.add_argument("--mutants", type=int, default=100, help="CRP mutation attempts per snippet (default 100)")
     t.add_argument("--workers", type=int, default=2)
     t.add_argument("--seed", type=int, default=0)
     s = sub.add_parser("singleline", help="one-line examples derived from traced programs")
     s.add_argument("--out", required=True, metavar="DIR")
-    s.add_argument("--from", dest="source", metavar="DIR", help="a built codenetmut/tutorial output folder to derive from")
+    s.add_argument(
+        "--from", dest="source", metavar="DIR", help="a built codenetmut/tutorial output folder to derive from"
+    )
     s.add_argument("--kaggle", metavar="FILE", help="convert the original python-state-changes JSON(L) instead")
     s.add_argument("--workers", type=int, default=2)
     s.add_argument("--limit", type=int, help="at most this many examples")
-    s.add_argument("--per-line", type=int, default=4, metavar="K",
-                   help="at most K examples per statement of a source program, so hot loops do not fill the "
-                        "dataset (default 4; 0: no cap)")
-    s.add_argument("--augment", type=int, default=0, metavar="K",
-                   help="add up to K variants of every training program: new variable names and freshly drawn "
-                        "values, each run in the sandbox for its target (default 0: none; valid/test never)")
+    s.add_argument(
+        "--per-line",
+        type=int,
+        default=4,
+        metavar="K",
+        help="at most K examples per statement of a source program, so hot loops do not fill the "
+        "dataset (default 4; 0: no cap)",
+    )
+    s.add_argument(
+        "--augment",
+        type=int,
+        default=0,
+        metavar="K",
+        help="add up to K variants of every training program: new variable names and freshly drawn "
+        "values, each run in the sandbox for its target (default 0: none; valid/test never)",
+    )
 
 
 def _check_inputs(args: argparse.Namespace) -> None:
@@ -76,23 +140,41 @@ def _check_inputs(args: argparse.Namespace) -> None:
     if args.dataset == "codenetmut":
         for root in args.codenet:
             if not os.path.isdir(os.path.join(root, "data")):
-                raise UsageError(f"{root} does not look like Project CodeNet: no data/ folder "
-                                 "(expected data/pXXXXX/Python/sXXXXXXXXX.py)")
+                raise UsageError(
+                    f"{root} does not look like Project CodeNet: no data/ folder "
+                    "(expected data/pXXXXX/Python/sXXXXXXXXX.py)"
+                )
     elif args.dataset == "functions":
         for root in args.roots:
             if not os.path.isdir(root):
-                raise UsageError(f"--from {root}: not a folder (give folders of Python modules, reST documentation "
-                                 "or puzzle generators)")
-            if not (glob.glob(os.path.join(root, "**", "*.py"), recursive=True) or glob.glob(os.path.join(root, "*.rst*"))):
+                raise UsageError(
+                    f"--from {root}: not a folder (give folders of Python modules, reST documentation "
+                    "or puzzle generators)"
+                )
+            if not (
+                glob.glob(os.path.join(root, "**", "*.py"), recursive=True) or glob.glob(os.path.join(root, "*.rst*"))
+            ):
                 raise UsageError(f"--from {root}: no .py files under it and no *.rst / *.rst.txt documentation in it")
         if args.humaneval and not os.path.isfile(args.humaneval):
             raise UsageError(f"--humaneval {args.humaneval}: no such file (HumanEval.jsonl.gz, or --no-decontaminate)")
     elif args.dataset == "tutorial" and args.sources is not None:
         if not glob.glob(os.path.join(args.sources, "*.rst.txt")):
-            raise UsageError(f"no tutorial sources in {args.sources} (expected *.rst.txt files, e.g. "
-                             "../shared/data/python-tutorial/tutorial_rst)")
+            raise UsageError(
+                f"no tutorial sources in {args.sources} (expected *.rst.txt files, e.g. "
+                "../shared/data/python-tutorial/tutorial_rst)"
+            )
     elif args.dataset == "singleline" and args.source:
         built_datasets(args.source, "--from folder")
+    elif args.dataset == "decontaminate":
+        if not any(os.path.isdir(os.path.join(args.build, n)) for n in ("functions", "functions_errors")):
+            raise UsageError(
+                f"{args.build} is not a functions build: no functions/ or functions_errors/ in it "
+                "(give the --out folder of `codeexecutor build functions`)"
+            )
+        if not os.path.isdir(args.references):
+            raise UsageError(
+                f"--references {args.references}: not a folder (the one holding humaneval/ and atcoder-python*/)"
+            )
 
 
 def _build_run(args: argparse.Namespace) -> int:
@@ -100,17 +182,44 @@ def _build_run(args: argparse.Namespace) -> int:
     if args.dataset == "codenetmut":
         from curricula.codenet import CodeNetBuilder, shard_arg
 
-        stats = CodeNetBuilder(args.codenet, args.out, mutants=args.mutants, workers=args.workers,
-                               shard=shard_arg(args.shard), seed=args.seed, limit=args.limit,
-                               accepted_only=not args.all_statuses, heldout_mutants=not args.no_heldout_mutants).run()
+        stats = CodeNetBuilder(
+            args.codenet,
+            args.out,
+            mutants=args.mutants,
+            workers=args.workers,
+            shard=shard_arg(args.shard),
+            seed=args.seed,
+            limit=args.limit,
+            accepted_only=not args.all_statuses,
+            heldout_mutants=not args.no_heldout_mutants,
+        ).run()
     elif args.dataset == "functions":
         from curricula.codenet import shard_arg
         from curricula.functions import HUMANEVAL, FunctionsBuilder
 
-        stats = FunctionsBuilder(args.roots, args.out, mutants=args.mutants, input_mutants=args.input_mutants,
-                                 workers=args.workers, shard=shard_arg(args.shard), seed=args.seed, limit=args.limit,
-                                 humaneval=None if args.no_decontaminate else (args.humaneval or HUMANEVAL),
-                                 lineage=args.lineage, licence=args.licence).run()
+        stats = FunctionsBuilder(
+            args.roots,
+            args.out,
+            mutants=args.mutants,
+            input_mutants=args.input_mutants,
+            workers=args.workers,
+            shard=shard_arg(args.shard),
+            seed=args.seed,
+            limit=args.limit,
+            humaneval=None if args.no_decontaminate else (args.humaneval or HUMANEVAL),
+            lineage=args.lineage,
+            licence=args.licence,
+        ).run()
+    elif args.dataset == "decontaminate":
+        from curricula.decontaminate import decontaminate
+
+        report = decontaminate(args.build, args.references, args.out)
+        for name, entry in report["references"].items():
+            print(
+                f"{name}: {entry['reference_size']} programs; shared with the build: whole programs "
+                f"{entry['programs']}, definitions {entry['definitions']} (originals {entry['definitions_originals']})"
+            )
+        return 0
     elif args.dataset == "merge":
         from curricula.codenet import merge_shards
 
@@ -118,22 +227,37 @@ def _build_run(args: argparse.Namespace) -> int:
     elif args.dataset == "tutorial":
         from curricula.tutorial import build_tutorial
 
-        stats = build_tutorial(args.out, sources=args.sources, mutants=args.mutants, workers=args.workers, seed=args.seed)
+        stats = build_tutorial(
+            args.out, sources=args.sources, mutants=args.mutants, workers=args.workers, seed=args.seed
+        )
     else:
         from curricula.singleline import build_singleline
 
         if bool(args.source) == bool(args.kaggle):
             raise UsageError("give exactly one of --from DIR (a built dataset) or --kaggle FILE")
-        stats = build_singleline(args.out, source=args.source, kaggle=args.kaggle, workers=args.workers, limit=args.limit,
-                                 per_line=args.per_line, augment=args.augment)
+        stats = build_singleline(
+            args.out,
+            source=args.source,
+            kaggle=args.kaggle,
+            workers=args.workers,
+            limit=args.limit,
+            per_line=args.per_line,
+            augment=args.augment,
+        )
     print(json.dumps(stats.get("datasets", stats), indent=2))
     return 0
 
 
 def _stats_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dirs", nargs="+", metavar="DIR", help="built dataset folders (their stats go to DIR/table2.json, .png)")
-    p.add_argument("--tokenizer", metavar="DIR", help="a model (or tokenizer) folder: count trace lengths of both trace "
-                   "formats in its BPE tokens (default: whitespace-separated pieces)")
+    p.add_argument(
+        "dirs", nargs="+", metavar="DIR", help="built dataset folders (their stats go to DIR/table2.json, .png)"
+    )
+    p.add_argument(
+        "--tokenizer",
+        metavar="DIR",
+        help="a model (or tokenizer) folder: count trace lengths of both trace "
+        "formats in its BPE tokens (default: whitespace-separated pieces)",
+    )
 
 
 def _stats_run(args: argparse.Namespace) -> int:
@@ -147,5 +271,8 @@ def _stats_run(args: argparse.Namespace) -> int:
     return 0
 
 
-register("build", "build a curriculum dataset (codenetmut, functions, tutorial, singleline)", _build_args, _build_run)
-register("stats", "Table 2 statistics of built datasets, with distribution plots", _stats_args, _stats_run)
+# The subcommands this module defines, by name: (help, add_arguments, run); codeexecutor/cli.py lists them.
+COMMANDS = {
+    "build": ("build a curriculum dataset (codenetmut, functions, tutorial, singleline)", _build_args, _build_run),
+    "stats": ("Table 2 statistics of built datasets, with distribution plots", _stats_args, _stats_run),
+}

@@ -35,8 +35,14 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from curricula.common import (assign_splits, is_error_trace, log_to_build_folder, make_example, save_journal_datasets,
-                              write_json_atomic)
+from curricula.common import (
+    assign_splits,
+    is_error_trace,
+    log_to_build_folder,
+    make_example,
+    save_journal_datasets,
+    write_json_atomic,
+)
 from curricula.journal import Journal, read_journal, record_units, traced_by
 from curricula.shards import check_shards, record_build
 
@@ -57,8 +63,9 @@ def read_layout(root: str) -> tuple[list[Submission], dict[str, list[str]]]:
     if not os.path.isdir(os.path.join(root, "data")):
         from codeexecutor.errors import UsageError
 
-        raise UsageError(f"{root} does not look like Project CodeNet: no data/ folder "
-                         "(expected data/pXXXXX/Python/sXXXXXXXXX.py)")
+        raise UsageError(
+            f"{root} does not look like Project CodeNet: no data/ folder (expected data/pXXXXX/Python/sXXXXXXXXX.py)"
+        )
     statuses: dict[str, str] = {}
     for meta in glob.glob(os.path.join(root, "metadata", "p*.csv")):
         with open(meta, newline="") as f:
@@ -114,9 +121,20 @@ def read_layouts(roots: list[str]) -> tuple[list[Submission], dict[str, list[str
 
 
 class CodeNetBuilder:
-    def __init__(self, codenet: str | list[str], out: str, mutants: int = 20, workers: int = 2, shard: tuple[int, int] = (0, 1),
-                 seed: int = 0, limit: int | None = None, timeout: float = 1.0, max_steps: int = 1024,
-                 accepted_only: bool = True, heldout_mutants: bool = True) -> None:
+    def __init__(
+        self,
+        codenet: str | list[str],
+        out: str,
+        mutants: int = 20,
+        workers: int = 2,
+        shard: tuple[int, int] = (0, 1),
+        seed: int = 0,
+        limit: int | None = None,
+        timeout: float = 1.0,
+        max_steps: int = 1024,
+        accepted_only: bool = True,
+        heldout_mutants: bool = True,
+    ) -> None:
         self.codenet = [codenet] if isinstance(codenet, str) else list(codenet)
         self.out, self.n_mutants, self.workers = out, mutants, workers
         self.heldout_mutants = heldout_mutants
@@ -206,27 +224,55 @@ class CodeNetBuilder:
         mine = [s for i, s in enumerate(subs) if i % count == index]
         if self.limit is not None:
             mine = mine[: self.limit]
-        options = {"mutants": self.n_mutants, "seed": self.seed, "timeout": self.timeout,
-                   "max_steps": self.max_steps, "all_statuses": not self.accepted_only,
-                   "no_heldout_mutants": not self.heldout_mutants}
+        options = {
+            "mutants": self.n_mutants,
+            "seed": self.seed,
+            "timeout": self.timeout,
+            "max_steps": self.max_steps,
+            "all_statuses": not self.accepted_only,
+            "no_heldout_mutants": not self.heldout_mutants,
+        }
         record_build(self.out, "codenetmut", self.shard, options, self.codenet, len(mine))
         journal = Journal(os.path.join(self.out, "journal.jsonl"))
         journal.check_python()
         todo = [s for s in mine if s.submission_id not in journal.done]
-        log.info("codenetmut: %d submissions in %s, shard %d/%d has %d, %d already done (%d records kept), %d to do",
-                 len(subs), ", ".join(self.codenet), index, count, len(mine), len(mine) - len(todo), journal.records_kept, len(todo))
+        log.info(
+            "codenetmut: %d submissions in %s, shard %d/%d has %d, %d already done (%d records kept), %d to do",
+            len(subs),
+            ", ".join(self.codenet),
+            index,
+            count,
+            len(mine),
+            len(mine) - len(todo),
+            journal.records_kept,
+            len(todo),
+        )
         if len(mine) != len(todo):
             print(f"resuming: {len(mine) - len(todo)} of {len(mine)} programs already done")
         start = time.perf_counter()
         limits = Limits(timeout=self.timeout, max_steps=self.max_steps)
-        with ExecutorPool(self.workers, limits, prestart=("numpy",)) as pool, cf.ThreadPoolExecutor(self.workers + 1) as threads:
+        with (
+            ExecutorPool(self.workers, limits, prestart=("numpy",)) as pool,
+            cf.ThreadPoolExecutor(self.workers + 1) as threads,
+        ):
+
             def task(sub):
                 files = inputs.get(sub.problem_id) or [None]
                 rows, counts, op_status = self.process(pool, sub, splits[sub.problem_id], files[0])
                 return sub.submission_id, rows, {"counts": dict(counts), "ops": dict(op_status)}
 
-            self.counts.update(record_units(journal, threads.map(task, todo), len(mine), len(mine) - len(todo),
-                                            "codenetmut", "prog", progress, log))
+            self.counts.update(
+                record_units(
+                    journal,
+                    threads.map(task, todo),
+                    len(mine),
+                    len(mine) - len(todo),
+                    "codenetmut",
+                    "prog",
+                    progress,
+                    log,
+                )
+            )
         return self.finalize(time.perf_counter() - start, len(mine))
 
     def finalize(self, seconds: float, programs: int) -> dict:
@@ -250,7 +296,8 @@ class CodeNetBuilder:
             "seconds_this_run": round(seconds, 1),
             "mutants_executed_this_run": sum(v for k, v in self.counts.items() if k.startswith("mutant:")),
             "mutants_executed_per_s_this_run": round(
-                sum(v for k, v in self.counts.items() if k.startswith("mutant:")) / max(seconds, 1e-9), 1),
+                sum(v for k, v in self.counts.items() if k.startswith("mutant:")) / max(seconds, 1e-9), 1
+            ),
         }
         write_json_atomic(stats, os.path.join(self.out, "stats.json"))
         log.info("codenetmut done: %s", stats["datasets"])
@@ -268,18 +315,24 @@ def merge_shards(out: str, shards: list[str], partial: bool = False) -> dict:
     journals = [os.path.join(d, "journal.jsonl") for d in shards]
     missing = [j for j in journals if not os.path.isfile(j)]
     if missing:
-        raise UsageError(f"not a shard build folder (no journal.jsonl): {', '.join(os.path.dirname(m) for m in missing)}")
+        raise UsageError(
+            f"not a shard build folder (no journal.jsonl): {', '.join(os.path.dirname(m) for m in missing)}"
+        )
     traced = {d: traced_by(j) for d, j in zip(shards, journals)}
     if len(set(traced.values())) > 1:
         named = "; ".join(f"{d}: Python {v}" for d, v in traced.items())
-        raise UsageError(f"the shards were traced by different interpreters ({named}): build every shard with one Python")
+        raise UsageError(
+            f"the shards were traced by different interpreters ({named}): build every shard with one Python"
+        )
     check_shards(shards, partial)
     os.makedirs(out, exist_ok=True)
     programs, functions = 0, False
     with Journal(os.path.join(out, "journal.jsonl")) as merged:
         if merged.pythons and merged.pythons != set(traced.values()):
-            raise UsageError(f"{out} already holds units traced by Python {', '.join(sorted(merged.pythons))} and the shards "
-                             f"were traced by Python {next(iter(traced.values()))}: merge into a new folder")
+            raise UsageError(
+                f"{out} already holds units traced by Python {', '.join(sorted(merged.pythons))} and the shards "
+                f"were traced by Python {next(iter(traced.values()))}: merge into a new folder"
+            )
         for path in journals:
             records: list[dict] = []
             for kind, obj in read_journal(path):

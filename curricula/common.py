@@ -7,7 +7,7 @@ import hashlib
 import json
 import os
 import shutil
-from typing import Iterable
+from collections.abc import Iterable
 
 from codeexecutor.execution.interpreters import dataset_python  # noqa: F401  (this module's name for it, kept)
 from codeexecutor.execution.records import ExecResult, ExecStatus
@@ -37,8 +37,17 @@ def max_states(result: ExecResult) -> int:
     return max((len(s.state) for s in result.steps), default=0)
 
 
-def make_example(id_: str, group: str, split: str, task: str, code: str, result: ExecResult, kind: str,
-                 operators: tuple[str, ...] = (), source_id: str = "") -> dict:
+def make_example(
+    id_: str,
+    group: str,
+    split: str,
+    task: str,
+    code: str,
+    result: ExecResult,
+    kind: str,
+    operators: tuple[str, ...] = (),
+    source_id: str = "",
+) -> dict:
     """One dataset row: the program, its structured steps, status, error and output. The
     model's input and target texts are not stored: a run serializes them from these columns
     in its own format profile when it tokenizes (`Profile.example`), and storing the
@@ -66,8 +75,19 @@ def is_error_trace(result: ExecResult) -> bool:
     return result.status in (ExecStatus.ERROR, ExecStatus.MEMORY) and result.error is not None
 
 
-STRING_COLUMNS = ("id", "problem_id", "split", "task", "kind", "source_id", "code", "steps", "status", "error",
-                  "stdout")
+STRING_COLUMNS = (
+    "id",
+    "problem_id",
+    "split",
+    "task",
+    "kind",
+    "source_id",
+    "code",
+    "steps",
+    "status",
+    "error",
+    "stdout",
+)
 INT_COLUMNS = ("n_lines", "n_steps", "max_states")
 
 
@@ -92,13 +112,16 @@ def save_dataset(rows_by_split: dict[str, list[dict]], out_dir: str, extra: tupl
     for split in SPLITS:
         rows = sorted(rows_by_split.get(split, []), key=lambda r: r["id"])
         if rows:
-            parts[split] = datasets.Dataset.from_dict({name: [r[name] for r in rows] for name in schema}, features=schema)
+            parts[split] = datasets.Dataset.from_dict(
+                {name: [r[name] for r in rows] for name in schema}, features=schema
+            )
     _replace(datasets.DatasetDict(parts), out_dir)
     return {s: len(parts[s]) if s in parts else 0 for s in SPLITS}
 
 
-def save_journal_datasets(journal: str, out: str, names: tuple[str, ...], extra: tuple[str, ...] = (),
-                          keep: set[int] | None = None) -> dict:
+def save_journal_datasets(
+    journal: str, out: str, names: tuple[str, ...], extra: tuple[str, ...] = (), keep: set[int] | None = None
+) -> dict:
     """The datasets of a build (`names`: the `_set` its records name) written from its
     journal with bounded memory: one pass over the journal parses each record once and
     sends the rows of every set to Arrow in batches (`Dataset.from_generator`, the set in
@@ -131,20 +154,26 @@ def save_journal_datasets(journal: str, out: str, names: tuple[str, ...], extra:
         if next(rows(), None) is None:
             table = None
         else:
-            table = datasets.Dataset.from_generator(rows, features=datasets.Features({"_set": datasets.Value("string"),
-                                                                                       **schema}), cache_dir=work)
-        columns = table.data if table is not None else None  # Arrow columns, memory-mapped: no row becomes a Python object
+            table = datasets.Dataset.from_generator(
+                rows, features=datasets.Features({"_set": datasets.Value("string"), **schema}), cache_dir=work
+            )
+        columns = (
+            table.data if table is not None else None
+        )  # Arrow columns, memory-mapped: no row becomes a Python object
         for name in names:
             parts = {}
             for split in SPLITS if table is not None else ():
-                mask = pyarrow.compute.and_(pyarrow.compute.equal(columns.column("_set"), name),
-                                            pyarrow.compute.equal(columns.column("split"), split))
+                mask = pyarrow.compute.and_(
+                    pyarrow.compute.equal(columns.column("_set"), name),
+                    pyarrow.compute.equal(columns.column("split"), split),
+                )
                 rows_at = pyarrow.compute.indices_nonzero(mask)
                 if len(rows_at):
                     order = pyarrow.compute.sort_indices(pyarrow.compute.take(columns.column("id"), rows_at))
-                    parts[split] = table.select(pyarrow.compute.take(rows_at, order).to_numpy().astype("int64"),
-                                                indices_cache_file_name=os.path.join(work, f"{name}-{split}.arrow")
-                                                ).remove_columns("_set")
+                    parts[split] = table.select(
+                        pyarrow.compute.take(rows_at, order).to_numpy().astype("int64"),
+                        indices_cache_file_name=os.path.join(work, f"{name}-{split}.arrow"),
+                    ).remove_columns("_set")
             _replace(datasets.DatasetDict(parts), os.path.join(out, name))
             sizes[name] = {s: len(parts[s]) if s in parts else 0 for s in SPLITS}
     finally:
@@ -185,7 +214,9 @@ def built_datasets(folder: str, what: str = "dataset folder") -> dict[str, str]:
             found[os.path.basename(dirpath)] = dirpath
             dirnames[:] = []
     if not found:
-        raise UsageError(f"no built datasets in {folder} (expected folders written by `codeexecutor build ... --out {folder}`)")
+        raise UsageError(
+            f"no built datasets in {folder} (expected folders written by `codeexecutor build ... --out {folder}`)"
+        )
     return dict(sorted(found.items()))
 
 
@@ -208,5 +239,16 @@ def write_json_atomic(obj, path: str) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["SPLITS", "assign_splits", "built_datasets", "dataset_python", "save_journal_datasets", "log_to_build_folder", "make_example", "is_error_trace", "max_states", "save_dataset",
-           "write_json_atomic"]
+__all__ = [
+    "SPLITS",
+    "assign_splits",
+    "built_datasets",
+    "dataset_python",
+    "save_journal_datasets",
+    "log_to_build_folder",
+    "make_example",
+    "is_error_trace",
+    "max_states",
+    "save_dataset",
+    "write_json_atomic",
+]

@@ -32,14 +32,81 @@ from collections import Counter
 
 from curricula.function_calls import BUILTINS, Call, Program, _used, is_print, plain_source
 
-OUTSIDE = frozenset({
-    "os", "sys", "io", "shutil", "tempfile", "pathlib", "glob", "fileinput", "filecmp", "linecache", "zipfile", "tarfile",
-    "sqlite3", "dbm", "shelve", "mmap", "fcntl", "subprocess", "socket", "ssl", "select", "selectors", "http", "urllib",
-    "ftplib", "smtplib", "imaplib", "poplib", "nntplib", "telnetlib", "socketserver", "xmlrpc", "webbrowser", "asyncio",
-    "threading", "multiprocessing", "concurrent", "sched", "signal", "time", "timeit", "random", "secrets", "uuid",
-    "tkinter", "turtle", "idlelib", "ctypes", "gc", "sysconfig", "importlib", "pdb", "platform", "locale", "logging",
-    "tracemalloc", "faulthandler", "resource", "getpass", "pty", "tty", "termios", "site", "zipimport", "zipapp",
-    "unittest", "doctest", "atexit", "weakref", "inspect", "dis"})
+OUTSIDE = frozenset(
+    {
+        "os",
+        "sys",
+        "io",
+        "shutil",
+        "tempfile",
+        "pathlib",
+        "glob",
+        "fileinput",
+        "filecmp",
+        "linecache",
+        "zipfile",
+        "tarfile",
+        "sqlite3",
+        "dbm",
+        "shelve",
+        "mmap",
+        "fcntl",
+        "subprocess",
+        "socket",
+        "ssl",
+        "select",
+        "selectors",
+        "http",
+        "urllib",
+        "ftplib",
+        "smtplib",
+        "imaplib",
+        "poplib",
+        "nntplib",
+        "telnetlib",
+        "socketserver",
+        "xmlrpc",
+        "webbrowser",
+        "asyncio",
+        "threading",
+        "multiprocessing",
+        "concurrent",
+        "sched",
+        "signal",
+        "time",
+        "timeit",
+        "random",
+        "secrets",
+        "uuid",
+        "tkinter",
+        "turtle",
+        "idlelib",
+        "ctypes",
+        "gc",
+        "sysconfig",
+        "importlib",
+        "pdb",
+        "platform",
+        "locale",
+        "logging",
+        "tracemalloc",
+        "faulthandler",
+        "resource",
+        "getpass",
+        "pty",
+        "tty",
+        "termios",
+        "site",
+        "zipimport",
+        "zipapp",
+        "unittest",
+        "doctest",
+        "atexit",
+        "weakref",
+        "inspect",
+        "dis",
+    }
+)
 OUTSIDE_CALLS = frozenset({"open", "input", "exec", "eval", "breakpoint", "help", "globals", "locals", "id"})
 MAX_SETUP = 60  # statements taken from earlier sessions
 MAX_SESSION = 80  # statements of one session
@@ -78,10 +145,10 @@ def sessions(text: str) -> list[tuple[int, list[tuple[int, str, str]]]]:
             m = _PROMPT.match(lines[i])
             if not (m and m.group(2) == ">>>"):
                 break
-            line, source = i + 1, [lines[i][m.end():]]
+            line, source = i + 1, [lines[i][m.end() :]]
             i += 1
             while i < len(lines) and (m := _PROMPT.match(lines[i])) and m.group(2) == "...":
-                source.append(lines[i][m.end():])
+                source.append(lines[i][m.end() :])
                 i += 1
             want = []
             while i < len(lines) and lines[i].strip() and not ((m := _PROMPT.match(lines[i])) and m.group(2) == ">>>"):
@@ -116,8 +183,11 @@ def literal_blocks(text: str) -> list[tuple[int, str]]:
         if indent <= len(line) - len(line.lstrip()) or _PROMPT.match(lines[j]):
             continue
         first, block = j, []
-        while j < len(lines) and (not lines[j].strip() or len(lines[j]) - len(lines[j].lstrip()) >= indent) and not (
-                _PROMPT.match(lines[j]) and len(lines[j]) - len(lines[j].lstrip()) == indent):
+        while (
+            j < len(lines)
+            and (not lines[j].strip() or len(lines[j]) - len(lines[j].lstrip()) >= indent)
+            and not (_PROMPT.match(lines[j]) and len(lines[j]) - len(lines[j].lstrip()) == indent)
+        ):
             block.append(lines[j][indent:])
             j += 1
         code = "\n".join(block).strip("\n") + "\n"
@@ -271,8 +341,11 @@ class DocsCorpus:
             return []
         with open(os.path.join(self.root, relpath), encoding="utf-8", errors="replace") as f:
             text = f.read()
-        events = sorted([(line, "block", code) for line, code in literal_blocks(text)]
-                        + [(line, "session", examples) for line, examples in sessions(text)], key=lambda e: e[0])
+        events = sorted(
+            [(line, "block", code) for line, code in literal_blocks(text)]
+            + [(line, "session", examples) for line, examples in sessions(text)],
+            key=lambda e: e[0],
+        )
         documented = relpath.split(".")[0]
         earlier: list[ast.stmt] = []
         out = []
@@ -308,6 +381,12 @@ class DocsCorpus:
 
 
 def _is_display(stmt: ast.stmt) -> bool:
-    return (isinstance(stmt, ast.Expr) and is_print(stmt.value) and len(stmt.value.args) == 1
-            and isinstance(stmt.value.args[0], ast.Call) and isinstance(stmt.value.args[0].func, ast.Name)
-            and stmt.value.args[0].func.id == "repr" and len(stmt.value.args[0].args) == 1)
+    return (
+        isinstance(stmt, ast.Expr)
+        and is_print(stmt.value)
+        and len(stmt.value.args) == 1
+        and isinstance(stmt.value.args[0], ast.Call)
+        and isinstance(stmt.value.args[0].func, ast.Name)
+        and stmt.value.args[0].func.id == "repr"
+        and len(stmt.value.args[0].args) == 1
+    )

@@ -29,9 +29,26 @@ from dataclasses import dataclass
 
 STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
 DEFINERS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign, ast.Import, ast.ImportFrom)
-ASSERTS = {"assertEqual", "assertEquals", "assertTrue", "assertFalse", "assertListEqual", "assertTupleEqual",
-           "assertDictEqual", "assertSetEqual", "assertAlmostEqual", "assertIs", "assertIsNone", "assertIsNotNone",
-           "assertCountEqual", "assertIn", "assertNotEqual", "assertGreater", "assertLess", "assertSequenceEqual"}
+ASSERTS = {
+    "assertEqual",
+    "assertEquals",
+    "assertTrue",
+    "assertFalse",
+    "assertListEqual",
+    "assertTupleEqual",
+    "assertDictEqual",
+    "assertSetEqual",
+    "assertAlmostEqual",
+    "assertIs",
+    "assertIsNone",
+    "assertIsNotNone",
+    "assertCountEqual",
+    "assertIn",
+    "assertNotEqual",
+    "assertGreater",
+    "assertLess",
+    "assertSequenceEqual",
+}
 
 
 class Skip(Exception):
@@ -55,6 +72,7 @@ class Call:
 @dataclass(frozen=True)
 class Program:
     """A program a non-package source made (curricula/doc_sessions.py, curricula/puzzles.py)."""
+
     call: Call  # where it comes from, and the expression it shows
     code: str
     group: str  # its split group, relative to the corpus root: no group in two splits
@@ -77,7 +95,12 @@ class _Strip(ast.NodeTransformer):
     left empty gets `pass`."""
 
     def _body(self, body: list[ast.stmt]) -> list[ast.stmt]:
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+        if (
+            body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             body = body[1:]
         body = [stmt for stmt in body if stmt is not None and not isinstance(stmt, ast.Pass)]
         return body or [ast.Pass()]
@@ -147,7 +170,9 @@ class Corpus:
         self.files: list[str] = []  # relative paths, sorted
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "__pycache__")
-            self.files += [os.path.relpath(os.path.join(dirpath, f), root) for f in sorted(filenames) if f.endswith(".py")]
+            self.files += [
+                os.path.relpath(os.path.join(dirpath, f), root) for f in sorted(filenames) if f.endswith(".py")
+            ]
         self.files.sort()
         self.by_name = {module_name(p): p for p in self.files}
         self._cache: dict[str, Module | None] = {}
@@ -228,7 +253,7 @@ class Corpus:
             raise Skip(f"third_party:{alias.name.split('.')[0]}")
         return mod, stmt
 
-    def _module(self, path: str) -> tuple[Module, "ModuleRef"]:
+    def _module(self, path: str) -> tuple[Module, ModuleRef]:
         other = self.parse(path)
         if other is None:
             raise Skip("imported_module_does_not_parse")
@@ -293,9 +318,13 @@ def assemble(corpus: Corpus, mod: Module, driver: list[ast.stmt], max_lines: int
                 raise Skip("name_clash")
             names[name] = key
             if isinstance(stmt, (ast.Import, ast.ImportFrom)):  # a standard-library import: only this name
-                node = (ast.ImportFrom(module=stmt.module, names=[a for a in stmt.names if (a.asname or a.name) == name], level=0)
-                        if isinstance(stmt, ast.ImportFrom) else
-                        ast.Import(names=[a for a in stmt.names if (a.asname or a.name).split(".")[0] == name]))
+                node = (
+                    ast.ImportFrom(
+                        module=stmt.module, names=[a for a in stmt.names if (a.asname or a.name) == name], level=0
+                    )
+                    if isinstance(stmt, ast.ImportFrom)
+                    else ast.Import(names=[a for a in stmt.names if (a.asname or a.name).split(".")[0] == name])
+                )
                 text = ast.unparse(node)
                 if text not in imports:
                     imports.append(text)
@@ -338,8 +367,11 @@ def assemble(corpus: Corpus, mod: Module, driver: list[ast.stmt], max_lines: int
             found = corpus.definition(module, attr)
             if found is None or isinstance(found[1], ModuleRef):
                 raise Skip("package_module_import")  # m.sub.f, or a name the module does not define
-            members.append(f"    {attr} = staticmethod({attr})" if isinstance(found[1], (ast.FunctionDef, ast.AsyncFunctionDef))
-                           else f"    {attr} = {attr}")
+            members.append(
+                f"    {attr} = staticmethod({attr})"
+                if isinstance(found[1], (ast.FunctionDef, ast.AsyncFunctionDef))
+                else f"    {attr} = {attr}"
+            )
         body.append(f"class {alias}:\n" + ("\n".join(members) or "    pass"))
     imports.sort(key=lambda s: s != "from __future__ import annotations")
     program = "\n".join(imports + body + [ast.unparse(s) for s in driver]) + "\n"
@@ -404,14 +436,21 @@ def _asserted_call(node: ast.AST) -> ast.Call | None:
     if not isinstance(call, ast.Call):
         return None
     func = call.func  # f(x), or m.f(x) on a name (a module of the package, or an object the test made)
-    return call if isinstance(func, ast.Name) or (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)) \
+    return (
+        call
+        if isinstance(func, ast.Name) or (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name))
         else None
+    )
 
 
 def _is_assertion(stmt: ast.stmt) -> bool:
-    return isinstance(stmt, ast.Assert) or (isinstance(stmt, ast.Expr) and _asserted_call(stmt.value) is None and
-                                             isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute)
-                                             and stmt.value.func.attr.startswith("assert"))
+    return isinstance(stmt, ast.Assert) or (
+        isinstance(stmt, ast.Expr)
+        and _asserted_call(stmt.value) is None
+        and isinstance(stmt.value, ast.Call)
+        and isinstance(stmt.value.func, ast.Attribute)
+        and stmt.value.func.attr.startswith("assert")
+    )
 
 
 def _bound_in(stmts: list[ast.stmt]) -> set[str]:
@@ -447,8 +486,16 @@ def assertion_calls(mod: Module, setup: bool = True) -> list[Call]:
                 used = _used(call)
                 if not used & _bound_in(before):
                     before = []
-                out.append(Call(mod.name, mod.path, node.lineno, tuple(ast.unparse(s) for s in before), ast.unparse(call),
-                                "test"))
+                out.append(
+                    Call(
+                        mod.name,
+                        mod.path,
+                        node.lineno,
+                        tuple(ast.unparse(s) for s in before),
+                        ast.unparse(call),
+                        "test",
+                    )
+                )
     for node in ast.walk(mod.tree):  # assertions outside test functions: no setup
         call = _asserted_call(node)
         if call is not None and id(node) not in seen:

@@ -42,11 +42,30 @@ import time
 import tokenize
 from collections import Counter
 
-from curricula.common import (assign_splits, is_error_trace, log_to_build_folder, make_example, save_journal_datasets,
-                              write_json_atomic)
-from curricula.function_calls import (Call, Corpus, ModuleRef, Skip, assemble, assertion_calls, called_function, capped,
-                                      doctest_calls, driver_statements, is_test_file, module_name, uses_locals)
+from curricula.common import (
+    assign_splits,
+    is_error_trace,
+    log_to_build_folder,
+    make_example,
+    save_journal_datasets,
+    write_json_atomic,
+)
 from curricula.doc_sessions import DocsCorpus, is_docs_root
+from curricula.function_calls import (
+    Call,
+    Corpus,
+    ModuleRef,
+    Skip,
+    assemble,
+    assertion_calls,
+    called_function,
+    capped,
+    doctest_calls,
+    driver_statements,
+    is_test_file,
+    module_name,
+    uses_locals,
+)
 from curricula.journal import Journal, read_journal, record_units, traced_by
 from curricula.licences import find_licence
 from curricula.puzzles import PuzzleCorpus, puzzle_src
@@ -54,24 +73,45 @@ from curricula.shards import record_build
 
 log = logging.getLogger("curricula.functions")
 TASK = "codenet"  # the model reads these programs as it reads any whole program
-ARTIFACTS = ("NameError", "ImportError", "ModuleNotFoundError", "UnboundLocalError")  # a definition the extraction missed
-HUMANEVAL = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "humaneval",
-                                          "HumanEval.jsonl.gz"))
+ARTIFACTS = (
+    "NameError",
+    "ImportError",
+    "ModuleNotFoundError",
+    "UnboundLocalError",
+)  # a definition the extraction missed
+HUMANEVAL = os.path.normpath(
+    os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "humaneval", "HumanEval.jsonl.gz"
+    )
+)
 NGRAM = 5
 OVERLAP = 0.5  # share of a HumanEval solution's token 5-grams that marks a near-duplicate
-RANDOM = frozenset({"random", "secrets", "uuid"})  # draws a trace shows but no reader can know (the sandbox's seed is fixed)
+RANDOM = frozenset(
+    {"random", "secrets", "uuid"}
+)  # draws a trace shows but no reader can know (the sandbox's seed is fixed)
 MAX_PER_FUNCTION = 8  # calls of one function: a function with 60 doctests does not fill the set
 MAX_PER_MODULE = 300  # calls of one module in all: a bound on one journal unit's work
 
 
 def _ngrams(source: str) -> set[tuple[str, ...]]:
     try:
-        toks = [t.string for t in tokenize.generate_tokens(io.StringIO(source).readline)
-                if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
-                                  tokenize.ENDMARKER, tokenize.STRING)]
+        toks = [
+            t.string
+            for t in tokenize.generate_tokens(io.StringIO(source).readline)
+            if t.type
+            not in (
+                tokenize.COMMENT,
+                tokenize.NL,
+                tokenize.NEWLINE,
+                tokenize.INDENT,
+                tokenize.DEDENT,
+                tokenize.ENDMARKER,
+                tokenize.STRING,
+            )
+        ]
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return set()
-    return {tuple(toks[i: i + NGRAM]) for i in range(len(toks) - NGRAM + 1)}
+    return {tuple(toks[i : i + NGRAM]) for i in range(len(toks) - NGRAM + 1)}
 
 
 class HumanEvalFilter:
@@ -130,10 +170,22 @@ def _call_span(program: str) -> tuple[int, int]:
 
 
 class FunctionsBuilder:
-    def __init__(self, roots: list[str], out: str, mutants: int = 8, input_mutants: int = 4, workers: int = 2,
-                 shard: tuple[int, int] = (0, 1), seed: int = 0, limit: int | None = None, timeout: float = 1.0,
-                 max_steps: int = 1024, humaneval: str | None = HUMANEVAL, lineage: bool = False,
-                 licence: str | None = None) -> None:
+    def __init__(
+        self,
+        roots: list[str],
+        out: str,
+        mutants: int = 8,
+        input_mutants: int = 4,
+        workers: int = 2,
+        shard: tuple[int, int] = (0, 1),
+        seed: int = 0,
+        limit: int | None = None,
+        timeout: float = 1.0,
+        max_steps: int = 1024,
+        humaneval: str | None = HUMANEVAL,
+        lineage: bool = False,
+        licence: str | None = None,
+    ) -> None:
         self.roots, self.out = list(roots), out
         self.n_mutants, self.n_inputs, self.workers = mutants, input_mutants, workers
         self.shard, self.seed, self.limit = shard, seed, limit
@@ -146,9 +198,11 @@ class FunctionsBuilder:
         if unlicensed and not licence:
             from codeexecutor.errors import UsageError
 
-            raise UsageError(f"no licence found for {', '.join(unlicensed)} (no LICENSE, COPYING, PKG-INFO or dist-info "
-                             "METADATA in it or up to three folders above): pass --licence NAME if its licence lets you "
-                             "train on it")
+            raise UsageError(
+                f"no licence found for {', '.join(unlicensed)} (no LICENSE, COPYING, PKG-INFO or dist-info "
+                "METADATA in it or up to three folders above): pass --licence NAME if its licence lets you "
+                "train on it"
+            )
         for p in self.provenance:
             if not p["license"]:
                 p["license"], p["license_from"] = licence, "--licence"
@@ -175,10 +229,14 @@ class FunctionsBuilder:
         return self.module_key(ci, call.path)
 
     def splits(self) -> dict[str, str]:
-        groups = [self.module_key(ci, p) for ci, p in self.units()
-                  if isinstance(self.corpora[ci], Corpus) and not is_test_file(p)]
-        groups += [self.module_key(ci, g) for ci, c in enumerate(self.corpora) if not isinstance(c, Corpus)
-                   for g in c.groups()]
+        groups = [
+            self.module_key(ci, p)
+            for ci, p in self.units()
+            if isinstance(self.corpora[ci], Corpus) and not is_test_file(p)
+        ]
+        groups += [
+            self.module_key(ci, g) for ci, c in enumerate(self.corpora) if not isinstance(c, Corpus) for g in c.groups()
+        ]
         return assign_splits(groups, test_pct=8, valid_pct=5)
 
     # -- one module ---------------------------------------------------------------------------
@@ -213,12 +271,35 @@ class FunctionsBuilder:
         counts, rows = Counter(), []
         for prog in self.corpora[ci].programs(relpath, counts):
             counts["calls_found"] += 1
-            self.trace(pool, ci, relpath, prog.call, prog.code, self.module_key(ci, prog.group), splits, counts, rows,
-                       prog.driver, prog.keep_driver)
+            self.trace(
+                pool,
+                ci,
+                relpath,
+                prog.call,
+                prog.code,
+                self.module_key(ci, prog.group),
+                splits,
+                counts,
+                rows,
+                prog.driver,
+                prog.keep_driver,
+            )
         return rows, counts
 
-    def trace(self, pool, ci: int, relpath: str, call: Call, program: str, group: str, splits: dict[str, str],
-              counts: Counter, rows: list[dict], driver: int | None = None, keep_driver: bool = True) -> None:
+    def trace(
+        self,
+        pool,
+        ci: int,
+        relpath: str,
+        call: Call,
+        program: str,
+        group: str,
+        splits: dict[str, str],
+        counts: Counter,
+        rows: list[dict],
+        driver: int | None = None,
+        keep_driver: bool = True,
+    ) -> None:
         """Filters, traces and mutates one program; its rows go to `rows`, its fate to `counts`.
         `driver`: the byte where the inputs start (default: the last line, the printed call)."""
         from mutation import MutationError, mutate
@@ -254,11 +335,23 @@ class FunctionsBuilder:
         start = _call_span(program)[0] if driver is None else driver
         variants = []
         try:
-            variants += [(m, "mutant") for m in mutate(program, n=self.n_mutants, seed=self.seed,
-                                                       protected=((start, size),) if keep_driver else ())]
+            variants += [
+                (m, "mutant")
+                for m in mutate(
+                    program, n=self.n_mutants, seed=self.seed, protected=((start, size),) if keep_driver else ()
+                )
+            ]
             if self.n_inputs:
-                variants += [(m, "input") for m in mutate(program, n=self.n_inputs, seed=self.seed, operators=["CRP"],
-                                                         protected=((0, start),) if start else ())]
+                variants += [
+                    (m, "input")
+                    for m in mutate(
+                        program,
+                        n=self.n_inputs,
+                        seed=self.seed,
+                        operators=["CRP"],
+                        protected=((0, start),) if start else (),
+                    )
+                ]
         except MutationError:
             counts["skip:mutation_parse"] += 1
         for k, (m, kind) in enumerate(variants):
@@ -267,13 +360,22 @@ class FunctionsBuilder:
             if result.error is not None and result.error.type in ARTIFACTS:
                 continue
             if result.status.value == "ok" or is_error_trace(result):
-                rows.append(self._row(ci, call, f"{rid}_m{k:02d}", rid, group, split, m.code, result, kind, m.operators))
+                rows.append(
+                    self._row(ci, call, f"{rid}_m{k:02d}", rid, group, split, m.code, result, kind, m.operators)
+                )
 
     def _row(self, ci, call: Call, rid, source, group, split, code, result, kind, operators) -> dict:
         row = make_example(rid, group, split, TASK, code, result, kind, tuple(operators), source)
         prov = self.provenance[ci]
-        row["provenance"] = json.dumps({"corpus": prov["corpus"], "path": call.path, "line": call.line,
-                                        "commit": prov["commit"], "origin": call.origin})
+        row["provenance"] = json.dumps(
+            {
+                "corpus": prov["corpus"],
+                "path": call.path,
+                "line": call.line,
+                "commit": prov["commit"],
+                "origin": call.origin,
+            }
+        )
         row["license"] = prov["license"]
         row["_set"] = "functions_errors" if result.status.value != "ok" else "functions"
         return row
@@ -290,32 +392,64 @@ class FunctionsBuilder:
         if self.limit is not None:
             mine = mine[: self.limit]
         key = lambda u: f"{self.provenance[u[0]]['corpus']}/{u[1]}"  # noqa: E731
-        options = {"mutants": self.n_mutants, "input_mutants": self.n_inputs, "seed": self.seed,
-                   "timeout": self.timeout, "max_steps": self.max_steps, "lineage": self.lineage,
-                   "humaneval": os.path.basename(self.filter.path) if self.filter.path else None}
+        options = {
+            "mutants": self.n_mutants,
+            "input_mutants": self.n_inputs,
+            "seed": self.seed,
+            "timeout": self.timeout,
+            "max_steps": self.max_steps,
+            "lineage": self.lineage,
+            "humaneval": os.path.basename(self.filter.path) if self.filter.path else None,
+        }
         record_build(self.out, "functions", self.shard, options, self.roots, len(mine))
         journal = Journal(os.path.join(self.out, "journal.jsonl"))
         journal.check_python()
         todo = [u for u in mine if key(u) not in journal.done]
-        log.info("functions: %d modules in %s, shard %d/%d has %d, %d already done, %d to do; HumanEval filter: %s",
-                 len(units), ", ".join(self.roots), index, count, len(mine), len(mine) - len(todo), len(todo),
-                 self.filter.path or "none (no HumanEval file)")
+        log.info(
+            "functions: %d modules in %s, shard %d/%d has %d, %d already done, %d to do; HumanEval filter: %s",
+            len(units),
+            ", ".join(self.roots),
+            index,
+            count,
+            len(mine),
+            len(mine) - len(todo),
+            len(todo),
+            self.filter.path or "none (no HumanEval file)",
+        )
         if len(mine) != len(todo):
             print(f"resuming: {len(mine) - len(todo)} of {len(mine)} modules already done")
         start = time.perf_counter()
         limits = Limits(timeout=self.timeout, max_steps=self.max_steps)
         with ExecutorPool(self.workers, limits) as pool, cf.ThreadPoolExecutor(self.workers + 1) as threads:
+
             def task(unit):
                 rows, counts = self.process(pool, unit[0], unit[1], splits)
                 return key(unit), rows, {"counts": dict(counts)}
 
-            self.counts.update(record_units(journal, threads.map(task, todo), len(mine), len(mine) - len(todo),
-                                            "functions", "module", progress, log))
+            self.counts.update(
+                record_units(
+                    journal,
+                    threads.map(task, todo),
+                    len(mine),
+                    len(mine) - len(todo),
+                    "functions",
+                    "module",
+                    progress,
+                    log,
+                )
+            )
         return self.finalize(time.perf_counter() - start, len(mine))
 
     def finalize(self, seconds: float, modules: int) -> dict:
-        return finalize(self.out, seconds, modules, {"sources": [{**p, "root": r} for p, r in zip(self.provenance, self.roots)],
-                                                     "humaneval_filter": self.filter.path})
+        return finalize(
+            self.out,
+            seconds,
+            modules,
+            {
+                "sources": [{**p, "root": r} for p, r in zip(self.provenance, self.roots)],
+                "humaneval_filter": self.filter.path,
+            },
+        )
 
 
 def finalize(out: str, seconds: float, modules: int, meta: dict) -> dict:
@@ -337,7 +471,12 @@ def finalize(out: str, seconds: float, modules: int, meta: dict) -> dict:
             unit = obj.get("_done", "")
             source = next((n for n in names if unit.startswith(n + "/")), unit.split("/")[0])
             per_source.setdefault(source, Counter()).update(
-                {k: v for k, v in obj.get("counts", {}).items() if k in _PER_SOURCE or k.startswith(("skip", "humaneval"))})
+                {
+                    k: v
+                    for k, v in obj.get("counts", {}).items()
+                    if k in _PER_SOURCE or k.startswith(("skip", "humaneval"))
+                }
+            )
             continue
         ordinal += 1
         digest = hashlib.blake2b(_normalized(obj["code"]).encode(), digest_size=16).digest()
@@ -352,19 +491,34 @@ def finalize(out: str, seconds: float, modules: int, meta: dict) -> dict:
     keep = {v[2] for v in best.values()}
     groups = {split: len({v[3] for v in best.values() if v[0] == r}) for split, r in rank.items()}
     for v in best.values():
-        per_source.setdefault(v[4], Counter())["rows_kept_crashing" if v[5] == "functions_errors" else "rows_kept_clean"] += 1
+        per_source.setdefault(v[4], Counter())[
+            "rows_kept_crashing" if v[5] == "functions_errors" else "rows_kept_clean"
+        ] += 1
     del best
-    sizes = save_journal_datasets(journal, out, ("functions", "functions_errors"), extra=("provenance", "license"), keep=keep)
-    stats = {"python": traced_by(journal), "modules": modules, "counts": dict(sorted(counts.items())),
-             "datasets": sizes, "modules_per_split": groups,
-             "per_source": {k: dict(sorted(v.items())) for k, v in sorted(per_source.items())},
-             **meta, "seconds_this_run": round(seconds, 1)}
+    sizes = save_journal_datasets(
+        journal, out, ("functions", "functions_errors"), extra=("provenance", "license"), keep=keep
+    )
+    stats = {
+        "python": traced_by(journal),
+        "modules": modules,
+        "counts": dict(sorted(counts.items())),
+        "datasets": sizes,
+        "modules_per_split": groups,
+        "per_source": {k: dict(sorted(v.items())) for k, v in sorted(per_source.items())},
+        **meta,
+        "seconds_this_run": round(seconds, 1),
+    }
     write_json_atomic(stats, os.path.join(out, "stats.json"))
     log.info("functions done: %s", sizes)
     return stats
 
 
-_PER_SOURCE = ("calls_found", "programs_used", "original:ok", "original:error")  # with every skip: the per-source report
+_PER_SOURCE = (
+    "calls_found",
+    "programs_used",
+    "original:ok",
+    "original:error",
+)  # with every skip: the per-source report
 
 
 def _corpus(root: str):

@@ -17,10 +17,10 @@ import logging
 import os
 import sys
 from collections import Counter
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 DONE = "_done"
-PYTHON = "%d.%d" % sys.version_info[:2]  # the interpreter that traces: a done line records it (docs/sandbox.md)
+PYTHON = "{}.{}".format(*sys.version_info[:2])  # the interpreter that traces: a done line records it (docs/sandbox.md)
 
 
 class Journal:
@@ -62,8 +62,10 @@ class Journal:
         others = sorted(self.pythons - {PYTHON})
         if others:
             self.close()
-            raise UsageError(f"{os.path.dirname(self.path) or '.'} was traced by Python {', '.join(others)} and this is "
-                             f"Python {PYTHON}: resume it with Python {others[0]}, or build into a new --out")
+            raise UsageError(
+                f"{os.path.dirname(self.path) or '.'} was traced by Python {', '.join(others)} and this is "
+                f"Python {PYTHON}: resume it with Python {others[0]}, or build into a new --out"
+            )
 
     def write_unit(self, unit: str, records: list[dict], meta: dict | None = None, sync: bool = True) -> None:
         """Append a finished unit. `sync=False` leaves the fsync to `sync()`: a merge
@@ -84,7 +86,7 @@ class Journal:
             self.sync()
         self._file.close()
 
-    def __enter__(self) -> "Journal":
+    def __enter__(self) -> Journal:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -111,8 +113,16 @@ def read_journal(path: str) -> Iterator[tuple[str, dict]]:
             yield ("done" if DONE in obj else "record"), obj
 
 
-def record_units(journal: Journal, results: Iterable[tuple[str, list[dict], dict]], total: int, done: int, desc: str,
-                 unit: str, progress: bool = True, logger: logging.Logger | None = None) -> Counter:
+def record_units(
+    journal: Journal,
+    results: Iterable[tuple[str, list[dict], dict]],
+    total: int,
+    done: int,
+    desc: str,
+    unit: str,
+    progress: bool = True,
+    logger: logging.Logger | None = None,
+) -> Counter:
     """Write each finished unit (`(key, records, meta)`, in the order they come) to the
     journal as it arrives, with a progress bar over `total` units of which `done` were
     finished before; returns the sum of the units' `meta["counts"]`. The journal is
@@ -121,7 +131,9 @@ def record_units(journal: Journal, results: Iterable[tuple[str, list[dict], dict
     if progress:
         from codeexecutor.progress import bar as progress_bar
 
-        bar = progress_bar(total=total, initial=done, desc=desc, unit=unit, logger=logger)  # a line in build.log every few seconds
+        bar = progress_bar(
+            total=total, initial=done, desc=desc, unit=unit, logger=logger
+        )  # a line in build.log every few seconds
     counts: Counter = Counter()
     try:
         for key, records, meta in results:

@@ -44,7 +44,9 @@ def name_of_text(text: str) -> str:
 
 
 def _from_metadata(path: str) -> str:
-    text = open(path, encoding="utf-8", errors="replace").read(20000).split("\n\n", 1)[0]  # the header, not the description
+    text = (
+        open(path, encoding="utf-8", errors="replace").read(20000).split("\n\n", 1)[0]
+    )  # the header, not the description
     m = _FIELD.search(text)
     if m and m.group(1).upper() not in ("UNKNOWN", "NONE"):
         return m.group(1)
@@ -55,7 +57,9 @@ def _from_metadata(path: str) -> str:
 def _in_folder(folder: str) -> tuple[str, str]:
     manifest = os.path.join(folder, "MANIFEST.md")
     if os.path.isfile(manifest):
-        m = re.search(r"\*\*License\.\*\*\s*([A-Za-z0-9.\- ]+?)[\s(.]", open(manifest, encoding="utf-8", errors="replace").read())
+        m = re.search(
+            r"\*\*License\.\*\*\s*([A-Za-z0-9.\- ]+?)[\s(.]", open(manifest, encoding="utf-8", errors="replace").read()
+        )
         if m:
             return m.group(1).strip(), manifest
     for pattern in ("LICEN[CS]E*", "COPYING*"):

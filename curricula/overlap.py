@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import hashlib
 from collections import Counter, defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 from curricula.function_calls import _Strip
 
@@ -45,8 +45,13 @@ def definition_digests(code: str) -> dict[bytes, str]:
     if tree is None:
         return {}
     nodes = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    nodes += [m for c in tree.body if isinstance(c, ast.ClassDef) for m in c.body
-              if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    nodes += [
+        m
+        for c in tree.body
+        if isinstance(c, ast.ClassDef)
+        for m in c.body
+        if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
     out = {}
     for node in nodes:
         try:
@@ -75,8 +80,16 @@ def overlap_report(rows: Iterable[dict], references: list[Reference], examples: 
     """rows: the functions set's rows (code, split, kind, problem_id, id). Per reference:
     rows whose program is in it, rows sharing a definition with it (by split, originals
     apart), a few examples; and the set's own split checks."""
-    out = {r.name: {"reference_size": r.size, "programs": Counter(), "definitions": Counter(),
-                    "definitions_originals": Counter(), "examples": []} for r in references}
+    out = {
+        r.name: {
+            "reference_size": r.size,
+            "programs": Counter(),
+            "definitions": Counter(),
+            "definitions_originals": Counter(),
+            "examples": [],
+        }
+        for r in references
+    }
     splits_of_group: dict[str, set[str]] = defaultdict(set)
     splits_of_program: dict[bytes, set[str]] = defaultdict(set)
     total = Counter()

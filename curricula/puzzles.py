@@ -39,7 +39,8 @@ def puzzle_src(root: str) -> str | None:
     """The folder holding `puzzle_generator.py` and `generators/`, if `root` is such a tree."""
     for candidate in (root, os.path.join(root, "src")):
         if os.path.isfile(os.path.join(candidate, "puzzle_generator.py")) and os.path.isdir(
-                os.path.join(candidate, "generators")):
+            os.path.join(candidate, "generators")
+        ):
             return candidate
     return None
 
@@ -53,8 +54,11 @@ class PuzzleCorpus:
             raise ValueError(f"{root} has no puzzle_generator.py with generators/")
         self.src = os.path.abspath(puzzle_src(root))
         gen = os.path.join(self.src, "generators")
-        self.files = [os.path.relpath(os.path.join(gen, f), root) for f in sorted(os.listdir(gen))
-                      if f.endswith(".py") and f != "__init__.py"]
+        self.files = [
+            os.path.relpath(os.path.join(gen, f), root)
+            for f in sorted(os.listdir(gen))
+            if f.endswith(".py") and f != "__init__.py"
+        ]
 
     def groups(self) -> list[str]:
         """Every template's group (`path:Class`), read without running anything."""
@@ -69,8 +73,14 @@ class PuzzleCorpus:
         name = os.path.basename(relpath)[:-3]
         env = {**os.environ, "PYTHONINTMAXSTRDIGITS": "0", "PYTHONHASHSEED": "0"}
         try:
-            done = subprocess.run([sys.executable, DRIVER, self.src, name, str(PER_PUZZLE)], capture_output=True,
-                                  text=True, timeout=MODULE_SECONDS, env=env, cwd=self.src)
+            done = subprocess.run(
+                [sys.executable, DRIVER, self.src, name, str(PER_PUZZLE)],
+                capture_output=True,
+                text=True,
+                timeout=MODULE_SECONDS,
+                env=env,
+                cwd=self.src,
+            )
         except subprocess.TimeoutExpired:
             counts["skip_module:puzzle_generators_slow"] += 1
             return []

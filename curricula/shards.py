@@ -25,16 +25,23 @@ def record_build(out: str, builder: str, shard: tuple[int, int], options: dict, 
     from codeexecutor.errors import UsageError
     from curricula.common import write_json_atomic
 
-    manifest = {"builder": builder, "shard": list(shard), "options": options,
-                "sources": [os.path.basename(os.path.normpath(s)) for s in sources], "units": units}
+    manifest = {
+        "builder": builder,
+        "shard": list(shard),
+        "options": options,
+        "sources": [os.path.basename(os.path.normpath(s)) for s in sources],
+        "units": units,
+    }
     path = os.path.join(out, MANIFEST)
     if os.path.isfile(path):
         with open(path) as f:
             before = json.load(f)
         changed = _differences(before, manifest)
         if changed:
-            raise UsageError(f"{out} holds a build made with {changed[0][1]} and this run has {changed[0][2]}: resume it "
-                             "with the options it was begun with, or build into a new --out")
+            raise UsageError(
+                f"{out} holds a build made with {changed[0][1]} and this run has {changed[0][2]}: resume it "
+                "with the options it was begun with, or build into a new --out"
+            )
     os.makedirs(out, exist_ok=True)
     write_json_atomic(manifest, path)
 
@@ -82,31 +89,43 @@ def check_shards(shards: list[str], partial: bool = False) -> None:
     if len(manifests) < len(shards):
         recorded = {d for d, _ in manifests}
         unrecorded = [d for d in shards if d not in recorded]
-        raise UsageError(f"{', '.join(unrecorded)} has no {MANIFEST} (built by an older version) and the other shards do: "
-                         "rebuild it with the same options, or merge the old shards on their own")
+        raise UsageError(
+            f"{', '.join(unrecorded)} has no {MANIFEST} (built by an older version) and the other shards do: "
+            "rebuild it with the same options, or merge the old shards on their own"
+        )
     first, reference = manifests[0]
     for d, m in manifests:
         changed = [c for c in _differences(reference, m) if c[0] != "shard"]
         if changed or m["shard"][1] != reference["shard"][1]:
             key, a, b = changed[0] if changed else ("shard", f"N={reference['shard'][1]}", f"N={m['shard'][1]}")
-            raise UsageError(f"the shards are not one build: {first} has {a} and {d} has {b}; build every shard with the "
-                             "same options and --shard I/N with one N")
+            raise UsageError(
+                f"the shards are not one build: {first} has {a} and {d} has {b}; build every shard with the "
+                "same options and --shard I/N with one N"
+            )
     count = reference["shard"][1]
     seen: dict[int, str] = {}
     for d, m in manifests:
         index = m["shard"][0]
         if index in seen:
-            raise UsageError(f"shard {index}/{count} is given twice ({seen[index]} and {d}): give each shard folder once")
+            raise UsageError(
+                f"shard {index}/{count} is given twice ({seen[index]} and {d}): give each shard folder once"
+            )
         seen[index] = d
     if partial:
         return
     missing = [i for i in range(count) if i not in seen]
     if missing:
-        named = ", ".join(f"{i}/{count}" for i in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-        raise UsageError(f"shard {named} missing from the merge ({len(seen)} of {count} given): build and add them, "
-                         "or pass --partial to merge the shards there are")
+        named = ", ".join(f"{i}/{count}" for i in missing[:5]) + (
+            f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        )
+        raise UsageError(
+            f"shard {named} missing from the merge ({len(seen)} of {count} given): build and add them, "
+            "or pass --partial to merge the shards there are"
+        )
     for d, m in manifests:
         done = done_units(os.path.join(d, "journal.jsonl"))
         if done < m["units"]:
-            raise UsageError(f"{d} is unfinished ({done} of its {m['units']} units built): resume it with its build "
-                             "command, or pass --partial to merge what is built")
+            raise UsageError(
+                f"{d} is unfinished ({done} of its {m['units']} units built): resume it with its build "
+                "command, or pass --partial to merge what is built"
+            )

@@ -31,15 +31,15 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import logging
 import os
 import time
-import logging
 from collections import Counter
 
 from codeexecutor.progress import bar as progress_bar
+from codeexecutor.source import parse_quietly
 from curricula.common import SPLITS, make_example, save_dataset, write_json_atomic
 from curricula.journal import Journal, read_journal, traced_by
-from codeexecutor.source import parse_quietly
 
 TASK = "singleline"
 CHUNK = 512  # candidate programs per journal unit
@@ -132,8 +132,7 @@ def _kaggle_records(path: str):
         records = data if isinstance(data, list) else data.get("data", [data])
     except ValueError:
         records = [json.loads(line) for line in text.splitlines() if line.strip()]
-    for rec in records:
-        yield rec
+    yield from records
 
 
 def kaggle_program(rec) -> str | None:
@@ -206,16 +205,25 @@ def _check_params(out: str, params: dict) -> None:
             from codeexecutor.errors import UsageError
 
             changed = ", ".join(f"{k} {before.get(k)!r} -> {v!r}" for k, v in params.items() if before.get(k) != v)
-            raise UsageError(f"{out} holds a SingleLine build with other options ({changed}): give the same options "
-                             "to resume it, or delete the folder to build anew")
+            raise UsageError(
+                f"{out} holds a SingleLine build with other options ({changed}): give the same options "
+                "to resume it, or delete the folder to build anew"
+            )
     if before != params and os.path.exists(os.path.join(out, CANDIDATES)):  # scanned for other options
         os.remove(os.path.join(out, CANDIDATES))
     write_json_atomic(params, os.path.join(out, "params.json"))
 
 
-def build_singleline(out: str, source: str | None = None, kaggle: str | None = None, workers: int = 2,
-                     limit: int | None = None, progress: bool = True, per_line: int | None = PER_LINE,
-                     augment: int = 0) -> dict:
+def build_singleline(
+    out: str,
+    source: str | None = None,
+    kaggle: str | None = None,
+    workers: int = 2,
+    limit: int | None = None,
+    progress: bool = True,
+    per_line: int | None = PER_LINE,
+    augment: int = 0,
+) -> dict:
     os.makedirs(out, exist_ok=True)
     _check_params(out, {"source": source, "kaggle": kaggle, "limit": limit, "per_line": per_line, "augment": augment})
     start = time.perf_counter()
@@ -228,8 +236,9 @@ def build_singleline(out: str, source: str | None = None, kaggle: str | None = N
     return _trace_chunks(out, items, counts, source or kaggle, workers, progress, start)
 
 
-def _candidate_items(source: str | None, kaggle: str | None, limit: int | None, per_line: int | None,
-                     augment: int) -> tuple[list, Counter]:
+def _candidate_items(
+    source: str | None, kaggle: str | None, limit: int | None, per_line: int | None, augment: int
+) -> tuple[list, Counter]:
     """Every SingleLine candidate program (code, (id, group, split)) in id order, and the counts."""
     counts = Counter()
     programs: dict[str, tuple[str, str, str]] = {}  # code -> (id, group, split)
@@ -303,8 +312,9 @@ def _load_candidates(out: str) -> tuple[list, Counter] | None:
     return (items, Counter(head["counts"])) if len(items) == head["items"] else None
 
 
-def _trace_chunks(out: str, items: list, counts: Counter, origin: str, workers: int, progress: bool,
-                  start: float) -> dict:
+def _trace_chunks(
+    out: str, items: list, counts: Counter, origin: str, workers: int, progress: bool, start: float
+) -> dict:
     """Trace the candidates chunk by chunk into the journal, then write the dataset."""
     from codeexecutor.execution import ExecutorPool
 
@@ -315,10 +325,24 @@ def _trace_chunks(out: str, items: list, counts: Counter, origin: str, workers: 
     with Journal(os.path.join(out, "journal.jsonl")) as journal:
         journal.check_python()
         todo = [k for k in range(len(chunks)) if f"chunk{k}" not in journal.done]
-        log.info("singleline: %d candidate programs in %d chunks, %d already done", len(items), len(chunks), len(chunks) - len(todo))
+        log.info(
+            "singleline: %d candidate programs in %d chunks, %d already done",
+            len(items),
+            len(chunks),
+            len(chunks) - len(todo),
+        )
         pending = set(todo)
-        bar = progress_bar(total=len(items), initial=sum(len(chunks[k]) for k in range(len(chunks)) if k not in pending),
-                           desc="singleline", unit="prog", logger=log) if progress else None
+        bar = (
+            progress_bar(
+                total=len(items),
+                initial=sum(len(chunks[k]) for k in range(len(chunks)) if k not in pending),
+                desc="singleline",
+                unit="prog",
+                logger=log,
+            )
+            if progress
+            else None
+        )
         if todo:
             with ExecutorPool(workers) as pool:
                 for k in todo:
@@ -327,7 +351,9 @@ def _trace_chunks(out: str, items: list, counts: Counter, origin: str, workers: 
                         if result.status.value != "ok" or not result.steps:
                             chunk_counts[f"skip:{result.status.value}"] += 1
                             continue
-                        row = make_example(rid, group, split, TASK, code, result, "augmented" if AUGMENTED in rid else "singleline")
+                        row = make_example(
+                            rid, group, split, TASK, code, result, "augmented" if AUGMENTED in rid else "singleline"
+                        )
                         row["n_steps"] = 1  # the target is the one state after the line (Profile.example)
                         rows.append(row)
                         chunk_counts["examples"] += 1
@@ -344,11 +370,18 @@ def _trace_chunks(out: str, items: list, counts: Counter, origin: str, workers: 
     if not any(rows_by_split.values()):
         from codeexecutor.errors import UsageError
 
-        raise UsageError(f"no SingleLine examples came out of {origin} ({dict(counts)}); "
-                         "give a built dataset whose programs ran (codeexecutor build codenetmut ...)")
+        raise UsageError(
+            f"no SingleLine examples came out of {origin} ({dict(counts)}); "
+            "give a built dataset whose programs ran (codeexecutor build codenetmut ...)"
+        )
     sizes = save_dataset(rows_by_split, os.path.join(out, TASK))
-    stats = {"python": traced_by(os.path.join(out, "journal.jsonl")), "source": origin,
-             "counts": dict(sorted(counts.items())), "datasets": {TASK: sizes}, "seconds": round(time.perf_counter() - start, 1)}
+    stats = {
+        "python": traced_by(os.path.join(out, "journal.jsonl")),
+        "source": origin,
+        "counts": dict(sorted(counts.items())),
+        "datasets": {TASK: sizes},
+        "seconds": round(time.perf_counter() - start, 1),
+    }
     write_json_atomic(stats, os.path.join(out, "stats.json"))
     return stats
 

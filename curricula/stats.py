@@ -62,16 +62,23 @@ def trace_lengths(table, tok=None, cap: int = 766, chunk: int = 1024) -> dict:
     out: dict = {"unit": "bpe_tokens" if tok is not None else "pieces", "not_lossless": broken}
     for kind in ("full", "delta"):
         n = lengths[kind]
-        out[kind] = {"mean": round(sum(n) / len(n), 1), "median": statistics.median(n),
-                     "over_cap_share": round(sum(x > cap for x in n) / len(n), 4), "total": sum(n)}
+        out[kind] = {
+            "mean": round(sum(n) / len(n), 1),
+            "median": statistics.median(n),
+            "over_cap_share": round(sum(x > cap for x in n) / len(n), 4),
+            "total": sum(n),
+        }
     out["ratio"] = round(out["full"]["total"] / max(1, out["delta"]["total"]), 2)
     if tok is not None:  # code tokens against what a model of the default code length reads
         from codeexecutor.modeling.tokenizer import Encoder
 
         window = Encoder(tok).code_body
         n = lengths["code"]
-        out["code"] = {"mean": round(sum(n) / len(n), 1), "median": statistics.median(n),
-                       "over_window_share": round(sum(x > window for x in n) / len(n), 4)}
+        out["code"] = {
+            "mean": round(sum(n) / len(n), 1),
+            "median": statistics.median(n),
+            "over_window_share": round(sum(x > window for x in n) / len(n), 4),
+        }
     return out
 
 
@@ -114,7 +121,8 @@ def dataset_stats(folder: str, tokenizer: str | None = None) -> dict:
         per_op = built.get("per_operator_status")
         if per_op:
             report["operator_yield"] = {
-                op: {"ok_share": round(v.get("ok", 0) / max(1, sum(v.values())), 3), **v} for op, v in sorted(per_op.items())
+                op: {"ok_share": round(v.get("ok", 0) / max(1, sum(v.values())), 3), **v}
+                for op, v in sorted(per_op.items())
             }
     write_json_atomic(report, os.path.join(folder, "table2.json"))
     if distributions:
@@ -144,20 +152,35 @@ def _plot(distributions: dict, path: str) -> None:
 
 def print_table(report: dict) -> None:
     print(f"{report['folder']}")
-    print(f"  {'dataset':12} {'split':6} {'count':>8} {'code lines':>11} {'trace steps':>12} {'max states':>11}   paper (lines/steps/states)")
+    print(
+        f"  {'dataset':12} {'split':6} {'count':>8} {'code lines':>11} {'trace steps':>12} {'max states':>11}   "
+        "paper (lines/steps/states)"
+    )
     for name, splits in report["datasets"].items():
         paper = PAPER_TABLE2.get(name)
         for split, s in splits.items():
             ref = f"{paper[0]:.2f} / {paper[1]:.2f} / {paper[2]:.2f}" if paper else ""
-            print(f"  {name:12} {split:6} {s['count']:8d} {s['avg_code_lines']:11.2f} {s['avg_trace_steps']:12.2f} {s['avg_max_states']:11.2f}   {ref}")
-    lengths = [(name, split, s["trace_lengths"]) for name, splits in report["datasets"].items()
-               for split, s in splits.items() if s.get("trace_lengths")]
+            print(
+                f"  {name:12} {split:6} {s['count']:8d} {s['avg_code_lines']:11.2f} "
+                f"{s['avg_trace_steps']:12.2f} {s['avg_max_states']:11.2f}   {ref}"
+            )
+    lengths = [
+        (name, split, s["trace_lengths"])
+        for name, splits in report["datasets"].items()
+        for split, s in splits.items()
+        if s.get("trace_lengths")
+    ]
     if lengths:
         unit = lengths[0][2]["unit"].replace("_", " ")
         print(f"  trace length in {unit}: full states / compact (mean, median, share over 766), ratio, not lossless")
     for name, split, t in lengths:
         f, d = t["full"], t["delta"]
-        print(f"  {name:12} {split:6} {f['mean']:8.1f} {f['median']:7.1f} {100 * f['over_cap_share']:5.1f}%  /"
-              f" {d['mean']:7.1f} {d['median']:7.1f} {100 * d['over_cap_share']:5.1f}%   {t['ratio']:.2f}x  {t['not_lossless']}")
+        print(
+            f"  {name:12} {split:6} {f['mean']:8.1f} {f['median']:7.1f} {100 * f['over_cap_share']:5.1f}%  /"
+            f" {d['mean']:7.1f} {d['median']:7.1f} {100 * d['over_cap_share']:5.1f}%   "
+            f"{t['ratio']:.2f}x  {t['not_lossless']}"
+        )
     for op, y in report.get("operator_yield", {}).items():
-        print(f"  yield {op:4} ok {y['ok_share']:.1%}  " + " ".join(f"{k}={v}" for k, v in y.items() if k != "ok_share"))
+        print(
+            f"  yield {op:4} ok {y['ok_share']:.1%}  " + " ".join(f"{k}={v}" for k, v in y.items() if k != "ok_share")
+        )

@@ -22,9 +22,9 @@ import re
 import time
 from collections import Counter
 
+from codeexecutor.source import parse_quietly
 from curricula.common import assign_splits, make_example, save_dataset, write_json_atomic
 from curricula.journal import Journal, read_journal, record_units, traced_by
-from codeexecutor.source import parse_quietly
 
 log = logging.getLogger("curricula.tutorial")
 DEBIAN_SOURCES = "/usr/share/doc/python3.11/html/_sources/tutorial"
@@ -38,8 +38,10 @@ def default_sources() -> str:
             return os.path.normpath(candidate)
     from codeexecutor.errors import UsageError
 
-    raise UsageError("no Python tutorial sources found: `apt-get install python3.11-doc` "
-                     f"(gives {DEBIAN_SOURCES}) or pass --sources DIR with the *.rst.txt files")
+    raise UsageError(
+        "no Python tutorial sources found: `apt-get install python3.11-doc` "
+        f"(gives {DEBIAN_SOURCES}) or pass --sources DIR with the *.rst.txt files"
+    )
 
 
 _PROMPT = re.compile(r"^(\s*)(>>>|\.\.\.)( |$)")
@@ -47,7 +49,6 @@ _PROMPT = re.compile(r"^(\s*)(>>>|\.\.\.)( |$)")
 
 def extract_snippets(text: str, name: str) -> list[tuple[str, str]]:
     """(snippet id, code) pairs from one reST file."""
-    import ast
 
     lines = text.splitlines()
     out = []
@@ -59,7 +60,7 @@ def extract_snippets(text: str, name: str) -> list[tuple[str, str]]:
             while i < len(lines) and lines[i].strip():
                 pm = _PROMPT.match(lines[i])
                 if pm:
-                    code.append(lines[i][pm.end():] if pm.group(3) else "")
+                    code.append(lines[i][pm.end() :] if pm.group(3) else "")
                 i += 1
             snippet = "\n".join(code).strip("\n") + "\n"
             out.append((f"{name}:{start + 1}", snippet))
@@ -100,8 +101,9 @@ def string_spans(code: str) -> tuple[tuple[int, int], ...]:
 TEST_PCT, VALID_PCT = 12, 6
 
 
-def build_tutorial(out: str, sources: str | None = None, mutants: int = 100, workers: int = 2, seed: int = 0,
-                   progress: bool = True) -> dict:
+def build_tutorial(
+    out: str, sources: str | None = None, mutants: int = 100, workers: int = 2, seed: int = 0, progress: bool = True
+) -> dict:
     from codeexecutor.execution import ExecutorPool
     from mutation import MutationError, mutate
 
@@ -123,6 +125,7 @@ def build_tutorial(out: str, sources: str | None = None, mutants: int = 100, wor
     todo = [(sid, code) for sid, code in snippets if sid not in journal.done]
     start = time.perf_counter()
     with ExecutorPool(workers) as pool, cf.ThreadPoolExecutor(workers + 1) as threads:
+
         def task(item):
             sid, code = item
             counts, rows = Counter(), []
@@ -141,12 +144,22 @@ def build_tutorial(out: str, sources: str | None = None, mutants: int = 100, wor
                 r = pool.execute(m.code)
                 counts[f"mutant:{r.status.value}"] += 1
                 if r.status.value == "ok":
-                    rows.append(make_example(f"{sid}_m{k:03d}", sid, split, TASK, m.code, r, "mutant", m.operators, sid))
+                    rows.append(
+                        make_example(f"{sid}_m{k:03d}", sid, split, TASK, m.code, r, "mutant", m.operators, sid)
+                    )
             counts["examples"] += len(rows)
             return sid, rows, {"counts": dict(counts)}
 
-        record_units(journal, threads.map(task, todo), len(snippets), len(snippets) - len(todo), "tutorial", "snippet",
-                     progress, log)
+        record_units(
+            journal,
+            threads.map(task, todo),
+            len(snippets),
+            len(snippets) - len(todo),
+            "tutorial",
+            "snippet",
+            progress,
+            log,
+        )
     by_split: dict[str, list[dict]] = {}
     counts = Counter()
     for kind, obj in read_journal(os.path.join(out, "journal.jsonl")):
@@ -155,8 +168,13 @@ def build_tutorial(out: str, sources: str | None = None, mutants: int = 100, wor
         else:
             by_split.setdefault(obj["split"], []).append(obj)
     sizes = save_dataset(by_split, os.path.join(out, TASK))
-    stats = {"python": traced_by(os.path.join(out, "journal.jsonl")), "sources": sources, "snippets": len(snippets),
-             "counts": dict(sorted(counts.items())),
-             "datasets": {TASK: sizes}, "seconds_this_run": round(time.perf_counter() - start, 1)}
+    stats = {
+        "python": traced_by(os.path.join(out, "journal.jsonl")),
+        "sources": sources,
+        "snippets": len(snippets),
+        "counts": dict(sorted(counts.items())),
+        "datasets": {TASK: sizes},
+        "seconds_this_run": round(time.perf_counter() - start, 1),
+    }
     write_json_atomic(stats, os.path.join(out, "stats.json"))
     return stats

@@ -19,4 +19,6 @@ def agreement(a: list[dict], b: list[dict]) -> dict[str, dict]:
         if key in mine:
             counts[p["dataset"]][0] += 1
             counts[p["dataset"]][1] += mine[key] == p["prediction"]
-    return {name: {"examples": n, "identical": round(100.0 * same / n, 2)} for name, (n, same) in sorted(counts.items())}
+    return {
+        name: {"examples": n, "identical": round(100.0 * same / n, 2)} for name, (n, same) in sorted(counts.items())
+    }

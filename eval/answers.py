@@ -8,9 +8,18 @@ import json
 import os
 
 
-def generate_answers(gen, inputs: list[str], beam: int, max_length: int | None, batch_size: int, progress: bool,
-              decoding: dict | None = None, journal: "Answers | None" = None, keys: list[str] | None = None,
-              shard: tuple[int, int] | None = None) -> list:
+def generate_answers(
+    gen,
+    inputs: list[str],
+    beam: int,
+    max_length: int | None,
+    batch_size: int,
+    progress: bool,
+    decoding: dict | None = None,
+    journal: Answers | None = None,
+    keys: list[str] | None = None,
+    shard: tuple[int, int] | None = None,
+) -> list:
     """The Generated answers (text, and whether it ended before the length cap), in input order;
     `decoding`: TraceGenerator.generate's rules (names, values, exception_bias). With a
     `journal`, answers it holds for these `keys` are taken from it and each new batch is
@@ -25,8 +34,9 @@ def generate_answers(gen, inputs: list[str], beam: int, max_length: int | None, 
         it = bar(it, desc="generating", unit="batch")
     for start in it:
         batch = todo[start : start + batch_size]
-        made = gen.generate([inputs[i] for i in batch], beam=beam, max_length=max_length, batch_size=batch_size,
-                            **(decoding or {}))
+        made = gen.generate(
+            [inputs[i] for i in batch], beam=beam, max_length=max_length, batch_size=batch_size, **(decoding or {})
+        )
         for i, o in zip(batch, made):
             outs[i] = o
         if journal is not None:
@@ -86,7 +96,9 @@ class Answers:
 
         with open(self.path, "a", encoding="utf-8") as f:
             for key, answer in pairs:
-                f.write(json.dumps({"tag": self.tag, "key": key, "answer": dataclasses.asdict(answer)}, ensure_ascii=False)
-                        + "\n")
+                f.write(
+                    json.dumps({"tag": self.tag, "key": key, "answer": dataclasses.asdict(answer)}, ensure_ascii=False)
+                    + "\n"
+                )
             f.flush()
             os.fsync(f.fileno())

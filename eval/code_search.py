@@ -20,7 +20,7 @@ from eval.rerank import similarity
 def build_set(codenet: str, problems: int = 20, per_problem: int = 4, seed: int = 0) -> list[dict]:
     """Programs of `problems` problems (each with >= 2 programs), inlined; [{id, problem_id, code}]."""
     from codeexecutor.execution.inline import InlineError, inline_stdin
-    from curricula.codenet import read_source, read_layout
+    from curricula.codenet import read_layout, read_source
 
     subs, inputs = read_layout(codenet)
     by_problem = defaultdict(list)
@@ -63,7 +63,9 @@ def embed(gen, codes: list[str], batch_size: int = 16) -> torch.Tensor:
         B, S = ids.shape
         att = mask.bool()[:, None, :].expand(B, S, S) | torch.eye(S, dtype=torch.bool, device=ids.device)[None]
         pos = torch.arange(S, device=ids.device)[None].expand(B, S) + POSITION_OFFSET
-        h = m.roberta(input_ids=ids, attention_mask=additive(att, m.dtype), position_ids=pos, use_cache=False).last_hidden_state
+        h = m.roberta(
+            input_ids=ids, attention_mask=additive(att, m.dtype), position_ids=pos, use_cache=False
+        ).last_hidden_state
         v = (h * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)  # mean over real tokens
         vecs.append(torch.nn.functional.normalize(v.float(), dim=-1).cpu())
     return torch.cat(vecs)
@@ -90,9 +92,17 @@ def code_search(model: str, programs: list[dict], beam: int = 2, max_length: int
     gen = cached_generator(model)  # loaded once per process: `search` loads it before reading the corpus
     emb = embed(gen, [p["code"] for p in programs])
     cos = emb @ emb.T
-    outs = [gen.parse(g.text).output for g in gen.generate([gen.code_input(p["code"]) for p in programs], beam=beam, max_length=max_length)]
+    outs = [
+        gen.parse(g.text).output
+        for g in gen.generate([gen.code_input(p["code"]) for p in programs], beam=beam, max_length=max_length)
+    ]
     out_sim = torch.tensor([[similarity(a, b) for b in outs] for a in outs])
     groups = [p["problem_id"] for p in programs]
-    return {"model": model, "programs": len(programs), "problems": len(set(groups)),
-            "map_embeddings": mean_average_precision(cos, groups),
-            "map_embeddings_plus_outputs": mean_average_precision(cos + weight * out_sim, groups), "output_weight": weight}
+    return {
+        "model": model,
+        "programs": len(programs),
+        "problems": len(set(groups)),
+        "map_embeddings": mean_average_precision(cos, groups),
+        "map_embeddings_plus_outputs": mean_average_precision(cos + weight * out_sim, groups),
+        "output_weight": weight,
+    }

@@ -8,7 +8,7 @@ example of the chosen split. `--data FILE.json`: a test file in the release's fo
 as the release feeds it: `<task> ` + the code tokens joined by spaces.
 
 Golds are cut as the release cuts them (766 BPE tokens, then decoded). The Table-3
-numbers are the release's metric (eval/trace_metrics.py, its SingleLine variant for
+numbers are the release's metric (codeexecutor/modeling/trace_metrics.py, its SingleLine variant for
 SingleLine); our aligned variant, ORCA's trace metrics and a per-category breakdown in
 the spirit of the paper's Table 4 (loops, conditionals, lists, strings, function calls)
 come beside them, each under its own name. Runtime-error metrics are computed over the
@@ -32,16 +32,27 @@ from codeexecutor.errors import ConfigError
 from codeexecutor.generation.verdict import finite_margin
 from codeexecutor.modeling.int8 import INT8_FILE
 from codeexecutor.modeling.profiles import lacks_depth
+from codeexecutor.modeling.trace_metrics import (
+    TraceRecord,
+    aligned_metrics,
+    crash_score_auroc,
+    error_metrics,
+    orca_metrics,
+    table3_metrics,
+)
 from eval.answers import Answers, generate_answers
-from eval.trace_metrics import TraceRecord, aligned_metrics, crash_score_auroc, error_metrics, orca_metrics, table3_metrics
 
 PAPER_TABLE3 = {  # output acc, trace acc, line F1, identifier F1 (CodeExecutor)
     "singleline": (None, 94.03, 94.03, 97.23),
     "tutorial": (76.42, 80.09, 84.70, 80.36),
     "codenetmut": (48.06, 33.38, 49.96, 54.31),
 }
-CRASH_FAMILIES = {"errors": "plain", "codenetmut": "plain",  # crashing programs against the clean ones they sit beside
-                  "functions_errors": "functions", "functions": "functions"}
+CRASH_FAMILIES = {
+    "errors": "plain",
+    "codenetmut": "plain",  # crashing programs against the clean ones they sit beside
+    "functions_errors": "functions",
+    "functions": "functions",
+}
 CATEGORIES = ("loops", "conditionals", "lists", "strings", "function_calls")
 METRIC_NAME = "release: CodeExecutor inference/metric.py (compute_metrics; compute_singleline_metrics for SingleLine)"
 
@@ -137,8 +148,10 @@ def read_release_file(path: str) -> list[dict]:
             if not isinstance(row.get("code_tokens"), list) or not isinstance(row.get("trace_tokens"), list):
                 raise ValueError("no code_tokens/trace_tokens lists")
         except (ValueError, AttributeError) as exc:
-            raise UsageError(f"{path}:{n}: not a line of the release's test format ({exc}); expected JSON with "
-                             "\"code_tokens\" and \"trace_tokens\" lists (codenetmut_test.json)") from None
+            raise UsageError(
+                f"{path}:{n}: not a line of the release's test format ({exc}); expected JSON with "
+                '"code_tokens" and "trace_tokens" lists (codenetmut_test.json)'
+            ) from None
         if row["code_tokens"]:  # the release skips empty programs too
             rows.append(row)
     if not rows:
@@ -155,9 +168,11 @@ def _scored(enc, outs) -> list[str]:
 def expansion_summary(outs) -> dict:
     """How many of a delta model's answers had steps the expansion could not read, and the
     tokens it wrote against the full-state text they stand for (not cut)."""
-    return {"malformed": sum(o.expansion_problems > 0 for o in outs),
-            "problems": sum(o.expansion_problems for o in outs),
-            "generated_tokens": sum(o.tokens for o in outs)}
+    return {
+        "malformed": sum(o.expansion_problems > 0 for o in outs),
+        "problems": sum(o.expansion_problems for o in outs),
+        "generated_tokens": sum(o.tokens for o in outs),
+    }
 
 
 def _finished(ended: Sequence[bool]) -> tuple[list[int], float | None]:
@@ -171,13 +186,27 @@ def unfinished_summary(preds: list[str], golds: list[str], ended: list[bool], si
     their last steps, output and crash verdict are missing, whatever the metric says.
     How many, and the trace accuracy (the release's metric) of the others."""
     done, share = _finished(ended)
-    return {"predictions": len(golds) - len(done), "share": share,
-            "trace_accuracy_of_finished": table3_metrics([preds[i] for i in done], [golds[i] for i in done],
-                                                         singleline=singleline)["trace_accuracy"] if done else None}
+    return {
+        "predictions": len(golds) - len(done),
+        "share": share,
+        "trace_accuracy_of_finished": table3_metrics(
+            [preds[i] for i in done], [golds[i] for i in done], singleline=singleline
+        )["trace_accuracy"]
+        if done
+        else None,
+    }
 
 
-def _score(name: str, split: str, codes: list[str], preds: list[str], golds: list[str], parse, singleline: bool,
-           ended: list[bool]) -> dict:
+def _score(
+    name: str,
+    split: str,
+    codes: list[str],
+    preds: list[str],
+    golds: list[str],
+    parse,
+    singleline: bool,
+    ended: list[bool],
+) -> dict:
     precs, refs = [TraceRecord.from_parsed(parse(t)) for t in preds], [TraceRecord.from_parsed(parse(t)) for t in golds]
     entry = {
         "split": split,
@@ -194,16 +223,34 @@ def _score(name: str, split: str, codes: list[str], preds: list[str], golds: lis
             by_cat[c].append(i)
     for c, idx in by_cat.items():
         m = table3_metrics([preds[i] for i in idx], [golds[i] for i in idx], singleline=singleline)
-        entry["categories"][c] = {"programs": len(idx), "trace_accuracy": m["trace_accuracy"], "output_accuracy": m["output_accuracy"]}
+        entry["categories"][c] = {
+            "programs": len(idx),
+            "trace_accuracy": m["trace_accuracy"],
+            "output_accuracy": m["output_accuracy"],
+        }
     return entry
 
 
-def evaluate_model(model: str, data: str, split: str = "test", limit: int | None = None, beam: int | None = None,
-                   max_length: int | None = None, batch_size: int | None = None, resource_descriptions: str | None = None,
-                   progress: bool = True, task: str | None = None, names: bool = False, values: bool = False,
-                   exception_bias: float = 0.0, exception_at: str = "step", html: str | None = None,
-                   length_penalty: float = 0.0, answers: str | None = None,
-                   shard: tuple[int, int] | None = None) -> dict:
+def evaluate_model(
+    model: str,
+    data: str,
+    split: str = "test",
+    limit: int | None = None,
+    beam: int | None = None,
+    max_length: int | None = None,
+    batch_size: int | None = None,
+    resource_descriptions: str | None = None,
+    progress: bool = True,
+    task: str | None = None,
+    names: bool = False,
+    values: bool = False,
+    exception_bias: float = 0.0,
+    exception_at: str = "step",
+    html: str | None = None,
+    length_penalty: float = 0.0,
+    answers: str | None = None,
+    shard: tuple[int, int] | None = None,
+) -> dict:
     """Scores a model on built datasets (or a release-format test file). `names`, `values`:
     decode with the state rules (generation/constraints.py); `exception_bias`: favour
     `<exception>` at step ends (generation/verdict.py). The release uses neither. Each
@@ -222,8 +269,10 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
     from codeexecutor.generation import TraceGenerator
 
     if not os.path.exists(data):
-        raise UsageError(f"no test data at {data}: pass a folder of built datasets (codeexecutor build ... --out) "
-                         "or a test file in the release's format (codenetmut_test.json)")
+        raise UsageError(
+            f"no test data at {data}: pass a folder of built datasets (codeexecutor build ... --out) "
+            "or a test file in the release's format (codenetmut_test.json)"
+        )
     rows_of_file = read_release_file(data) if os.path.isfile(data) else None
     found = {} if rows_of_file is not None else find_datasets(data)
     if rows_of_file is None and not found:
@@ -234,16 +283,32 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
 
     beam = default_beam(gen) if beam is None else beam
     batch_size = batch_size or programs_per_batch(beam)
-    from codeexecutor.generation.api import interpreter_note
     from codeexecutor.execution.interpreters import dataset_python
+    from codeexecutor.generation.api import interpreter_note
 
-    report: dict = {"model": model, "data": data, "split": split, "beam": beam, "metric": METRIC_NAME,
-                    "trace_python": getattr(gen.model.config, "trace_python", None),
-                    "format_profile": profile.label, "trace_state": profile.state, "constrained_names": names,
-                    "constrained_values": values, "exception_bias": exception_bias,
-                    "exception_at": exception_at, "length_penalty": length_penalty, "datasets": {}}
-    decoding = {"names": names, "values": values, "exception_bias": exception_bias, "exception_at": exception_at,
-                "length_penalty": length_penalty}
+    report: dict = {
+        "model": model,
+        "data": data,
+        "split": split,
+        "beam": beam,
+        "metric": METRIC_NAME,
+        "trace_python": getattr(gen.model.config, "trace_python", None),
+        "format_profile": profile.label,
+        "trace_state": profile.state,
+        "constrained_names": names,
+        "constrained_values": values,
+        "exception_bias": exception_bias,
+        "exception_at": exception_at,
+        "length_penalty": length_penalty,
+        "datasets": {},
+    }
+    decoding = {
+        "names": names,
+        "values": values,
+        "exception_bias": exception_bias,
+        "exception_at": exception_at,
+        "length_penalty": length_penalty,
+    }
     journal = None
     if shard is not None and not answers:
         raise UsageError("a sharded evaluation needs an answers file to decode into")
@@ -253,8 +318,17 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
         if not os.path.exists(weights):
             weights = os.path.join(model, INT8_FILE)  # a shipped folder in int8
         stamp = os.path.getmtime(weights) if os.path.exists(weights) else None
-        journal = Answers(answers, shard=shard, settings={"model": os.path.abspath(model) if os.path.exists(model) else model, "stamp": stamp,
-                                    "beam": beam, "max_length": max_length, **decoding})
+        journal = Answers(
+            answers,
+            shard=shard,
+            settings={
+                "model": os.path.abspath(model) if os.path.exists(model) else model,
+                "stamp": stamp,
+                "beam": beam,
+                "max_length": max_length,
+                **decoding,
+            },
+        )
         report["answers"] = {"file": answers, "resumed": journal.resumed}
     predictions: list[dict] = []
 
@@ -266,14 +340,29 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
         keys = [f"{name}/{r.get('id', i)}" for i, r in zip(sample(len(rows_of_file), limit), rows)]
         outs = generate_answers(gen, inputs, beam, max_length, batch_size, progress, decoding, journal, keys, shard)
         if decoded is not None:
-            return {**decoded, "answers": journal.path, "examples": len(outs),
-                    "decoded": sum(o is not None for o in outs) - journal.resumed}
+            return {
+                **decoded,
+                "answers": journal.path,
+                "examples": len(outs),
+                "decoded": sum(o is not None for o in outs) - journal.resumed,
+            }
         preds, ended = _scored(enc, outs), [o.finished for o in outs]
         codes = [r.get("code", "") for r in rows]
-        report["datasets"][name] = _score(name, os.path.basename(data), codes, preds, golds, gen.parse, name == "singleline", ended)
-        predictions += [{"dataset": name, "id": r.get("id", i), "prediction": o.text, "gold": g, "finished": o.finished,
-                         "exception_peak": finite_margin(o.exception_peak), "exception_end": finite_margin(o.exception_end)}
-                        for i, (r, o, g) in enumerate(zip(rows, outs, golds))]
+        report["datasets"][name] = _score(
+            name, os.path.basename(data), codes, preds, golds, gen.parse, name == "singleline", ended
+        )
+        predictions += [
+            {
+                "dataset": name,
+                "id": r.get("id", i),
+                "prediction": o.text,
+                "gold": g,
+                "finished": o.finished,
+                "exception_peak": finite_margin(o.exception_peak),
+                "exception_end": finite_margin(o.exception_end),
+            }
+            for i, (r, o, g) in enumerate(zip(rows, outs, golds))
+        ]
         return {**report, "predictions": predictions}
 
     import datasets
@@ -291,19 +380,33 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
         if not rows:
             continue
         if profile.order == "end" and lacks_depth(rows):
-            raise ConfigError(f"{path} was built before steps carried their call depth; rebuild it to score a model "
-                              "that writes steps in end order")
+            raise ConfigError(
+                f"{path} was built before steps carried their call depth; rebuild it to score a model "
+                "that writes steps in end order"
+            )
         pairs = [profile.full.example(r) for r in rows]  # references with whole states, whatever the model writes
         golds = [enc.gold(t) for _, t in pairs]
-        outs = generate_answers(gen, [c for c, _ in pairs], beam, max_length, batch_size, progress, decoding,  # code alike in both
-                         journal, [f"{name}/{use}/{r['id']}" for r in rows], shard)
+        outs = generate_answers(
+            gen,
+            [c for c, _ in pairs],
+            beam,
+            max_length,
+            batch_size,
+            progress,
+            decoding,  # code alike in both
+            journal,
+            [f"{name}/{use}/{r['id']}" for r in rows],
+            shard,
+        )
         if decoded is not None:
             decoded["examples"] += len(outs)
             decoded["decoded"] += sum(o is not None for o in outs)
             continue
         preds, ended = _scored(enc, outs), [o.finished for o in outs]
         singleline = rows[0]["task"] == "singleline"
-        report["datasets"][name] = _score(name, use, [r["code"] for r in rows], preds, golds, gen.parse, singleline, ended)
+        report["datasets"][name] = _score(
+            name, use, [r["code"] for r in rows], preds, golds, gen.parse, singleline, ended
+        )
         traced = dataset_python(path)
         report["datasets"][name]["traced_by"] = traced  # the interpreter of the test set's build (stats.json)
         note = interpreter_note(gen.model.config, traced) if traced else None
@@ -314,26 +417,44 @@ def evaluate_model(model: str, data: str, split: str = "test", limit: int | None
         kinds = sorted({r["kind"] for r in rows})
         if len(kinds) > 1:  # held-out originals and their mutants, apart
             report["datasets"][name]["by_kind"] = {
-                k: {"examples": sum(r["kind"] == k for r in rows),
-                    **table3_metrics([p for p, r in zip(preds, rows) if r["kind"] == k],
-                                     [g for g, r in zip(golds, rows) if r["kind"] == k], singleline=singleline)}
-                for k in kinds}
-        predictions += [{"dataset": name, "id": r["id"], "prediction": o.text, "gold": g, "finished": o.finished,
-                         "exception_peak": finite_margin(o.exception_peak), "exception_end": finite_margin(o.exception_end),
-                         **({"compact": o.compact, "expansion_problems": o.expansion_problems} if profile.delta else {})}
-                        for r, o, g in zip(rows, outs, golds)]
+                k: {
+                    "examples": sum(r["kind"] == k for r in rows),
+                    **table3_metrics(
+                        [p for p, r in zip(preds, rows) if r["kind"] == k],
+                        [g for g, r in zip(golds, rows) if r["kind"] == k],
+                        singleline=singleline,
+                    ),
+                }
+                for k in kinds
+            }
+        predictions += [
+            {
+                "dataset": name,
+                "id": r["id"],
+                "prediction": o.text,
+                "gold": g,
+                "finished": o.finished,
+                "exception_peak": finite_margin(o.exception_peak),
+                "exception_end": finite_margin(o.exception_end),
+                **({"compact": o.compact, "expansion_problems": o.expansion_problems} if profile.delta else {}),
+            }
+            for r, o, g in zip(rows, outs, golds)
+        ]
         if html is not None:
             pages += _pages(name, rows, outs, pairs, gen.parse)
         family = CRASH_FAMILIES.get(name)
         if family is not None:
             refs = [TraceRecord.from_parsed(gen.parse(t)) for _, t in pairs]  # uncut: the exception step is the label
-            for p, ref in zip(predictions[-len(rows):], refs):  # the gold above may be cut before its crash step
+            for p, ref in zip(predictions[-len(rows) :], refs):  # the gold above may be cut before its crash step
                 p["crashed"] = ref.exception is not None
-            error_pairs[family] += [(TraceRecord.from_parsed(gen.parse(o.text)), r, o.finished,
-                                     (o.exception_peak, o.exception_end)) for o, r in zip(outs, refs)]
+            error_pairs[family] += [
+                (TraceRecord.from_parsed(gen.parse(o.text)), r, o.finished, (o.exception_peak, o.exception_end))
+                for o, r in zip(outs, refs)
+            ]
             if docs and family == "plain":
-                error_pairs["described"] += list(zip(_described(gen, rows, docs, beam, max_length, batch_size, progress,
-                                                                decoding), refs))
+                error_pairs["described"] += list(
+                    zip(_described(gen, rows, docs, beam, max_length, batch_size, progress, decoding), refs)
+                )
     if decoded is not None:
         return {**decoded, "answers": journal.path, "decoded": decoded["decoded"] - journal.resumed}
     for family, key in (("plain", "runtime_errors"), ("functions", "runtime_errors_functions")):
@@ -397,35 +518,58 @@ def _described(gen, rows, docs, beam, max_length, batch_size, progress, decoding
 
 
 def table3(report: dict) -> str:
-    lines = [f"metric: {report.get('metric', METRIC_NAME)}; format profile {report.get('format_profile', '?')}",
-             f"{'test set':12} {'split':10} {'n':>6} {'output acc':>10} {'trace acc':>10} {'line F1':>8} {'ident F1':>9}"
-             "   paper (out/trace/line/ident)"]
+    lines = [
+        f"metric: {report.get('metric', METRIC_NAME)}; format profile {report.get('format_profile', '?')}",
+        f"{'test set':12} {'split':10} {'n':>6} {'output acc':>10} {'trace acc':>10} {'line F1':>8} {'ident F1':>9}"
+        "   paper (out/trace/line/ident)",
+    ]
     fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
     for name, e in report["datasets"].items():
         m = e["table3"]
         paper = PAPER_TABLE3.get(name)
         ref = " / ".join(fmt(v) for v in paper) if paper else ""
-        lines.append(f"{name:12} {e['split']:10} {e['examples']:6d} {fmt(m['output_accuracy']):>10} {fmt(m['trace_accuracy']):>10} "
-                     f"{fmt(m['line_f1']):>8} {fmt(m['identifier_f1']):>9}   {ref}")
+        lines.append(
+            f"{name:12} {e['split']:10} {e['examples']:6d} "
+            f"{fmt(m['output_accuracy']):>10} {fmt(m['trace_accuracy']):>10} "
+            f"{fmt(m['line_f1']):>8} {fmt(m['identifier_f1']):>9}   {ref}"
+        )
         a = e["aligned"]
-        lines.append(f"{'  (ours: aligned)':30} {fmt(a['aligned_output_accuracy']):>10} {fmt(a['aligned_trace_accuracy']):>10} "
-                     f"{fmt(a['aligned_line_f1']):>8} {fmt(a['aligned_identifier_f1']):>9}")
+        lines.append(
+            f"{'  (ours: aligned)':30} {fmt(a['aligned_output_accuracy']):>10} {fmt(a['aligned_trace_accuracy']):>10} "
+            f"{fmt(a['aligned_line_f1']):>8} {fmt(a['aligned_identifier_f1']):>9}"
+        )
         cut = e.get("unfinished") or {}
         if cut.get("predictions"):
-            lines.append(f"  {cut['predictions']} predictions ({cut['share']:.1f}%) hit the length cap before </s>; "
-                         f"trace acc of the finished ones {fmt(cut['trace_accuracy_of_finished'])}")
+            lines.append(
+                f"  {cut['predictions']} predictions ({cut['share']:.1f}%) hit the length cap before </s>; "
+                f"trace acc of the finished ones {fmt(cut['trace_accuracy_of_finished'])}"
+            )
     for key in ("runtime_errors", "runtime_errors_with_resource_descriptions", "runtime_errors_functions"):
         if key in report:
             r = report[key]
             f1 = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
-            lines.append(f"{key}: detection {f1(r['detection_accuracy'])}% (TP {r['tp']} FP {r['fp']} FN {r['fn']} TN {r['tn']}), "
-                         f"localisation {f1(r['localisation_accuracy'])}%, kind acc {f1(r['kind_accuracy'])}%, weighted F1 {f1(r['kind_weighted_f1'])}"
-                         + (f", crash-score AUROC {f1(r['crash_score_auroc'])}" if r.get("crash_score_auroc") is not None else ""))
+            lines.append(
+                f"{key}: detection {f1(r['detection_accuracy'])}% "
+                f"(TP {r['tp']} FP {r['fp']} FN {r['fn']} TN {r['tn']}), "
+                f"localisation {f1(r['localisation_accuracy'])}%, kind acc {f1(r['kind_accuracy'])}%, "
+                f"weighted F1 {f1(r['kind_weighted_f1'])}"
+                + (
+                    f", crash-score AUROC {f1(r['crash_score_auroc'])}"
+                    if r.get("crash_score_auroc") is not None
+                    else ""
+                )
+            )
             if r.get("unfinished_share"):
                 done = r.get("finished_only")
-                lines.append(f"  {r['unfinished_share']:.1f}% of these traces hit the length cap (no verdict); "
-                             + (f"detection over the finished ones {f1(done['detection_accuracy'])}% "
-                                f"(TP {done['tp']} FP {done['fp']} FN {done['fn']} TN {done['tn']})" if done else "none finished"))
+                lines.append(
+                    f"  {r['unfinished_share']:.1f}% of these traces hit the length cap (no verdict); "
+                    + (
+                        f"detection over the finished ones {f1(done['detection_accuracy'])}% "
+                        f"(TP {done['tp']} FP {done['fp']} FN {done['fn']} TN {done['tn']})"
+                        if done
+                        else "none finished"
+                    )
+                )
     return "\n".join(lines)
 
 

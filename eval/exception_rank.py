@@ -50,8 +50,11 @@ def exception_ranks(model: str, data: str, split: str = "test", limit: int | Non
     winners: dict[str, Counter] = defaultdict(Counter)
     with torch.no_grad():
         for i in range(0, len(items), batch_size):
-            chunk = items[i: i + batch_size]
-            batch = {k: v.to(gen.device) for k, v in enc.collate([{"code_ids": c, "trace_ids": t} for _, c, t, _ in chunk]).items()}
+            chunk = items[i : i + batch_size]
+            batch = {
+                k: v.to(gen.device)
+                for k, v in enc.collate([{"code_ids": c, "trace_ids": t} for _, c, t, _ in chunk]).items()
+            }
             logits = gen.model(**batch).logits  # position p predicts trace token p + 1
             for (kind, _, _, at), row in zip(chunk, logits):
                 logp = gen.model.log_probs(row[at])  # predicts body token `at` (after <mask0>)
@@ -59,15 +62,25 @@ def exception_ranks(model: str, data: str, split: str = "test", limit: int | Non
                 best = int(logp.argmax())
                 per_kind[kind].append((rank, float(logp[best] - logp[exc_id])))
                 winners[kind][tok.convert_ids_to_tokens(best) if best != exc_id else "<exception>"] += 1
-    report = {"model": model, "data": data, "split": split, "crashing_programs": len(rows), "scored": len(items),
-              "trace_state": gen.profile.state, "kinds": {}}
+    report = {
+        "model": model,
+        "data": data,
+        "split": split,
+        "crashing_programs": len(rows),
+        "scored": len(items),
+        "trace_state": gen.profile.state,
+        "kinds": {},
+    }
     everything = [x for v in per_kind.values() for x in v]
     for kind, values in sorted(per_kind.items(), key=lambda kv: -len(kv[1])) + [("all", everything)]:
         ranks = sorted(r for r, _ in values)
         report["kinds"][kind] = {
-            "examples": len(values), "ranked_first": round(100 * sum(r == 1 for r in ranks) / len(ranks), 2),
-            "median_rank": ranks[len(ranks) // 2], "mean_gap_nats": round(sum(g for _, g in values) / len(values), 3),
-            **({"first_instead": dict(winners[kind].most_common(3))} if kind != "all" else {})}
+            "examples": len(values),
+            "ranked_first": round(100 * sum(r == 1 for r in ranks) / len(ranks), 2),
+            "median_rank": ranks[len(ranks) // 2],
+            "mean_gap_nats": round(sum(g for _, g in values) / len(values), 3),
+            **({"first_instead": dict(winners[kind].most_common(3))} if kind != "all" else {}),
+        }
     return report
 
 
@@ -81,8 +94,11 @@ def main() -> None:
     args = ap.parse_args()
     report = exception_ranks(args.model, args.data, args.split, args.limit)
     for kind, k in report["kinds"].items():
-        print(f"{kind:22} n={k['examples']:4d}  <exception> first {k['ranked_first']:6.2f}%  median rank {k['median_rank']:5d}  "
-              f"gap {k['mean_gap_nats']:.2f} nats  {k.get('first_instead', '')}")
+        print(
+            f"{kind:22} n={k['examples']:4d}  <exception> first {k['ranked_first']:6.2f}%  "
+            f"median rank {k['median_rank']:5d}  "
+            f"gap {k['mean_gap_nats']:.2f} nats  {k.get('first_instead', '')}"
+        )
     if args.out:
         tmp = args.out + ".tmp"
         with open(tmp, "w") as f:

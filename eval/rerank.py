@@ -91,7 +91,9 @@ def load_problems(problems: str, samples: str, codet_prompts: str | None = None)
             by_task.setdefault(r["task_id"], []).append(r["completion"])
     else:
         if not codet_prompts:
-            raise ValueError("samples in CodeT's {prompt, samples} format need --codet-prompts (HumanEval_for_code_generation.jsonl)")
+            raise ValueError(
+                "samples in CodeT's {prompt, samples} format need --codet-prompts (HumanEval_for_code_generation.jsonl)"
+            )
         prompt_to_task = {p["prompt"]: p["task_id"] for p in read_jsonl(codet_prompts)}
         for r in rows:
             task = prompt_to_task.get(r["prompt"])
@@ -100,8 +102,16 @@ def load_problems(problems: str, samples: str, codet_prompts: str | None = None)
     out = []
     for task_id, p in base.items():
         if task_id in by_task:
-            out.append(Problem(task_id, p["prompt"], p["entry_point"], p["test"],
-                               docstring_examples(p["prompt"], p["entry_point"]), by_task[task_id]))
+            out.append(
+                Problem(
+                    task_id,
+                    p["prompt"],
+                    p["entry_point"],
+                    p["test"],
+                    docstring_examples(p["prompt"], p["entry_point"]),
+                    by_task[task_id],
+                )
+            )
     return out
 
 
@@ -142,12 +152,21 @@ def similarity(a: str, b: str) -> float:
     return difflib.SequenceMatcher(a=a, b=b, autojunk=False).ratio()
 
 
-def rerank(problems: list[Problem], model: str, beam: int = 4, max_length: int = 256, ks=(1, 10),
-           timeout: float = 3.0, progress: bool = True, batch_size: int = 16, names: bool = False,
-           values: bool = False) -> dict:
+def rerank(
+    problems: list[Problem],
+    model: str,
+    beam: int = 4,
+    max_length: int = 256,
+    ks=(1, 10),
+    timeout: float = 3.0,
+    progress: bool = True,
+    batch_size: int = 16,
+    names: bool = False,
+    values: bool = False,
+) -> dict:
     from codeexecutor.execution import ExecutorPool, Limits, Program
-    from codeexecutor.modeling.format import FormatError
     from codeexecutor.generation import TraceGenerator
+    from codeexecutor.modeling.format import FormatError
     from curricula.function_calls import plain_source
 
     gen = TraceGenerator(model)
@@ -179,7 +198,9 @@ def rerank(problems: list[Problem], model: str, beam: int = 4, max_length: int =
                     usable.append(p)
                 except FormatError:
                     pass
-            traces = gen.generate(inputs, beam=beam, max_length=max_length, batch_size=batch_size, names=names, values=values)
+            traces = gen.generate(
+                inputs, beam=beam, max_length=max_length, batch_size=batch_size, names=names, values=values
+            )
             outputs = {p: gen.parse(g.text).output for p, g in zip(usable, traces)}
             predicted = {i: outputs[p] for i, p in enumerate(plain) if p in outputs}
             decoded += len(usable)
@@ -190,20 +211,34 @@ def rerank(problems: list[Problem], model: str, beam: int = 4, max_length: int =
             ok = [bool(passed[i]) for i in range(n)]
             order_model = sorted(range(n), key=lambda i: (-model_scores[i], i))
             order_oracle = sorted(range(n), key=lambda i: (-oracle_scores[i], i))
-            per_problem.append({
-                "task_id": prob.task_id, "samples": n, "correct": c, "examples": len(prob.examples),
-                "baseline": {k: pass_at_k(n, c, k) for k in ks},
-                "reranked": {k: float(any(passed[i] for i in order_model[:k])) for k in ks},
-                "oracle": {k: float(any(passed[i] for i in order_oracle[:k])) for k in ks},
-                "reranked_expected": {k: ranked_pass_at_k(model_scores, ok, k) for k in ks},
-                "oracle_expected": {k: ranked_pass_at_k(oracle_scores, ok, k) for k in ks},
-                "model_scores": model_scores, "passed": ok,
-            })
+            per_problem.append(
+                {
+                    "task_id": prob.task_id,
+                    "samples": n,
+                    "correct": c,
+                    "examples": len(prob.examples),
+                    "baseline": {k: pass_at_k(n, c, k) for k in ks},
+                    "reranked": {k: float(any(passed[i] for i in order_model[:k])) for k in ks},
+                    "oracle": {k: float(any(passed[i] for i in order_oracle[:k])) for k in ks},
+                    "reranked_expected": {k: ranked_pass_at_k(model_scores, ok, k) for k in ks},
+                    "oracle_expected": {k: ranked_pass_at_k(oracle_scores, ok, k) for k in ks},
+                    "model_scores": model_scores,
+                    "passed": ok,
+                }
+            )
     summary = {}
     for name in ("baseline", "reranked", "oracle", "reranked_expected", "oracle_expected"):
         summary[name] = {f"pass@{k}": 100 * sum(p[name][k] for p in per_problem) / max(1, len(per_problem)) for k in ks}
-    return {"model": model, "problems": len(per_problem), "beam": beam, "max_length": max_length,
-            "constrained_names": names, "constrained_values": values,
-            "candidates": sum(p["samples"] for p in per_problem), "decoded": decoded,
-            "summary": summary, "per_problem": per_problem,
-            "note": "CodeGen-16B samples (CodeT) stand in for the paper's Codex samples"}
+    return {
+        "model": model,
+        "problems": len(per_problem),
+        "beam": beam,
+        "max_length": max_length,
+        "constrained_names": names,
+        "constrained_values": values,
+        "candidates": sum(p["samples"] for p in per_problem),
+        "decoded": decoded,
+        "summary": summary,
+        "per_problem": per_problem,
+        "note": "CodeGen-16B samples (CodeT) stand in for the paper's Codex samples",
+    }

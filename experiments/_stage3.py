@@ -19,8 +19,9 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def stage3_curriculum(run: str, root: str, work: pathlib.Path, arm: str, steps: int | None, loss_examples: int,
-                      edit=None) -> pathlib.Path:
+def stage3_curriculum(
+    run: str, root: str, work: pathlib.Path, arm: str, steps: int | None, loss_examples: int, edit=None
+) -> pathlib.Path:
     """RUN's last stage alone, its data paths made absolute under ROOT, for WORK/ARM; `edit(cur)` changes the arm."""
     import yaml
 
@@ -32,8 +33,9 @@ def stage3_curriculum(run: str, root: str, work: pathlib.Path, arm: str, steps: 
     cur["stages"] = [stage]
     cur["model"]["init"] = os.path.join(run, "stage2-tutorial")
     cur["model"].pop("tokenizer", None)  # the init's
-    cur["train"].update(output_dir=str(work / arm / "run"), eval_examples=loss_examples, eval_decode_examples=0,
-                        save_every=500)  # a killed arm goes on from its last 500 steps
+    cur["train"].update(
+        output_dir=str(work / arm / "run"), eval_examples=loss_examples, eval_decode_examples=0, save_every=500
+    )  # a killed arm goes on from its last 500 steps
     if edit is not None:
         edit(cur)
     path = work / arm / "curriculum.yaml"
@@ -50,10 +52,27 @@ def train_arm(path: pathlib.Path, work: pathlib.Path, arm: str) -> float:
         return float(seconds.read_text()) if seconds.exists() else 0.0
     start = time.perf_counter()
     with open(work / arm / "train.log", "a") as log:
-        subprocess.run([sys.executable, "-m", "codeexecutor", "pretrain", "--recipe", str(path), "--out", str(work / arm),
-                        "--resume", "--no-score", "--ds-config", str(ROOT / "ds_configs" / "single.json")], check=True,
-                       cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                       env={**os.environ, "PYTHONPATH": str(ROOT), "DS_ACCELERATOR": "cpu"})
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "codeexecutor",
+                "pretrain",
+                "--recipe",
+                str(path),
+                "--out",
+                str(work / arm),
+                "--resume",
+                "--no-score",
+                "--ds-config",
+                str(ROOT / "ds_configs" / "single.json"),
+            ],
+            check=True,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "DS_ACCELERATOR": "cpu"},
+        )
     seconds.write_text(f"{time.perf_counter() - start:.1f}")
     return float(seconds.read_text())
 

@@ -40,15 +40,19 @@ ARMS = ("example", "token")
 
 def halves(preds: list[str], golds: list[str]) -> dict:
     """The release's metric on the shorter and the longer half of the references (by characters)."""
-    from eval.trace_metrics import table3_metrics
+    from codeexecutor.modeling.trace_metrics import table3_metrics
 
     order = sorted(range(len(golds)), key=lambda i: (len(golds[i]), i))
     cut = len(order) // 2
     out = {}
     for name, idx in (("short", order[:cut]), ("long", order[cut:])):
         m = table3_metrics([preds[i] for i in idx], [golds[i] for i in idx])
-        out[name] = {"examples": len(idx), "max_reference_chars": max((len(golds[i]) for i in idx), default=0),
-                     "output_accuracy": m["output_accuracy"], "trace_accuracy": m["trace_accuracy"]}
+        out[name] = {
+            "examples": len(idx),
+            "max_reference_chars": max((len(golds[i]) for i in idx), default=0),
+            "output_accuracy": m["output_accuracy"],
+            "trace_accuracy": m["trace_accuracy"],
+        }
     return out
 
 
@@ -63,9 +67,13 @@ def decode(model: str, build: str, answers: str, limit: int) -> dict:
     for name, entry in report["datasets"].items():
         rows = [p for p in report["predictions"] if p["dataset"] == name]
         preds, golds = [enc.scored(p["prediction"]) for p in rows], [p["gold"] for p in rows]
-        out[name] = {"examples": entry["examples"], "output_accuracy": entry["table3"]["output_accuracy"],
-                     "trace_accuracy": entry["table3"]["trace_accuracy"],
-                     "cut_at_cap_percent": entry["unfinished"]["share"], "by_length": halves(preds, golds)}
+        out[name] = {
+            "examples": entry["examples"],
+            "output_accuracy": entry["table3"]["output_accuracy"],
+            "trace_accuracy": entry["table3"]["trace_accuracy"],
+            "cut_at_cap_percent": entry["unfinished"]["share"],
+            "by_length": halves(preds, golds),
+        }
     return out
 
 
@@ -74,8 +82,13 @@ def builds(run: str, root: str) -> list[str]:
     import yaml
 
     stage = yaml.safe_load(open(os.path.join(run, "curriculum.yaml")))["stages"][-1]
-    return sorted({str(pathlib.Path(root) / os.path.dirname(s["path"])) for s in stage["sources"]
-                   if os.path.basename(s["path"]) == "codenetmut"})
+    return sorted(
+        {
+            str(pathlib.Path(root) / os.path.dirname(s["path"]))
+            for s in stage["sources"]
+            if os.path.basename(s["path"]) == "codenetmut"
+        }
+    )
 
 
 def main() -> None:
@@ -90,31 +103,49 @@ def main() -> None:
     args = ap.parse_args()
     work = pathlib.Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    report = {"command": " ".join(["experiments/anchor_choice.py", *sys.argv[1:]]), "split": "valid",
-              "metric": "release (table 3), greedy", "arms": {}}
+    report = {
+        "command": " ".join(["experiments/anchor_choice.py", *sys.argv[1:]]),
+        "split": "valid",
+        "metric": "release (table 3), greedy",
+        "arms": {},
+    }
     for arm in ARMS:
+
         def anchor(cur: dict, arm=arm) -> None:
             cur["train"]["anchor"] = arm
 
-        seconds = train_arm(stage3_curriculum(args.run, args.root, work, arm, args.steps, args.loss_examples, anchor),
-                            work, arm)
+        seconds = train_arm(
+            stage3_curriculum(args.run, args.root, work, arm, args.steps, args.loss_examples, anchor), work, arm
+        )
         last, _ = last_log(work, arm)
         final = str(work / arm / "run" / "final")
         report["arms"][arm] = {
-            "train_seconds": round(seconds, 1), "steps": last.get("step"), "stage_tokens": last.get("stage_tokens"),
+            "train_seconds": round(seconds, 1),
+            "steps": last.get("step"),
+            "stage_tokens": last.get("stage_tokens"),
             "stage_examples": last.get("stage_examples"),
             "tokens_per_example_trained": round(last["stage_tokens"] / last["stage_examples"], 1)
-            if last.get("stage_examples") else None,
-            "padding_share": last.get("padding_share"), "valid_loss": stage_eval(work, arm, args.root),
-            "decoded": {os.path.relpath(b, args.root): decode(final, b, str(work / arm / f"answers-{i}.jsonl"), args.limit)
-                        for i, b in enumerate(builds(args.run, args.root))}}
+            if last.get("stage_examples")
+            else None,
+            "padding_share": last.get("padding_share"),
+            "valid_loss": stage_eval(work, arm, args.root),
+            "decoded": {
+                os.path.relpath(b, args.root): decode(final, b, str(work / arm / f"answers-{i}.jsonl"), args.limit)
+                for i, b in enumerate(builds(args.run, args.root))
+            },
+        }
         print(arm, json.dumps(report["arms"][arm]), flush=True)
     a, b = report["arms"]["example"], report["arms"]["token"]
     report["token_minus_example"] = {
         "valid_loss": differences(a["valid_loss"], b["valid_loss"]),
-        "decoded": {f"{build}/{name}": differences({k: v[k] for k in ("output_accuracy", "trace_accuracy")},
-                                                   b["decoded"][build][name], 2)
-                    for build, sets in a["decoded"].items() for name, v in sets.items()}}
+        "decoded": {
+            f"{build}/{name}": differences(
+                {k: v[k] for k in ("output_accuracy", "trace_accuracy")}, b["decoded"][build][name], 2
+            )
+            for build, sets in a["decoded"].items()
+            for name, v in sets.items()
+        },
+    }
     write_json(args.out, report)
     print(json.dumps(report["token_minus_example"], indent=1))
 

@@ -14,10 +14,10 @@ line per (model, decoding, dataset) goes to benchmarks/results/decoding-rules-<d
 from __future__ import annotations
 
 import argparse
-import sys
 import json
 import os
 import pathlib
+import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))  # _common, bench_quality
 
@@ -35,8 +35,11 @@ def compare(lines: list[dict]) -> str:
         for d in shown:
             got = [x for x in lines if x["dataset"] == name and x.get("decoding_rule") == d]
             share = got[0]["unfinished_share"] if got else None
-            cells.append(f"{got[0]['trace_accuracy']:>12} {'-' if share is None else f'{share:.1f}%':>10}" if got
-                         else f"{'-':>12} {'-':>10}")
+            cells.append(
+                f"{got[0]['trace_accuracy']:>12} {'-' if share is None else f'{share:.1f}%':>10}"
+                if got
+                else f"{'-':>12} {'-':>10}"
+            )
         rows.append(f"{name:<12} " + "  ".join(cells))
     return "\n".join(rows)
 
@@ -53,8 +56,15 @@ def main() -> None:
     start = sum(1 for _ in open(out)) if out.exists() else 0
     fields = {"model": os.path.relpath(os.path.abspath(model), ROOT)}
     for decoding in args.decodings:
-        score_test(model, folders, args.limit, out, {**fields, "decoding_rule": decoding}, names=decoding in ("names", "both"),
-                   values=decoding in ("values", "both"))
+        score_test(
+            model,
+            folders,
+            args.limit,
+            out,
+            {**fields, "decoding_rule": decoding},
+            names=decoding in ("names", "both"),
+            values=decoding in ("values", "both"),
+        )
     with open(out) as f:
         lines = [json.loads(x) for x in f][start:]
     print(compare(lines))

@@ -35,8 +35,9 @@ ERRORS = ("errors", "codenetmut")  # crashing programs and their negatives: scor
 RULES = {"none": {}, "names": {"names": True}, "values": {"values": True}, "both": {"names": True, "values": True}}
 
 
-def _decode(model: str, folders: dict[str, str], split: str, limit: int, bias: float, rules: str = "none",
-            at: str = "step") -> dict:
+def _decode(
+    model: str, folders: dict[str, str], split: str, limit: int, bias: float, rules: str = "none", at: str = "step"
+) -> dict:
     """One greedy decode of the split: per dataset its trace scores, the runtime-error
     metrics, and per crash-set program (crashed, peak margin, crash written)."""
     from eval.evaluate import evaluate_model
@@ -44,20 +45,44 @@ def _decode(model: str, folders: dict[str, str], split: str, limit: int, bias: f
     phase = {"split": split, "exception_bias": bias, "datasets": {}, "programs": []}
     start = time.perf_counter()
     for parent in dict.fromkeys(os.path.dirname(f) for f in folders.values()):
-        report = evaluate_model(model, parent, split=split, limit=limit, beam=1, batch_size=16, progress=False,
-                                exception_bias=bias, exception_at=at, **RULES[rules])
+        report = evaluate_model(
+            model,
+            parent,
+            split=split,
+            limit=limit,
+            beam=1,
+            batch_size=16,
+            progress=False,
+            exception_bias=bias,
+            exception_at=at,
+            **RULES[rules],
+        )
         for name, scores in report["datasets"].items():
-            phase["datasets"][name] = {"examples": scores["examples"], "split": scores["split"],
-                                       "trace_accuracy": scores["table3"]["trace_accuracy"],
-                                       "output_accuracy": scores["table3"]["output_accuracy"],
-                                       "unfinished_share": (scores.get("unfinished") or {}).get("share")}
+            phase["datasets"][name] = {
+                "examples": scores["examples"],
+                "split": scores["split"],
+                "trace_accuracy": scores["table3"]["trace_accuracy"],
+                "output_accuracy": scores["table3"]["output_accuracy"],
+                "unfinished_share": (scores.get("unfinished") or {}).get("share"),
+            }
         if "runtime_errors" in report:
             phase["runtime_errors"] = report["runtime_errors"]
-        phase["programs"] += [{"dataset": p["dataset"], "crashed": p["crashed"], "peak": p["exception_peak"], "end": p.get("exception_end"),
-                               "finished": p["finished"],
-                               "written": "<exception>" in p["prediction"]}
-                              for p in report["predictions"] if p["dataset"] in ERRORS]
-        print(f"  {split} bias {bias}: {', '.join(report['datasets'])} done ({time.perf_counter() - start:.0f} s)", flush=True)
+        phase["programs"] += [
+            {
+                "dataset": p["dataset"],
+                "crashed": p["crashed"],
+                "peak": p["exception_peak"],
+                "end": p.get("exception_end"),
+                "finished": p["finished"],
+                "written": "<exception>" in p["prediction"],
+            }
+            for p in report["predictions"]
+            if p["dataset"] in ERRORS
+        ]
+        print(
+            f"  {split} bias {bias}: {', '.join(report['datasets'])} done ({time.perf_counter() - start:.0f} s)",
+            flush=True,
+        )
     phase["seconds"] = round(time.perf_counter() - start, 1)
     return phase
 
@@ -80,8 +105,14 @@ def replay(programs: list[dict], bias: float, at: str = "step") -> dict:
     fp = sum(_score(p, at) > -bias and not p["crashed"] for p in programs)
     pos = sum(p["crashed"] for p in programs)
     neg = len(programs) - pos
-    return {"bias": bias, "detection_accuracy": 100 * (tp + neg - fp) / len(programs), "tp": tp, "fp": fp,
-            "true_positive_rate": 100 * tp / pos if pos else None, "false_positive_rate": 100 * fp / neg if neg else None}
+    return {
+        "bias": bias,
+        "detection_accuracy": 100 * (tp + neg - fp) / len(programs),
+        "tp": tp,
+        "fp": fp,
+        "true_positive_rate": 100 * tp / pos if pos else None,
+        "false_positive_rate": 100 * fp / neg if neg else None,
+    }
 
 
 def choose_bias(programs: list[dict], at: str = "step") -> float:
@@ -95,7 +126,7 @@ def choose_bias(programs: list[dict], at: str = "step") -> float:
 
 
 def auroc(programs: list[dict], at: str) -> float | None:
-    from eval.trace_metrics import crash_score_auroc
+    from codeexecutor.modeling.trace_metrics import crash_score_auroc
 
     return crash_score_auroc([_score(p, at) for p in programs], [p["crashed"] for p in programs])
 
@@ -135,15 +166,26 @@ def main() -> None:
     model_arguments(ap, "test sets decoded with and without the bias (the crashing programs come with codenetmut)")
     ap.add_argument("--limit", type=int, default=300, help="examples per dataset and split (a fixed sample)")
     ap.add_argument("--bias", type=float, help="skip the choice on valid and use this bias")
-    ap.add_argument("--at", choices=("step", "end"), default="step", help="where the bias acts: every step end, or "
-                    "only where the trace would end (generation/verdict.py)")
-    ap.add_argument("--rules", choices=RULES, default="none", help="state rules of every decode (generation/constraints.py): "
-                    "the replay holds under them too, as they never act where a step ends")
+    ap.add_argument(
+        "--at",
+        choices=("step", "end"),
+        default="step",
+        help="where the bias acts: every step end, or only where the trace would end (generation/verdict.py)",
+    )
+    ap.add_argument(
+        "--rules",
+        choices=RULES,
+        default="none",
+        help="state rules of every decode (generation/constraints.py): "
+        "the replay holds under them too, as they never act where a step ends",
+    )
     args = ap.parse_args()
     model = chosen_model("bench_exception_bias", args)
     if args.limit < 1 or "codenetmut" not in args.datasets:
-        print("bench_exception_bias: --limit must be >= 1 and --datasets must include codenetmut (the crash sets)",
-              file=sys.stderr)
+        print(
+            "bench_exception_bias: --limit must be >= 1 and --datasets must include codenetmut (the crash sets)",
+            file=sys.stderr,
+        )
         sys.exit(2)
     folders = dataset_folders("bench_exception_bias", args.run, args.data, args.datasets)
     crash_sets = {"codenetmut": folders["codenetmut"]}
@@ -151,8 +193,12 @@ def main() -> None:
     name = stem + ("" if args.at == "step" else f"-at-{args.at}")
     partial = RESULTS / f"{stem}.partial.json"  # the free decodes, whatever `at`
     state = json.loads(partial.read_text()) if partial.exists() else {}
-    key = {"model": os.path.relpath(os.path.abspath(model), ROOT), "limit": args.limit, "datasets": args.datasets,
-           "rules": args.rules}
+    key = {
+        "model": os.path.relpath(os.path.abspath(model), ROOT),
+        "limit": args.limit,
+        "datasets": args.datasets,
+        "rules": args.rules,
+    }
     if state.get("key") != key:
         state = {"key": key}
 
@@ -174,39 +220,64 @@ def main() -> None:
     else:
         valid, bias = None, args.bias
     free = phase("test_free", lambda: _decode(model, folders, "test", args.limit, 0.0, args.rules))
-    biased = free if bias == 0 else phase(f"test_bias_{args.at}_{bias}", lambda: _decode(model, folders, "test", args.limit, bias,
-                                                                                          args.rules, args.at))
+    biased = (
+        free
+        if bias == 0
+        else phase(
+            f"test_bias_{args.at}_{bias}",
+            lambda: _decode(model, folders, "test", args.limit, bias, args.rules, args.at),
+        )
+    )
     predicted = replay(free["programs"], bias, args.at)
     agree = sum((_score(f, args.at) > -bias) == b["written"] for f, b in zip(free["programs"], biased["programs"]))
     top = max(2 * bias, 4.0)
     report = {
-        **key, "device": device_label(), "decoding": "greedy (beam 1)",
+        **key,
+        "device": device_label(),
+        "decoding": "greedy (beam 1)",
         "metric": "release's (trace scores); detection over the crashing test programs and the CodeNetMut ones",
-        "chosen_bias": bias, "chosen_on": "valid" if valid else "given", "at": args.at,
-        "valid": {"replay": replay(valid["programs"], bias, args.at), "crash_score_auroc": auroc(valid["programs"], args.at),
-                  "programs": len(valid["programs"])} if valid else None,
+        "chosen_bias": bias,
+        "chosen_on": "valid" if valid else "given",
+        "at": args.at,
+        "valid": {
+            "replay": replay(valid["programs"], bias, args.at),
+            "crash_score_auroc": auroc(valid["programs"], args.at),
+            "programs": len(valid["programs"]),
+        }
+        if valid
+        else None,
         "test_free": {k: v for k, v in free.items() if k != "programs"},
-        "test_replayed_at_bias": predicted, "test_crash_score_auroc": auroc(free["programs"], args.at),
+        "test_replayed_at_bias": predicted,
+        "test_crash_score_auroc": auroc(free["programs"], args.at),
         "test_biased": {k: v for k, v in biased.items() if k != "programs"},
         "replay_agrees": {"programs": len(free["programs"]), "same_verdict": agree},
-        "curves": {**({"valid": curve(valid["programs"], top, args.at)} if valid else {}),
-                   "test": curve(free["programs"], top, args.at)},
+        "curves": {
+            **({"valid": curve(valid["programs"], top, args.at)} if valid else {}),
+            "test": curve(free["programs"], top, args.at),
+        },
     }
     out = RESULTS / f"{name}.json"
     out.write_text(json.dumps(report, indent=2) + "\n")
     plot(report, str(out.with_suffix(".png")))
     # the free decodes stay in the partial file for a run with the other `at`
     e0, e1 = free["runtime_errors"], biased["runtime_errors"]
-    print(f"bias {bias:.3f} (chosen on {report['chosen_on']}); replay agrees on {agree}/{len(free['programs'])} verdicts")
+    print(
+        f"bias {bias:.3f} (chosen on {report['chosen_on']}); replay agrees on {agree}/{len(free['programs'])} verdicts"
+    )
     print(f"{'':28} {'free':>10} {'biased':>10}")
     print(f"{'detection accuracy':28} {e0['detection_accuracy']:>10.1f} {e1['detection_accuracy']:>10.1f}")
     print(f"{'TP / FP':28} {str(e0['tp']) + ' / ' + str(e0['fp']):>10} {str(e1['tp']) + ' / ' + str(e1['fp']):>10}")
-    print(f"{'localisation (of crashes)':28} {e0['localisation_accuracy'] or 0:>10.1f} {e1['localisation_accuracy'] or 0:>10.1f}")
+    print(
+        f"{'localisation (of crashes)':28} {e0['localisation_accuracy'] or 0:>10.1f} "
+        f"{e1['localisation_accuracy'] or 0:>10.1f}"
+    )
     print(f"{'crash-score AUROC (' + args.at + ')':28} {report['test_crash_score_auroc'] or 0:>10.1f}")
     for d in free["datasets"]:
         a, b = free["datasets"][d], biased["datasets"][d]
-        print(f"{d + ' trace acc (cut %)':28} {a['trace_accuracy']:>5} ({a['unfinished_share'] or 0:.0f}) "
-              f"{b['trace_accuracy']:>5} ({b['unfinished_share'] or 0:.0f})")
+        print(
+            f"{d + ' trace acc (cut %)':28} {a['trace_accuracy']:>5} ({a['unfinished_share'] or 0:.0f}) "
+            f"{b['trace_accuracy']:>5} ({b['unfinished_share'] or 0:.0f})"
+        )
     print(f"report: {out}")
 
 

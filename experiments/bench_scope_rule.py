@@ -22,8 +22,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "experiments"))
 
-VARIANTS = {"identifiers": {"scopes": False}, "scopes": {"scopes": True, "params": False},
-            "scopes_params": {"scopes": True, "params": True}}
+VARIANTS = {
+    "identifiers": {"scopes": False},
+    "scopes": {"scopes": True, "params": False},
+    "scopes_params": {"scopes": True, "params": True},
+}
 
 
 def outputs_right(rows: list[dict], data: str, name: str) -> int:
@@ -38,12 +41,13 @@ def outputs_right(rows: list[dict], data: str, name: str) -> int:
 
 
 def main() -> None:
-    from curricula.common import write_json_atomic
+    from first_error import first_errors
+
     from codeexecutor.generation import constraints, search
     from codeexecutor.modeling.loading import load_model
     from codeexecutor.modeling.profiles import profile_of
+    from curricula.common import write_json_atomic
     from eval.evaluate import evaluate_model
-    from first_error import first_errors
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", required=True, help="a bench_quality run folder (final/ is scored)")
@@ -56,9 +60,15 @@ def main() -> None:
     args = ap.parse_args()
     model = os.path.join(args.run, "final")
     profile = profile_of(load_model(model).config)
-    report = {"date": datetime.date.today().isoformat(), "machine": platform.processor() or platform.machine(),
-              "model": model, "command": " ".join(sys.argv), "limit": args.limit, "decoding": "greedy, value rule on",
-              "variants": {}}
+    report = {
+        "date": datetime.date.today().isoformat(),
+        "machine": platform.processor() or platform.machine(),
+        "model": model,
+        "command": " ".join(sys.argv),
+        "limit": args.limit,
+        "decoding": "greedy, value rule on",
+        "variants": {},
+    }
     if os.path.exists(args.out):
         report["variants"] = json.load(open(args.out)).get("variants", {})  # a rerun adds to what is there
     original = constraints.StateRule
@@ -66,17 +76,37 @@ def main() -> None:
         search.StateRule = functools.partial(original, **VARIANTS[variant])
         try:
             for name in args.sets:
-                ev = evaluate_model(model, os.path.join(args.data, name), limit=args.limit, beam=1,
-                                    batch_size=args.batch_size, names=True, values=True, progress=False)
+                ev = evaluate_model(
+                    model,
+                    os.path.join(args.data, name),
+                    limit=args.limit,
+                    beam=1,
+                    batch_size=args.batch_size,
+                    names=True,
+                    values=True,
+                    progress=False,
+                )
                 rows = ev.pop("predictions", None) or []
                 (figures,) = ev["datasets"].values()
-                entry = {"release": figures["table3"], "aligned": figures["aligned"], "unfinished": figures["unfinished"]}
+                entry = {
+                    "release": figures["table3"],
+                    "aligned": figures["aligned"],
+                    "unfinished": figures["unfinished"],
+                }
                 if rows:
                     entry["outputs_right"] = outputs_right(rows, args.data, name)
                     entry["first_error"] = first_errors(rows, args.data, profile)
                 report["variants"].setdefault(variant, {})[name] = entry
-                print(variant, name, {k: entry["release"][k] for k in ("trace_accuracy", "line_f1", "identifier_f1")},
-                      "cut", entry["unfinished"]["share"], "outputs right", entry.get("outputs_right"), flush=True)
+                print(
+                    variant,
+                    name,
+                    {k: entry["release"][k] for k in ("trace_accuracy", "line_f1", "identifier_f1")},
+                    "cut",
+                    entry["unfinished"]["share"],
+                    "outputs right",
+                    entry.get("outputs_right"),
+                    flush=True,
+                )
         finally:
             search.StateRule = original
         write_json_atomic(report, args.out)

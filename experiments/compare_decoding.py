@@ -10,7 +10,8 @@ crashing programs, functions with theirs), detection, false alarms, localisation
 kind accuracy as `evaluate` scores them.
 
     .venv/bin/python experiments/compare_decoding.py --model runs/qd/run/final --data runs/quality/data-depth \\
-        --predictions greedy=runs/qd/run/test_predictions.jsonl --predictions beam10=runs/beam/cnm-free-300.predictions.jsonl \\
+        --predictions greedy=runs/qd/run/test_predictions.jsonl \\
+        --predictions beam10=runs/beam/cnm-free-300.predictions.jsonl \\
         --out benchmarks/results/beam-cpu.json
 """
 
@@ -25,8 +26,13 @@ from collections import defaultdict
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-SETS = {"codenetmut": "codenetmut/codenetmut", "errors": "codenetmut/errors", "tutorial": "tutorial/tutorial",
-        "functions": "functions/functions", "functions_errors": "functions/functions_errors"}
+SETS = {
+    "codenetmut": "codenetmut/codenetmut",
+    "errors": "codenetmut/errors",
+    "tutorial": "tutorial/tutorial",
+    "functions": "functions/functions",
+    "functions_errors": "functions/functions_errors",
+}
 FAMILIES = {"codenetmut": ("codenetmut", "errors"), "functions": ("functions", "functions_errors")}
 
 
@@ -40,7 +46,7 @@ def gold_crashes(data: str, profile, keys: set[tuple[str, str]], split: str = "t
     import datasets
 
     from codeexecutor.modeling.format import parse_trace
-    from eval.trace_metrics import TraceRecord
+    from codeexecutor.modeling.trace_metrics import TraceRecord
 
     out = {}
     for name in sorted({d for d, _ in keys}):
@@ -61,31 +67,42 @@ def score(rows: list[dict], scored) -> dict:
     """Figures of one decoding over one test set's shared examples; `scored` cuts a
     prediction as `evaluate` does before the metric reads it."""
     from codeexecutor.modeling.format import parse_trace
-    from eval.trace_metrics import table3_metrics
+    from codeexecutor.modeling.trace_metrics import table3_metrics
 
     preds, golds = [scored(r["prediction"]) for r in rows], [r["gold"] for r in rows]
     release = table3_metrics(preds, golds)
     printing = [(parse_trace(p).output, parse_trace(g).output) for p, g in zip(preds, golds)]
     printing = [(p, g) for p, g in printing if g]
-    return {"examples": len(rows), "trace_accuracy": release["trace_accuracy"], "line_f1": release["line_f1"],
-            "cut": round(100 * sum(not r["finished"] for r in rows) / len(rows), 2),
-            "outputs_right": sum(p == g for p, g in printing), "printing": len(printing),
-            "steps": round(sum(map(steps_of, preds)) / len(rows), 1),
-            "gold_steps": round(sum(map(steps_of, golds)) / len(rows), 1)}
+    return {
+        "examples": len(rows),
+        "trace_accuracy": release["trace_accuracy"],
+        "line_f1": release["line_f1"],
+        "cut": round(100 * sum(not r["finished"] for r in rows) / len(rows), 2),
+        "outputs_right": sum(p == g for p, g in printing),
+        "printing": len(printing),
+        "steps": round(sum(map(steps_of, preds)) / len(rows), 1),
+        "gold_steps": round(sum(map(steps_of, golds)) / len(rows), 1),
+    }
 
 
 def crash_figures(rows: list[dict], crashes: dict) -> dict:
     """Detection over a family's clean and crashing examples; localisation and kind over
     the crashing (`error_metrics`, as `evaluate` scores them)."""
     from codeexecutor.modeling.format import parse_trace
-    from eval.trace_metrics import TraceRecord, error_metrics
+    from codeexecutor.modeling.trace_metrics import TraceRecord, error_metrics
 
     preds = [TraceRecord.from_parsed(parse_trace(r["prediction"])) for r in rows]
     refs = [TraceRecord((), *crashes[(r["dataset"], r["id"])]) for r in rows]
     m = error_metrics(preds, refs)
     pct = lambda x: round(x, 2) if x is not None else None  # noqa: E731
-    return {"programs": len(rows), "detection": pct(m["detection_accuracy"]), "tp": m["tp"], "fp": m["fp"],
-            "localisation": pct(m["localisation_accuracy"]), "kind_accuracy": pct(m["kind_accuracy"])}
+    return {
+        "programs": len(rows),
+        "detection": pct(m["detection_accuracy"]),
+        "tp": m["tp"],
+        "fp": m["fp"],
+        "localisation": pct(m["localisation_accuracy"]),
+        "kind_accuracy": pct(m["kind_accuracy"]),
+    }
 
 
 def shared(decodings: dict[str, dict]) -> set[tuple[str, str]]:
@@ -110,8 +127,8 @@ def compare(decodings: dict[str, dict], crashes: dict, scored) -> dict:
 
 
 def main() -> None:
-    from curricula.common import write_json_atomic
     from codeexecutor.generation import TraceGenerator
+    from curricula.common import write_json_atomic
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True, help="the model the predictions came from (its trace profile)")
@@ -126,18 +143,29 @@ def main() -> None:
         decodings[label] = read_predictions(path)
     gen = TraceGenerator(args.model)
     keys = shared(decodings)
-    report = {"model": args.model, "data": args.data, "split": args.split, "command": " ".join(sys.argv),
-              "predictions": dict(p.partition("=")[::2] for p in args.predictions),
-              **compare(decodings, gold_crashes(args.data, gen.profile, keys, args.split), gen.encoder.scored)}
+    report = {
+        "model": args.model,
+        "data": args.data,
+        "split": args.split,
+        "command": " ".join(sys.argv),
+        "predictions": dict(p.partition("=")[::2] for p in args.predictions),
+        **compare(decodings, gold_crashes(args.data, gen.profile, keys, args.split), gen.encoder.scored),
+    }
     write_json_atomic(report, args.out)
     for name, labels in report["sets"].items():
         for label, f in labels.items():
-            print(f"{name:17} {label:10} n {f['examples']:3}  trace {f['trace_accuracy']:6.2f}  line F1 {f['line_f1']:6.2f}  "
-                  f"cut {f['cut']:5.1f}%  outputs {f['outputs_right']}/{f['printing']}  steps {f['steps']} (gold {f['gold_steps']})")
+            print(
+                f"{name:17} {label:10} n {f['examples']:3}  trace {f['trace_accuracy']:6.2f}  "
+                f"line F1 {f['line_f1']:6.2f}  "
+                f"cut {f['cut']:5.1f}%  outputs {f['outputs_right']}/{f['printing']}  "
+                f"steps {f['steps']} (gold {f['gold_steps']})"
+            )
     for family, labels in report["crashes"].items():
         for label, f in labels.items():
-            print(f"crashes {family:9} {label:10} detection {f['detection']:6.2f} (TP {f['tp']}, FP {f['fp']})  "
-                  f"localisation {f['localisation']}  kind {f['kind_accuracy']}")
+            print(
+                f"crashes {family:9} {label:10} detection {f['detection']:6.2f} (TP {f['tp']}, FP {f['fp']})  "
+                f"localisation {f['localisation']}  kind {f['kind_accuracy']}"
+            )
     print("written", args.out)
 
 

@@ -37,8 +37,12 @@ from collections import Counter, defaultdict
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-SETS = {"codenetmut": "codenetmut/codenetmut", "errors": "codenetmut/errors",
-        "functions": "functions/functions", "functions_errors": "functions/functions_errors"}
+SETS = {
+    "codenetmut": "codenetmut/codenetmut",
+    "errors": "codenetmut/errors",
+    "functions": "functions/functions",
+    "functions_errors": "functions/functions_errors",
+}
 STEP = re.compile(r"(?=<line> <\d+>|<output>|<exception>)")
 
 
@@ -130,7 +134,8 @@ def first_errors(rows: list[dict], data: str, profile) -> dict:
             if found:
                 where[key].append(found[1] / max(1, len(gold)))
         out[name] = {
-            "examples": len(mine), "first_error": dict(classes.most_common()),
+            "examples": len(mine),
+            "first_error": dict(classes.most_common()),
             "share": {k: round(100 * v / len(mine), 1) for k, v in classes.most_common()},
             "median_position": {k: round(sorted(v)[len(v) // 2], 3) for k, v in where.items()},
         }
@@ -138,22 +143,27 @@ def first_errors(rows: list[dict], data: str, profile) -> dict:
 
 
 def main() -> None:
-    from curricula.common import write_json_atomic
     from codeexecutor.modeling.loading import load_model
     from codeexecutor.modeling.profiles import profile_of
+    from curricula.common import write_json_atomic
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", required=True, help="a bench_quality run folder (test_predictions.jsonl, final/)")
     ap.add_argument("--data", required=True, help="the data folder the run trained on")
-    ap.add_argument("--predictions", action="append", metavar="LABEL=JSONL",
-                    help="predictions of the run's model other than its test_predictions.jsonl (repeatable)")
+    ap.add_argument(
+        "--predictions",
+        action="append",
+        metavar="LABEL=JSONL",
+        help="predictions of the run's model other than its test_predictions.jsonl (repeatable)",
+    )
     ap.add_argument("--out", help="JSON report (default: first_error.json in the run folder)")
     args = ap.parse_args()
     profile = profile_of(load_model(os.path.join(args.run, "final")).config)
     if not profile.delta:
         sys.exit("first_error: the model writes whole states; the classes need its compact form")
     sources = dict(p.split("=", 1) for p in args.predictions or []) or {
-        "free": os.path.join(args.run, "test_predictions.jsonl")}
+        "free": os.path.join(args.run, "test_predictions.jsonl")
+    }
     report = {"run": args.run, "data": args.data, "command": " ".join(sys.argv), "decodings": {}}
     for label, path in sources.items():
         rows = [json.loads(line) for line in open(path)]

@@ -34,8 +34,17 @@ def roots() -> list[pathlib.Path]:
 
 
 def extract(root: pathlib.Path, new: bool) -> Counter:
-    from curricula.function_calls import (Corpus, Skip, assemble, assertion_calls, capped, doctest_calls,
-                                          driver_statements, is_test_file, uses_locals)
+    from curricula.function_calls import (
+        Corpus,
+        Skip,
+        assemble,
+        assertion_calls,
+        capped,
+        doctest_calls,
+        driver_statements,
+        is_test_file,
+        uses_locals,
+    )
 
     corpus = Corpus(str(root))
     counts: Counter = Counter()
@@ -84,12 +93,17 @@ def main() -> None:
         totals["after"].update(after)
         name = str(root.relative_to(SHARED)) if root.is_relative_to(SHARED) else str(root)
         report["roots"][name] = {"before": dict(sorted(before.items())), "after": dict(sorted(after.items()))}
-        print(f"{name:<60} calls {after['calls_found']:>6}  programs {before['programs']:>6} -> {after['programs']:>6}",
-              flush=True)
+        print(
+            f"{name:<60} calls {after['calls_found']:>6}  programs {before['programs']:>6} -> {after['programs']:>6}",
+            flush=True,
+        )
     report["total"] = {k: dict(sorted(v.items())) for k, v in totals.items()}
     for reason in ("skip:over_calls_per_module", "skip:package_module_import", "skip:test_call_uses_locals"):
-        b, a = totals["before"][reason], totals["after"][reason] + (totals["after"]["skip:over_calls_per_function"]
-                                                                    if reason == "skip:over_calls_per_module" else 0)
+        b, a = (
+            totals["before"][reason],
+            totals["after"][reason]
+            + (totals["after"]["skip:over_calls_per_function"] if reason == "skip:over_calls_per_module" else 0),
+        )
         report.setdefault("cuts", {})[reason] = {"before": b, "after": a, "cut": round(1 - a / b, 3) if b else None}
     pathlib.Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report["cuts"], indent=1))

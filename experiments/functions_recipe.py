@@ -58,15 +58,22 @@ def prepare(args, work: pathlib.Path) -> dict:
         dd = datasets.load_from_disk(os.path.join(args.functions, name))
         rows = datasets.concatenate_datasets([dd[s] for s in dd])
         corpus = [json.loads(p)["corpus"] for p in rows["provenance"]]
-        train = [i for i, (c, s, g) in enumerate(zip(corpus, rows["split"], rows["problem_id"]))
-                 if s == "train" and c != args.hold_out and g not in held]
+        train = [
+            i
+            for i, (c, s, g) in enumerate(zip(corpus, rows["split"], rows["problem_id"]))
+            if s == "train" and c != args.hold_out and g not in held
+        ]
         out = [i for i, c in enumerate(corpus) if c == args.hold_out]
         datasets.DatasetDict({"train": rows.select(train)}).save_to_disk(str(work / "larger" / name))
         if out:
             datasets.DatasetDict({"test": rows.select(out)}).save_to_disk(str(work / "heldout" / name))
-        sizes[name] = {"train_rows_kept": len(train), "held_out_package_rows": len(out),
-                       "dropped_as_held_out_by_today": sum(1 for s, g in zip(rows["split"], rows["problem_id"])
-                                                          if s == "train" and g in held)}
+        sizes[name] = {
+            "train_rows_kept": len(train),
+            "held_out_package_rows": len(out),
+            "dropped_as_held_out_by_today": sum(
+                1 for s, g in zip(rows["split"], rows["problem_id"]) if s == "train" and g in held
+            ),
+        }
     return {"held_out_modules_of_today": len(held), "sizes": sizes}
 
 
@@ -81,8 +88,9 @@ def curriculum(args, work: pathlib.Path, arm: str) -> pathlib.Path:
                 extra.append({**src, "path": str(work / "larger" / name)})
         stage["sources"] += extra
 
-    return stage3_curriculum(args.run, args.root, work, arm, args.steps, args.loss_examples,
-                             larger if arm == "larger" else None)
+    return stage3_curriculum(
+        args.run, args.root, work, arm, args.steps, args.loss_examples, larger if arm == "larger" else None
+    )
 
 
 def heldout_loss(work: pathlib.Path, arm: str, examples: int) -> dict:
@@ -91,8 +99,11 @@ def heldout_loss(work: pathlib.Path, arm: str, examples: int) -> dict:
     from codeexecutor.training.evaluation import StageEvaluator
 
     gen = TraceGenerator(str(work / arm / "run" / "final"))
-    sources = [Source(str(work / "heldout" / n), "codenet") for n in ("functions", "functions_errors")
-               if (work / "heldout" / n).is_dir()]
+    sources = [
+        Source(str(work / "heldout" / n), "codenet")
+        for n in ("functions", "functions_errors")
+        if (work / "heldout" / n).is_dir()
+    ]
     ev = StageEvaluator(Stage("heldout", sources, 1), gen.encoder, "/", loss_examples=examples, decode_examples=0)
     return {os.path.basename(k): v["loss"] for k, v in ev.evaluate(gen.model, gen.device).items()}
 
@@ -119,13 +130,17 @@ def main() -> None:
     report["arms"] = {}
     for arm in ("today", "larger"):
         seconds = train_arm(curriculum(args, work, arm), work, arm)
-        report["arms"][arm] = {"train_seconds": round(seconds, 1), "valid_loss": stage_eval(work, arm, args.root),
-                               "held_out_package_loss": heldout_loss(work, arm, args.loss_examples)}
+        report["arms"][arm] = {
+            "train_seconds": round(seconds, 1),
+            "valid_loss": stage_eval(work, arm, args.root),
+            "held_out_package_loss": heldout_loss(work, arm, args.loss_examples),
+        }
         print(arm, json.dumps(report["arms"][arm]), flush=True)
     a, b = report["arms"]["today"], report["arms"]["larger"]
     report["larger_minus_today"] = {
         "valid_loss": differences(a["valid_loss"], b["valid_loss"]),
-        "held_out_package_loss": differences(a["held_out_package_loss"], b["held_out_package_loss"])}
+        "held_out_package_loss": differences(a["held_out_package_loss"], b["held_out_package_loss"]),
+    }
     write_json(args.out, report)
     print(json.dumps(report["larger_minus_today"], indent=1))
 

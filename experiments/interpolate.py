@@ -23,7 +23,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))  # _common, bench_quality
 
-from _common import RESULTS, ROOT, device_label, score_test, dataset_folders
+from _common import RESULTS, ROOT, dataset_folders, device_label, score_test
 
 WEIGHTS = "model.safetensors"
 
@@ -39,13 +39,17 @@ def interpolate(a: str, b: str, alpha: float, out: str) -> str:
         ca, cb = json.load(fa), json.load(fb)
     shape = ("hidden_size", "num_hidden_layers", "vocab_size", "positions")
     if any(ca.get(k) != cb.get(k) for k in shape):
-        sys.exit(f"interpolate: {a} and {b} differ in shape ({', '.join(k for k in shape if ca.get(k) != cb.get(k))}); "
-                 "only exports of one model can be interpolated")
+        sys.exit(
+            f"interpolate: {a} and {b} differ in shape ({', '.join(k for k in shape if ca.get(k) != cb.get(k))}); "
+            "only exports of one model can be interpolated"
+        )
     wa, wb = load_file(os.path.join(a, WEIGHTS)), load_file(os.path.join(b, WEIGHTS))
     if wa.keys() != wb.keys():
         sys.exit(f"interpolate: {a} and {b} hold different weights ({len(wa.keys() ^ wb.keys())} names differ)")
-    mixed = {k: (wa[k].float() * (1 - alpha) + wb[k].float() * alpha).to(wb[k].dtype) if wb[k].is_floating_point() else wb[k]
-             for k in wb}
+    mixed = {
+        k: (wa[k].float() * (1 - alpha) + wb[k].float() * alpha).to(wb[k].dtype) if wb[k].is_floating_point() else wb[k]
+        for k in wb
+    }
     tmp = out + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(b, tmp)
@@ -71,9 +75,21 @@ def main() -> None:
     folders = dataset_folders("interpolate", run, args.data, args.datasets)
     results = RESULTS / f"interpolation-{device_label()}.jsonl"
     for alpha in args.alphas:
-        model = interpolate(args.a, args.b, alpha, os.path.join(args.out or run, f"interp-{os.path.basename(args.a)}-{alpha:g}"))
-        score_test(model, folders, args.limit, results, {"run": os.path.relpath(run, ROOT), "a": os.path.basename(args.a),
-                                                         "b": os.path.basename(args.b), "alpha": alpha})
+        model = interpolate(
+            args.a, args.b, alpha, os.path.join(args.out or run, f"interp-{os.path.basename(args.a)}-{alpha:g}")
+        )
+        score_test(
+            model,
+            folders,
+            args.limit,
+            results,
+            {
+                "run": os.path.relpath(run, ROOT),
+                "a": os.path.basename(args.a),
+                "b": os.path.basename(args.b),
+                "alpha": alpha,
+            },
+        )
     print(f"report: {results}")
 
 

@@ -18,8 +18,9 @@ sys.path.insert(0, ROOT)
 
 from eval.cli import HUMANEVAL  # noqa: E402
 
-SAMPLES = os.path.join(HUMANEVAL, "codet_generated",
-                       "HumanEval_codegen16B_temp0.8_topp0.95_num100_max300_code_solution.jsonl.gz")
+SAMPLES = os.path.join(
+    HUMANEVAL, "codet_generated", "HumanEval_codegen16B_temp0.8_topp0.95_num100_max300_code_solution.jsonl.gz"
+)
 
 
 def main() -> None:
@@ -34,9 +35,15 @@ def main() -> None:
     ap.add_argument("--per-problem", type=int, default=20, help="the first K samples of each problem, deduplicated")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "rerank-lengths-cpu.json"))
     args = ap.parse_args()
-    problems = [p for p in load_problems(os.path.join(HUMANEVAL, "HumanEval.jsonl.gz"), SAMPLES,
-                                         os.path.join(HUMANEVAL, "codet_dataset", "HumanEval_for_code_generation.jsonl"))
-                if p.examples]
+    problems = [
+        p
+        for p in load_problems(
+            os.path.join(HUMANEVAL, "HumanEval.jsonl.gz"),
+            SAMPLES,
+            os.path.join(HUMANEVAL, "codet_dataset", "HumanEval_for_code_generation.jsonl"),
+        )
+        if p.examples
+    ]
     tok = load_tokenizer(args.tokenizer, exception=True, delta=True)
     programs = []
     for p in problems:  # as `rerank` builds them: the calls printed, docstrings dropped
@@ -58,9 +65,10 @@ def main() -> None:
             k = text.find("<output>")
             first_output.append(count(text[:k]) if k >= 0 else None)
         n = len(lengths)
-        share = lambda hits: round(100 * hits / n, 1)  # noqa: E731
+        share = lambda hits, n=n: round(100 * hits / n, 1)  # noqa: E731
         report["orders"][order] = {
-            "traced": n, "median_tokens": statistics.median(lengths),
+            "traced": n,
+            "median_tokens": statistics.median(lengths),
             "whole_within": {str(cap): share(sum(x <= cap - 2 for x in lengths)) for cap in (256, 512, 768)},
             "first_output_within_256": share(sum(f is not None and f <= 250 for f in first_output)),
         }

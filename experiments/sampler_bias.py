@@ -63,14 +63,23 @@ def measure(code, trace, max_tokens: int, draws: int, anchor: str) -> dict:
     for b in range(len(BANDS) - 1):
         mask = band == b
         if mask.any():
-            rows.append({"tokens": f"{BANDS[b]}-{BANDS[b + 1] - 1}", "data_share": round(float(mask.mean()), 4),
-                         "trained_share": round(float(seen[mask].sum() / seen.sum()), 4),
-                         "times_per_example": round(float(seen[mask].mean()), 3)})
+            rows.append(
+                {
+                    "tokens": f"{BANDS[b]}-{BANDS[b + 1] - 1}",
+                    "data_share": round(float(mask.mean()), 4),
+                    "trained_share": round(float(seen[mask].sum() / seen.sum()), 4),
+                    "times_per_example": round(float(seen[mask].mean()), 3),
+                }
+            )
     short, long = total <= np.quantile(total, 0.25), total >= np.quantile(total, 0.75)
-    return {"anchor": anchor, "bands": rows, "examples_per_batch": round(float(np.mean(sizes)), 1),
-            "mean_tokens_trained": round(float((seen * total).sum() / seen.sum()), 1),
-            "short_to_long_quarter": round(float(seen[short].mean() / seen[long].mean()), 2),
-            "never_drawn_share": round(float((seen == 0).mean()), 4)}
+    return {
+        "anchor": anchor,
+        "bands": rows,
+        "examples_per_batch": round(float(np.mean(sizes)), 1),
+        "mean_tokens_trained": round(float((seen * total).sum() / seen.sum()), 1),
+        "short_to_long_quarter": round(float(seen[short].mean() / seen[long].mean()), 2),
+        "never_drawn_share": round(float((seen == 0).mean()), 4),
+    }
 
 
 def plot(report: dict, path: pathlib.Path) -> None:
@@ -84,8 +93,12 @@ def plot(report: dict, path: pathlib.Path) -> None:
     x = range(len(bands))
     ax.bar([i - 0.27 for i in x], [r["data_share"] for r in report["anchors"][0]["bands"]], 0.27, label="the data")
     for k, a in enumerate(report["anchors"]):
-        ax.bar([i + 0.27 * k for i in x], [r["trained_share"] for r in a["bands"]], 0.27,
-               label=f"trained on, anchor per {a['anchor']}")
+        ax.bar(
+            [i + 0.27 * k for i in x],
+            [r["trained_share"] for r in a["bands"]],
+            0.27,
+            label=f"trained on, anchor per {a['anchor']}",
+        )
     ax.set_xticks(list(x), bands)
     ax.set_xlabel("example length (code + trace tokens)")
     ax.set_ylabel("share of examples")
@@ -98,8 +111,12 @@ def plot(report: dict, path: pathlib.Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", required=True, help="a built dataset folder (its train split is measured)")
-    ap.add_argument("--model", default=str(ROOT / "models" / "codeexecutor-mini-cpu"), help="tokenizer and trace format")
-    ap.add_argument("--max-tokens", type=int, default=1024, help="the token budget per micro-batch (cpu-hour recipe: 1024)")
+    ap.add_argument(
+        "--model", default=str(ROOT / "models" / "codeexecutor-mini-cpu"), help="tokenizer and trace format"
+    )
+    ap.add_argument(
+        "--max-tokens", type=int, default=1024, help="the token budget per micro-batch (cpu-hour recipe: 1024)"
+    )
     ap.add_argument("--draws", type=int, default=20000, help="micro-batches drawn per anchor rule")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "sampler-bias.json"))
     args = ap.parse_args()
@@ -108,15 +125,28 @@ def main() -> None:
     quiet_libraries()
     code, trace, fits = lengths(args.data, args.model)
     total = code + trace
-    report = {"data": args.data, "model": args.model, "examples": int(len(total)), "fits": fits,
-              "max_tokens": args.max_tokens, "draws": args.draws, "mean_tokens_data": round(float(total.mean()), 1),
-              "anchors": [measure(code, trace, args.max_tokens, args.draws, a) for a in ("example", "token")],
-              "command": "experiments/sampler_bias.py " + " ".join(sys.argv[1:])}
+    report = {
+        "data": args.data,
+        "model": args.model,
+        "examples": int(len(total)),
+        "fits": fits,
+        "max_tokens": args.max_tokens,
+        "draws": args.draws,
+        "mean_tokens_data": round(float(total.mean()), 1),
+        "anchors": [measure(code, trace, args.max_tokens, args.draws, a) for a in ("example", "token")],
+        "command": "experiments/sampler_bias.py " + " ".join(sys.argv[1:]),
+    }
     out = pathlib.Path(args.out)
     out.write_text(json.dumps(report, indent=2) + "\n")
     plot(report, out.with_suffix(".png"))
-    print(json.dumps({a["anchor"]: {k: a[k] for k in ("mean_tokens_trained", "short_to_long_quarter", "never_drawn_share")}
-                      for a in report["anchors"]}))
+    print(
+        json.dumps(
+            {
+                a["anchor"]: {k: a[k] for k in ("mean_tokens_trained", "short_to_long_quarter", "never_drawn_share")}
+                for a in report["anchors"]
+            }
+        )
+    )
     print(f"data mean {report['mean_tokens_data']} tokens; wrote {out}")
 
 

@@ -17,18 +17,24 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-SETS = ("singleline/singleline", "tutorial/tutorial", "codenetmut/codenetmut", "codenetmut/errors",
-        "functions/functions", "functions/functions_errors")
+SETS = (
+    "singleline/singleline",
+    "tutorial/tutorial",
+    "codenetmut/codenetmut",
+    "codenetmut/errors",
+    "functions/functions",
+    "functions/functions_errors",
+)
 
 
 def main() -> None:
-    from curricula.common import write_json_atomic
     import datasets
 
     from codeexecutor.generation.constraints import StateRule, first_refused, token_chars
     from codeexecutor.modeling.loading import load_model
     from codeexecutor.modeling.profiles import profile_of
     from codeexecutor.modeling.tokenizer import load_tokenizer
+    from curricula.common import write_json_atomic
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True)
@@ -63,9 +69,16 @@ def main() -> None:
                     plain = first_refused(StateRule(tok, code, value_chars=103, chars=chars, scopes=False), ids)
                     by_identifiers += plain is not None
                     if len(report["refused"]) < 50:
-                        report["refused"].append({"set": name, "id": row["id"], "token": at, "scopes": plain is None,
-                                                  "before": tok.decode(ids[max(0, at - 30):at]),
-                                                  "refused": tok.decode(ids[at:at + 3])})
+                        report["refused"].append(
+                            {
+                                "set": name,
+                                "id": row["id"],
+                                "token": at,
+                                "scopes": plain is None,
+                                "before": tok.decode(ids[max(0, at - 30) : at]),
+                                "refused": tok.decode(ids[at : at + 3]),
+                            }
+                        )
         report["sets"][name] = {"checked": checked, "refused": refused, "refused_without_scopes": by_identifiers}
         print(name, report["sets"][name], f"{time.time() - start:.0f}s", flush=True)
     write_json_atomic(report, args.out)

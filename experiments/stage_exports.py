@@ -18,14 +18,17 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))  # _common, bench_quality
 
-from _common import RESULTS, ROOT, device_label, score_test, dataset_folders
+from _common import RESULTS, ROOT, dataset_folders, device_label, score_test
 
 
 def stage_exports(run: str) -> list[str]:
     """The run's stage exports in stage order (`stage1-singleline`, `stage2-tutorial`, ...),
     `-best` copies left out."""
-    found = [p for p in glob.glob(os.path.join(run, "stage*-*")) if os.path.isdir(p) and not p.endswith("-best")
-             and os.path.exists(os.path.join(p, "config.json"))]
+    found = [
+        p
+        for p in glob.glob(os.path.join(run, "stage*-*"))
+        if os.path.isdir(p) and not p.endswith("-best") and os.path.exists(os.path.join(p, "config.json"))
+    ]
     return sorted(found, key=lambda p: int(os.path.basename(p)[5:].split("-")[0]))
 
 
@@ -43,8 +46,17 @@ def main() -> None:
     folders = dataset_folders("stage_exports", args.run, args.data, args.datasets)
     out = RESULTS / f"stage-exports-{device_label()}.jsonl"
     for model in exports:
-        score_test(model, folders, args.limit, out, {"run": os.path.relpath(os.path.abspath(args.run), ROOT),
-                                                     "export": os.path.basename(model), **({"note": args.note} if args.note else {})})
+        score_test(
+            model,
+            folders,
+            args.limit,
+            out,
+            {
+                "run": os.path.relpath(os.path.abspath(args.run), ROOT),
+                "export": os.path.basename(model),
+                **({"note": args.note} if args.note else {}),
+            },
+        )
     print(f"report: {out}")
 
 

@@ -1,4 +1,5 @@
-"""Does the packed, fixed-shape row step train as well as the step it replaced? The CPU-hour recipe at equal steps, both ways.
+"""Does the packed, fixed-shape row step train as well as the step it replaced? The CPU-hour
+recipe at equal steps, both ways.
 
     .venv/bin/python experiments/step_parity.py --data runs/quality/data-aug3 [--scale 0.25] [--baseline 67272cb]
         [--limit 300] [--work runs/step-parity] [--out benchmarks/results/step-parity-cpu.json]
@@ -35,6 +36,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))  # _common: the baseline's worktree
 from _common import worktree  # noqa: E402
+
 RECIPE = ROOT / "curricula" / "recipes" / "cpu-hour.yaml"
 RECIPE_DATA = "runs/quality/data-aug3"  # the recipe's data.dir
 
@@ -67,18 +69,39 @@ def train(arm: str, cur: pathlib.Path, tree: pathlib.Path, ds_config: str) -> di
     if not (run / "final" / "config.json").exists():
         env = {**os.environ, "PYTHONPATH": str(tree), "DS_ACCELERATOR": "cpu"}
         t = time.time()
-        subprocess.run([sys.executable, "-m", "codeexecutor.training", "--curriculum", str(cur), "--ds-config",
-                        str(ROOT / "ds_configs" / ds_config)], cwd=tree, env=env, check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "codeexecutor.training",
+                "--curriculum",
+                str(cur),
+                "--ds-config",
+                str(ROOT / "ds_configs" / ds_config),
+            ],
+            cwd=tree,
+            env=env,
+            check=True,
+        )
         print(f"[step_parity] {arm} trained in {time.time() - t:.0f} s", flush=True)
     log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
     ends = {}
     for row in log:
         if "loss" in row:
             ends[row["stage"]] = row
-    return {"final": str(run / "final"),
-            "stages": {name: {"global_step": r["step"], "loss": round(r["loss"], 4), "seconds": round(r["stage_seconds"], 1),
-                              "tokens": r["stage_tokens"]} for name, r in ends.items()},
-            "stage_end_eval": [r["eval"] for r in log if "eval" in r]}
+    return {
+        "final": str(run / "final"),
+        "stages": {
+            name: {
+                "global_step": r["step"],
+                "loss": round(r["loss"], 4),
+                "seconds": round(r["stage_seconds"], 1),
+                "tokens": r["stage_tokens"],
+            }
+            for name, r in ends.items()
+        },
+        "stage_end_eval": [r["eval"] for r in log if "eval" in r],
+    }
 
 
 def decode(model: str, data: pathlib.Path, answers: pathlib.Path, limit: int) -> dict:
@@ -88,11 +111,21 @@ def decode(model: str, data: pathlib.Path, answers: pathlib.Path, limit: int) ->
     for build in ("singleline", "tutorial", "codenetmut", "functions"):
         if not (data / build).is_dir():
             continue
-        report = evaluate_model(model, str(data / build), split="valid", limit=limit, beam=1, progress=False,
-                                answers=str(answers.with_name(f"{answers.stem}-{build}.jsonl")))
+        report = evaluate_model(
+            model,
+            str(data / build),
+            split="valid",
+            limit=limit,
+            beam=1,
+            progress=False,
+            answers=str(answers.with_name(f"{answers.stem}-{build}.jsonl")),
+        )
         for name, e in report["datasets"].items():
-            out[name] = {"examples": e["examples"], **{k: e["table3"].get(k) for k in ("trace_accuracy", "output_accuracy")},
-                         "unfinished": (e.get("unfinished") or {}).get("share")}
+            out[name] = {
+                "examples": e["examples"],
+                **{k: e["table3"].get(k) for k in ("trace_accuracy", "output_accuracy")},
+                "unfinished": (e.get("unfinished") or {}).get("share"),
+            }
     return out
 
 
@@ -109,11 +142,22 @@ def main() -> None:
     tokenizer = work / "tokenizer"
     if not (tokenizer / "tokenizer.json").exists():
         cur = curriculum(data, work, "tokenizer-source", args.scale, tokenizer)
-        subprocess.run([sys.executable, "-m", "codeexecutor", "tokenizer", "--curriculum", str(cur), "--out", str(tokenizer)],
-                       cwd=ROOT, check=True)
+        subprocess.run(
+            [sys.executable, "-m", "codeexecutor", "tokenizer", "--curriculum", str(cur), "--out", str(tokenizer)],
+            cwd=ROOT,
+            check=True,
+        )
     arms = {"padded": (worktree(args.baseline), "single.json"), "rows": (ROOT, "single.json")}
-    report = {"recipe": str(RECIPE.relative_to(ROOT)), "scale": args.scale, "baseline": args.baseline, "split": "valid",
-              "limit": args.limit, "metric": "release", "decoding": "greedy", "arms": {}}
+    report = {
+        "recipe": str(RECIPE.relative_to(ROOT)),
+        "scale": args.scale,
+        "baseline": args.baseline,
+        "split": "valid",
+        "limit": args.limit,
+        "metric": "release",
+        "decoding": "greedy",
+        "arms": {},
+    }
     for arm, (tree, ds) in arms.items():
         cur = curriculum(data, work, arm, args.scale, tokenizer)
         entry = train(arm, cur, tree, ds)

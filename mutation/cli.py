@@ -7,7 +7,6 @@ import difflib
 import json
 import sys
 
-from codeexecutor.cli import register
 from codeexecutor.errors import UsageError
 
 
@@ -25,8 +24,8 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from mutation import OPERATORS, MutationError, MutationStats, mutate
     from codeexecutor.source import read_program, read_text_file
+    from mutation import OPERATORS, MutationError, MutationStats, mutate
 
     if args.list_operators:
         for name, op in OPERATORS.items():
@@ -62,12 +61,20 @@ def _run(args: argparse.Namespace) -> int:
         for i, r in enumerate(records):
             status = f"  [{r['status']}{' ' + r['error']['type'] if r.get('error') else ''}]" if args.execute else ""
             print(f"# mutant {i}: {', '.join(r['operators'])}{status}")
-            sys.stdout.writelines(difflib.unified_diff(original, r["code"].splitlines(keepends=True), "original", f"mutant {i}", n=0))
+            sys.stdout.writelines(
+                difflib.unified_diff(original, r["code"].splitlines(keepends=True), "original", f"mutant {i}", n=0)
+            )
             print()
-    print(f"# {stats.emitted} mutants from {stats.attempts} attempts "
-          f"(duplicates {stats.duplicate}, unparsable {stats.unparsable}, not compilable {stats.not_compilable}, no site chosen {stats.no_edit})",
-          file=sys.stderr)
+    print(
+        f"# {stats.emitted} mutants from {stats.attempts} attempts "
+        f"(duplicates {stats.duplicate}, unparsable {stats.unparsable}, "
+        f"not compilable {stats.not_compilable}, no site chosen {stats.no_edit})",
+        file=sys.stderr,
+    )
     return 0
 
 
-register("mutate", "generate mutants of a program with the twelve tree-sitter operators", _args, _run)
+# The subcommands this module defines, by name: (help, add_arguments, run); codeexecutor/cli.py lists them.
+COMMANDS = {
+    "mutate": ("generate mutants of a program with the twelve tree-sitter operators", _args, _run),
+}

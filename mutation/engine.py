@@ -60,7 +60,9 @@ def token_form(code: str) -> str | None:
     try:
         toks = tokenize.generate_tokens(io.StringIO(code).readline)
         return "\x1f".join(
-            t.string for t in toks if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.ENDMARKER)
+            t.string
+            for t in toks
+            if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.ENDMARKER)
         )
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return None

@@ -26,8 +26,9 @@ Guards against nonsense (mutants certain to be meaningless):
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import ClassVar, Iterator
+from typing import ClassVar
 
 from tree_sitter import Node
 
@@ -49,8 +50,18 @@ def _text(node: Node) -> str:
 
 
 _NON_NUMERIC_LITERALS = frozenset(
-    {"string", "concatenated_string", "list", "tuple", "dictionary", "set", "list_comprehension",
-     "dictionary_comprehension", "set_comprehension", "generator_expression"}
+    {
+        "string",
+        "concatenated_string",
+        "list",
+        "tuple",
+        "dictionary",
+        "set",
+        "list_comprehension",
+        "dictionary_comprehension",
+        "set_comprehension",
+        "generator_expression",
+    }
 )
 
 
@@ -87,6 +98,7 @@ class Operator:
 
 # -- operator families from one table ------------------------------------------------------
 
+
 class _TokenSwap(Operator):
     """Replace one operator token by another from the same family.
 
@@ -121,7 +133,9 @@ class _TokenSwap(Operator):
                 if _text(token) in self.family:
                     choices = self.allowed(node, token)
                     if choices:
-                        yield Site(self.name, token.start_byte, token.end_byte, (choices, _text(token), self.wraps(node)))
+                        yield Site(
+                            self.name, token.start_byte, token.end_byte, (choices, _text(token), self.wraps(node))
+                        )
 
     def alternatives(self, source: bytes, site: Site) -> list[list[Edit]]:
         choices, old, wraps = site.data
@@ -136,11 +150,19 @@ class _TokenSwap(Operator):
 
 
 def _family(name: str, description: str, parent_type: str, family: tuple[str, ...], examples, base=_TokenSwap):
-    return type(name, (base,), {
-        "name": name, "description": description, "node_types": (parent_type,),
-        "family": family, "parent_type": parent_type, "examples": classmethod(lambda cls: list(examples)),
-        "__doc__": description,
-    })
+    return type(
+        name,
+        (base,),
+        {
+            "name": name,
+            "description": description,
+            "node_types": (parent_type,),
+            "family": family,
+            "parent_type": parent_type,
+            "examples": classmethod(lambda cls: list(examples)),
+            "__doc__": description,
+        },
+    )
 
 
 _PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, "//": 2, "%": 2, "@": 2, "**": 4}
@@ -149,7 +171,9 @@ _COMPOUND_ARITH = ("binary_operator", "unary_operator", "await")
 
 class _ArithmeticSwap(_TokenSwap):
     def allowed(self, node: Node, token: Node) -> tuple[str, ...]:
-        if _non_numeric_literal(node.child_by_field_name("left")) or _non_numeric_literal(node.child_by_field_name("right")):
+        if _non_numeric_literal(node.child_by_field_name("left")) or _non_numeric_literal(
+            node.child_by_field_name("right")
+        ):
             return ()
         return super().allowed(node, token)
 
@@ -195,19 +219,42 @@ _ARITH = ("+", "-", "*", "/", "//", "%", "**")
 _AUG = ("+=", "-=", "*=", "/=", "//=", "%=", "**=")
 _REL = ("<", "<=", ">", ">=", "==", "!=")
 
-AOR = _family("AOR", "replace a binary arithmetic operator with another", "binary_operator", _ARITH,
-              [("x = a * b", "x = a + b"), ("x = a - b - 1", "x = (a - b) / 1"), ("x = a * b + c", "x = (a * b) ** c")],
-              _ArithmeticSwap)
-ASR = _family("ASR", "replace an augmented assignment operator with another", "augmented_assignment", _AUG,
-              [("a += 2", "a -= 2")], _ArithmeticSwap)
-ROR = _family("ROR", "replace a comparison operator with another", "comparison_operator", _REL,
-              [("if a <= b:\n    pass", "if a < b:\n    pass")], _RelationalSwap)
-LCR = _family("LCR", "swap the logical connectors and / or", "boolean_operator", ("and", "or"),
-              [("c = a and b", "c = a or b"), ("c = a or b", "c = a and b"),
-               ("c = a or b and d", "c = a and (b and d)")], _LogicalSwap)
+AOR = _family(
+    "AOR",
+    "replace a binary arithmetic operator with another",
+    "binary_operator",
+    _ARITH,
+    [("x = a * b", "x = a + b"), ("x = a - b - 1", "x = (a - b) / 1"), ("x = a * b + c", "x = (a * b) ** c")],
+    _ArithmeticSwap,
+)
+ASR = _family(
+    "ASR",
+    "replace an augmented assignment operator with another",
+    "augmented_assignment",
+    _AUG,
+    [("a += 2", "a -= 2")],
+    _ArithmeticSwap,
+)
+ROR = _family(
+    "ROR",
+    "replace a comparison operator with another",
+    "comparison_operator",
+    _REL,
+    [("if a <= b:\n    pass", "if a < b:\n    pass")],
+    _RelationalSwap,
+)
+LCR = _family(
+    "LCR",
+    "swap the logical connectors and / or",
+    "boolean_operator",
+    ("and", "or"),
+    [("c = a and b", "c = a or b"), ("c = a or b", "c = a and b"), ("c = a or b and d", "c = a and (b and d)")],
+    _LogicalSwap,
+)
 
 
 # -- deletions ------------------------------------------------------------------------------
+
 
 class AOD(Operator):
     """Delete a unary arithmetic operator '+' or '-'."""
@@ -307,15 +354,22 @@ class BCR(Operator):
     def sites(self, root: Node) -> Iterator[Site]:
         for node in walk(root):
             if node.type in self.node_types and _in_loop(node):
-                yield Site(self.name, node.start_byte, node.end_byte, ("continue" if node.type == "break_statement" else "break",))
+                yield Site(
+                    self.name,
+                    node.start_byte,
+                    node.end_byte,
+                    ("continue" if node.type == "break_statement" else "break",),
+                )
 
     def alternatives(self, source: bytes, site: Site) -> list[list[Edit]]:
         return [[Edit(site.start, site.end, site.data[0], self.name)]]
 
     @classmethod
     def examples(cls):
-        return [("for i in a:\n    if i:\n        break", "for i in a:\n    if i:\n        continue"),
-                ("while x:\n    continue", "while x:\n    break")]
+        return [
+            ("for i in a:\n    if i:\n        break", "for i in a:\n    if i:\n        continue"),
+            ("while x:\n    continue", "while x:\n    break"),
+        ]
 
 
 # -- constants ------------------------------------------------------------------------------------
@@ -330,7 +384,9 @@ def _is_docstring(string: Node) -> bool:
     body = stmt.parent
     if body is None or body.type not in ("module", "block"):
         return False
-    if body.type == "block" and (body.parent is None or body.parent.type not in ("function_definition", "class_definition")):
+    if body.type == "block" and (
+        body.parent is None or body.parent.type not in ("function_definition", "class_definition")
+    ):
         return False
     first = next((c for c in body.named_children if c.type != "comment"), None)
     return first is not None and first.id == stmt.id
@@ -358,7 +414,11 @@ class CRP(Operator):
                 yield Site(self.name, node.start_byte, node.end_byte, (t, value, _binds_tighter_than_minus(node)))
             elif t == "string":
                 start = node.child(0)
-                if start is None or "f" in _text(start).lower() or any(c.type == "interpolation" for c in node.children):
+                if (
+                    start is None
+                    or "f" in _text(start).lower()
+                    or any(c.type == "interpolation" for c in node.children)
+                ):
                     continue
                 if _is_docstring(node):
                     continue
@@ -435,6 +495,7 @@ def _text_of(source: bytes, site: Site) -> str:
 
 # -- loops ----------------------------------------------------------------------------------------
 
+
 def _body(loop: Node) -> Node | None:
     return loop.child_by_field_name("body")
 
@@ -481,8 +542,10 @@ class OIL(_LoopOperator):
 
     @classmethod
     def examples(cls):
-        return [("for i in a:\n    s += i\nprint(s)", "for i in a:\n    s += i\n    break\nprint(s)"),
-                ("while x: x -= 1", "while x: x -= 1; break")]
+        return [
+            ("for i in a:\n    s += i\nprint(s)", "for i in a:\n    s += i\n    break\nprint(s)"),
+            ("while x: x -= 1", "while x: x -= 1; break"),
+        ]
 
 
 class ZIL(_LoopOperator):
@@ -540,7 +603,6 @@ class RIL(_LoopOperator):
 
 
 OPERATORS: dict[str, Operator] = {
-    op.name: op
-    for op in (CRP(), AOD(), AOR(), ASR(), BCR(), COD(), LCR(), ROR(), SIR(), OIL(), RIL(), ZIL())
+    op.name: op for op in (CRP(), AOD(), AOR(), ASR(), BCR(), COD(), LCR(), ROR(), SIR(), OIL(), RIL(), ZIL())
 }
 LOOP_OPERATORS = tuple(name for name, op in OPERATORS.items() if op.loop)

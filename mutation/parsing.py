@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import tree_sitter_python
 from tree_sitter import Language, Node, Parser, Tree

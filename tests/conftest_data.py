@@ -17,8 +17,9 @@ def demo_data(tmp_path_factory) -> pathlib.Path:
     root = tmp_path_factory.mktemp("demo_data")
     demo = ROOT / "curricula" / "demo"
     CodeNetBuilder(str(demo), str(root / "codenetmut"), mutants=8, workers=2).run(progress=False)
-    FunctionsBuilder([str(demo / "functions")], str(root / "functions"), mutants=2, input_mutants=1, workers=2,
-                     humaneval=None).run(progress=False)
+    FunctionsBuilder(
+        [str(demo / "functions")], str(root / "functions"), mutants=2, input_mutants=1, workers=2, humaneval=None
+    ).run(progress=False)
     build_tutorial(str(root / "tutorial"), sources=str(demo / "tutorial"), mutants=8, workers=2, progress=False)
     build_singleline(str(root / "singleline"), source=str(root / "codenetmut"), workers=2)
     return root
@@ -37,11 +38,19 @@ def _overfit(pairs: list[tuple[str, str]], path: pathlib.Path, profile=None, len
 
     profile = profile or Profile()
     torch.manual_seed(0)
-    tok = train_tokenizer([c for c, _ in pairs] + [t for _, t in pairs], vocab_size=500, min_frequency=1, delta=profile.delta)
+    tok = train_tokenizer(
+        [c for c, _ in pairs] + [t for _, t in pairs], vocab_size=500, min_frequency=1, delta=profile.delta
+    )
     enc = Encoder(tok, length, length, profile)
-    cfg = CodeExecutorConfig.preset("tiny", vocab_size=len(tok), structural_token_ids=structural_ids(tok),
-                                    pad_token_id=tok.pad_token_id, max_code_length=length, max_trace_length=length,
-                                    **profile.to_config())
+    cfg = CodeExecutorConfig.preset(
+        "tiny",
+        vocab_size=len(tok),
+        structural_token_ids=structural_ids(tok),
+        pad_token_id=tok.pad_token_id,
+        max_code_length=length,
+        max_trace_length=length,
+        **profile.to_config(),
+    )
     model = CodeExecutorModel(cfg)
     batch = enc.collate([{"code_ids": enc.code(c), "trace_ids": enc.trace(t)} for c, t in pairs])
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
@@ -66,8 +75,11 @@ def overfit_model(demo_data, tmp_path_factory):
     """A tiny model that reproduces 20 fixed SingleLine and Tutorial examples (`_overfit`)."""
     rows = []
     for name in ("singleline/singleline", "tutorial/tutorial"):
-        rows += [{**r, "input": texts(r)[0], "target": texts(r)[1]}
-                 for r in __import__("datasets").load_from_disk(str(demo_data / name))["train"] if len(texts(r)[1]) < 160]
+        rows += [
+            {**r, "input": texts(r)[0], "target": texts(r)[1]}
+            for r in __import__("datasets").load_from_disk(str(demo_data / name))["train"]
+            if len(texts(r)[1]) < 160
+        ]
     rows = rows[:20]
     path = tmp_path_factory.mktemp("overfit")
     _overfit([(r["input"], r["target"]) for r in rows], path)
@@ -83,8 +95,11 @@ def overfit_delta_model(demo_data, tmp_path_factory):
     profile = Profile("exact", state="delta")
     rows = []
     for name, n in (("tutorial/tutorial", 6), ("codenetmut/codenetmut", 6), ("codenetmut/errors", 3)):
-        short = [r for r in __import__("datasets").load_from_disk(str(demo_data / name))["train"]
-                 if len(profile.example(r)[1]) < 330 and len(r["code"]) < 300 and "<delta>" in profile.example(r)[1]]
+        short = [
+            r
+            for r in __import__("datasets").load_from_disk(str(demo_data / name))["train"]
+            if len(profile.example(r)[1]) < 330 and len(r["code"]) < 300 and "<delta>" in profile.example(r)[1]
+        ]
         rows += short[:n]
     path = tmp_path_factory.mktemp("overfit_delta")
     _overfit([profile.example(r) for r in rows], path, profile, length=192)

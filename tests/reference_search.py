@@ -52,8 +52,9 @@ class _BeamLayer(DynamicLayer):
         self.keys, self.values = self.kbuf[:, :, : self.length], self.vbuf[:, :, : self.length]
 
 
-def reference_beam(self, codes: list[list[int]], size: int, max_length: int, rules=None, ends=None,
-                   length_penalty: float = 0.0) -> list[Generated]:
+def reference_beam(
+    self, codes: list[list[int]], size: int, max_length: int, rules=None, ends=None, length_penalty: float = 0.0
+) -> list[Generated]:
     """`self`: a TraceGenerator; its answers for model-format code ids, as its `_beam` gave them."""
     from codeexecutor.modeling.tokenizer import pad
 
@@ -115,6 +116,7 @@ def reference_beam(self, codes: list[list[int]], size: int, max_length: int, rul
     results = []
     for b in range(B):
         score, ids = beams[b].best()
-        results.append(Generated(enc.decode(ids), float(score), len(ids), beams[b].ended(), beams[b].peak(),
-                                 beams[b].end()))
+        results.append(
+            Generated(enc.decode(ids), float(score), len(ids), beams[b].ended(), beams[b].peak(), beams[b].end())
+        )
     return results

@@ -17,10 +17,12 @@ def tracer(frame, event, arg):
     if frame.f_code.co_filename != "<ref>":
         return None
     if frame.f_code.co_name == "<module>":
+
         def local(f, e, a):
             if e == "line":
                 lines.append(f.f_lineno)
             return local
+
         return local
     return None
 

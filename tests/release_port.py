@@ -74,7 +74,11 @@ def source_ids(tok: SlowTokenizer, code_text: str, max_source_length: int = 256)
     """inference/dataset.py: tokens of the code (task token included), cut to
     max_source_length - 5, framed <s> <encoder-decoder> </s> ... <mask0> </s>, padded."""
     body = tok.encode(code_text)[: max_source_length - 5]
-    ids = [tok.vocab["<s>"], tok.vocab["<encoder-decoder>"], tok.vocab["</s>"]] + body + [tok.vocab["<mask0>"], tok.vocab["</s>"]]
+    ids = (
+        [tok.vocab["<s>"], tok.vocab["<encoder-decoder>"], tok.vocab["</s>"]]
+        + body
+        + [tok.vocab["<mask0>"], tok.vocab["</s>"]]
+    )
     return ids + [tok.vocab["<pad>"]] * (max_source_length - len(ids))
 
 
@@ -126,8 +130,11 @@ class PortBeam:
             self.finished.append((self.scores[0], len(self.nextYs) - 1, 0))
         self.finished.sort(key=lambda a: -a[0])
         if len(self.finished) != self.size:
-            unfinished = [(self.scores[i], len(self.nextYs) - 1, i) for i in range(self.nextYs[-1].size(0))
-                          if self.nextYs[-1][i] != self._eos]
+            unfinished = [
+                (self.scores[i], len(self.nextYs) - 1, i)
+                for i in range(self.nextYs[-1].size(0))
+                if self.nextYs[-1][i] != self._eos
+            ]
             unfinished.sort(key=lambda a: -a[0])
             self.finished += unfinished[: self.size - len(self.finished)]
         return self.finished[: self.size]
@@ -171,9 +178,13 @@ def release_generate(encoder, source: list[int], beam_size: int, max_length: int
     mask = source_ids.ne(1)[:, None, :] * source_ids.ne(1)[:, :, None]
     encoder_output = encoder(source_ids, attention_mask=_additive(mask, dtype), use_cache=True)
     source_len = int(source_ids.ne(1).sum())
-    context_kv = [(layer.keys[:, :, :source_len].repeat(beam_size, 1, 1, 1),
-                   layer.values[:, :, :source_len].repeat(beam_size, 1, 1, 1))
-                  for layer in encoder_output.past_key_values.layers]
+    context_kv = [
+        (
+            layer.keys[:, :, :source_len].repeat(beam_size, 1, 1, 1),
+            layer.values[:, :, :source_len].repeat(beam_size, 1, 1, 1),
+        )
+        for layer in encoder_output.past_key_values.layers
+    ]
     beam = PortBeam(beam_size, sos, eos)
     input_ids = beam.getCurrentState()
     context_ids = source_ids[:, :source_len].repeat(beam_size, 1)

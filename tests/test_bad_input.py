@@ -89,13 +89,24 @@ def _data(tmp: pathlib.Path, kind: str) -> str:
 
 
 def _run(tmp: pathlib.Path, argv: list[str]) -> subprocess.CompletedProcess:
-    values = {"missing": str(tmp / "nowhere"), "stdin": _make(tmp, "in.txt", b"1\n"), "out": str(tmp / "out"),
-              "ok_program": _make(tmp, "ok.py", b"x = 1\n"), "codenet": str(tmp / "nowhere-codenet"),
-              "release_file": _make(tmp, "test.json", b'{"code_tokens": ["<0>", "x"], "trace_tokens": ["<line>"]}\n')}
+    values = {
+        "missing": str(tmp / "nowhere"),
+        "stdin": _make(tmp, "in.txt", b"1\n"),
+        "out": str(tmp / "out"),
+        "ok_program": _make(tmp, "ok.py", b"x = 1\n"),
+        "codenet": str(tmp / "nowhere-codenet"),
+        "release_file": _make(tmp, "test.json", b'{"code_tokens": ["<0>", "x"], "trace_tokens": ["<line>"]}\n'),
+    }
     before = sorted(os.listdir(tmp))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp / "no-hub-cache")}
-    out = subprocess.run([sys.executable, "-m", "codeexecutor", *[a.format(**values) for a in argv]],
-                         capture_output=True, text=True, cwd=tmp, env=env, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "codeexecutor", *[a.format(**values) for a in argv]],
+        capture_output=True,
+        text=True,
+        cwd=tmp,
+        env=env,
+        timeout=300,
+    )
     out.new_files = sorted(set(os.listdir(tmp)) - set(before))
     return out
 
@@ -107,11 +118,23 @@ def _check(out: subprocess.CompletedProcess, *words: str) -> None:
     assert len(lines) == 1, out.stderr[-2000:]
     for word in words:
         assert word.lower() in lines[0].lower(), lines[0]
-    assert not [f for f in out.new_files if f not in ("model", "data", "prog.py", "in.txt", "ok.py", "test.json", "problems.jsonl.gz")], out.new_files
+    assert not [
+        f
+        for f in out.new_files
+        if f not in ("model", "data", "prog.py", "in.txt", "ok.py", "test.json", "problems.jsonl.gz")
+    ], out.new_files
 
 
-WORDS = {"missing": "not found", "directory": "directory", "empty": "empty", "blank": "empty", "binary": "binary",
-         "python2": "python 2", "non_utf8": "utf-8", "huge": "limit"}
+WORDS = {
+    "missing": "not found",
+    "directory": "directory",
+    "empty": "empty",
+    "blank": "empty",
+    "binary": "binary",
+    "python2": "python 2",
+    "non_utf8": "utf-8",
+    "huge": "limit",
+}
 
 
 @pytest.mark.parametrize("kind", sorted(PROGRAM_KINDS))
@@ -125,14 +148,23 @@ def test_program_inputs(tmp_path, command, kind):
 @pytest.mark.parametrize("kind", MODEL_KINDS)
 @pytest.mark.parametrize("command", sorted(MODEL_COMMANDS))
 def test_model_folders(tmp_path, command, kind):
-    pytest.importorskip("torch", reason="a model command: the light environments check it in test_model_commands_need_torch")
+    pytest.importorskip(
+        "torch", reason="a model command: the light environments check it in test_model_commands_need_torch"
+    )
     if command == "search" and not (ROOT.parent / "shared" / "data" / "atcoder-python").is_dir():
         pytest.skip("search needs the shared corpus")
     model = _model(tmp_path, kind)
     argv = [a.replace("{m}", model) for a in MODEL_COMMANDS[command]]
     if command == "search":
         argv = [a.replace("{codenet}", str(ROOT.parent / "shared" / "data" / "atcoder-python")) for a in argv]
-    _check(_run(tmp_path, argv), "model" if kind not in ("malformed_config", "no_weights") else "config.json" if kind == "malformed_config" else "weights")
+    _check(
+        _run(tmp_path, argv),
+        "model"
+        if kind not in ("malformed_config", "no_weights")
+        else "config.json"
+        if kind == "malformed_config"
+        else "weights",
+    )
 
 
 @pytest.mark.parametrize("kind", DATA_KINDS)
@@ -146,11 +178,10 @@ def test_dataset_folders(tmp_path, command, kind):
 
 
 def test_the_table_covers_every_subcommand():
-    from codeexecutor.cli import COMMANDS, _load_plugins
+    from codeexecutor.cli import commands
 
-    _load_plugins()
     covered = {argv[0] for table in (PROGRAM_COMMANDS, MODEL_COMMANDS, DATA_COMMANDS) for argv in table.values()}
-    assert set(COMMANDS) - covered <= {"rerank"}  # rerank: its own inputs, tested in test_rerank_bad_inputs
+    assert set(commands()) - covered <= {"rerank"}  # rerank: its own inputs, tested in test_rerank_bad_inputs
 
 
 def test_rerank_bad_inputs(tmp_path):
@@ -159,8 +190,13 @@ def test_rerank_bad_inputs(tmp_path):
     _check(_run(tmp_path, ["rerank", "--problems", bad, "--samples", bad, "--codet-prompts", bad]))
 
 
-@pytest.mark.parametrize("command", (["trace", "{ok_program}", "--model", "{missing}"],
-                                     ["evaluate", "--model", "{missing}", "--data", "{release_file}"]))
+@pytest.mark.parametrize(
+    "command",
+    (
+        ["trace", "{ok_program}", "--model", "{missing}"],
+        ["evaluate", "--model", "{missing}", "--data", "{release_file}"],
+    ),
+)
 def test_a_negative_length_penalty_is_refused(tmp_path, command):
     if command[0] == "evaluate":
         pytest.importorskip("torch", reason="a model command")

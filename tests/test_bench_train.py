@@ -32,7 +32,9 @@ def test_rows_pad_less_than_fixed_batches_and_train_on_the_cpu(demo_data):
 def test_loss_scaling_is_logged_for_fp16_only():
     from codeexecutor.training.stages import loss_scaling
 
-    fp16 = types.SimpleNamespace(fp16_enabled=lambda: True, optimizer=types.SimpleNamespace(cur_scale=32768.0), skipped_steps=3)
+    fp16 = types.SimpleNamespace(
+        fp16_enabled=lambda: True, optimizer=types.SimpleNamespace(cur_scale=32768.0), skipped_steps=3
+    )
     assert loss_scaling(fp16) == {"loss_scale": 32768.0, "skipped_steps": 3}
     bf16 = types.SimpleNamespace(fp16_enabled=lambda: False, optimizer=None, skipped_steps=0)
     assert loss_scaling(bf16) == {}
@@ -44,8 +46,20 @@ def test_quality_defaults_pick_the_token_budget_by_device_and_pilot_refuses_miss
     import bench_quality
 
     assert bench_quality.MAX_TOKENS["cpu"] < bench_quality.MAX_TOKENS["gpu"]  # small CPU steps, full GPU batches
-    run = subprocess.run([sys.executable, str(ROOT / "experiments" / "pilot_singleline.py"), "--name", "x", "--steps", "1",
-                          "--data", str(tmp_path)], capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "experiments" / "pilot_singleline.py"),
+            "--name",
+            "x",
+            "--steps",
+            "1",
+            "--data",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 1 and "no SingleLine dataset under" in run.stderr and "Traceback" not in run.stderr
 
 
@@ -58,15 +72,37 @@ def _variant(argv: list[str], device: str = "cpu") -> tuple[dict, list[str]]:
 
     from codeexecutor.training.pretrain import apply_overrides
 
-    names = {"--steps": None, "--lr": float, "--data": str, "--mutants": int, "--errors-weight": float,
-             "--functions-weight": float, "--positions": str, "--preset": str}
+    names = {
+        "--steps": None,
+        "--lr": float,
+        "--data": str,
+        "--mutants": int,
+        "--errors-weight": float,
+        "--functions-weight": float,
+        "--positions": str,
+        "--preset": str,
+    }
     ap = argparse.ArgumentParser()
     for flag, kind in names.items():
         ap.add_argument(flag, type=kind)
     args = ap.parse_args(argv)
-    for field in ("dropout", "vocab_size", "state", "order", "code_window", "exception_weight", "max_tokens", "autocast",
-                  "corpora", "codenet_limit", "tutorial_sources", "singleline_limit", "augment", "function_corpora",
-                  "workers"):
+    for field in (
+        "dropout",
+        "vocab_size",
+        "state",
+        "order",
+        "code_window",
+        "exception_weight",
+        "max_tokens",
+        "autocast",
+        "corpora",
+        "codenet_limit",
+        "tutorial_sources",
+        "singleline_limit",
+        "augment",
+        "function_corpora",
+        "workers",
+    ):
         setattr(args, field, None)
     args.split_digits, args.valid_examples, args.eval_limit = False, 0, 300
     if args.steps:
@@ -77,9 +113,8 @@ def _variant(argv: list[str], device: str = "cpu") -> tuple[dict, list[str]]:
 
 
 def test_a_quality_variant_is_the_recipe_with_the_runs_fields_set(tmp_path):
-    import yaml
-
     import bench_quality
+    import yaml
 
     from codeexecutor.training.config import Curriculum
 
@@ -119,11 +154,18 @@ def test_stage_exports_come_in_stage_order_and_a_run_without_them_is_refused(tmp
         (tmp_path / name / "config.json").write_text("{}")
     (tmp_path / "stage4-unfinished").mkdir()  # no export written yet
     assert [p.rsplit("/", 1)[1] for p in stage_exports.stage_exports(str(tmp_path))] == [
-        "stage1-singleline", "stage2-tutorial", "stage3-codenet", "stage10-extra"]
+        "stage1-singleline",
+        "stage2-tutorial",
+        "stage3-codenet",
+        "stage10-extra",
+    ]
     empty = tmp_path / "empty"
     empty.mkdir()
-    run = subprocess.run([sys.executable, str(ROOT / "experiments" / "stage_exports.py"), "--run", str(empty)],
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "stage_exports.py"), "--run", str(empty)],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 1 and "no stage exports under" in run.stderr and "Traceback" not in run.stderr
 
 
@@ -133,13 +175,25 @@ def test_quality_variants_name_their_results_and_reach_the_model_config():
     recipe = bench_quality.load_recipe()
     base = recipe["model"]
     assert bench_quality.result_name("cpu", recipe, {}) == "quality-cpu"
-    assert bench_quality.result_name("cpu", recipe, {"preset": base["preset"], "positions": base["positions"]}) == "quality-cpu"
-    names = {bench_quality.result_name("cpu", recipe, {"preset": preset, "positions": positions})
-             for preset in ("mini", "mini-wide") for positions in ("absolute", "rotary")}
+    assert (
+        bench_quality.result_name("cpu", recipe, {"preset": base["preset"], "positions": base["positions"]})
+        == "quality-cpu"
+    )
+    names = {
+        bench_quality.result_name("cpu", recipe, {"preset": preset, "positions": positions})
+        for preset in ("mini", "mini-wide")
+        for positions in ("absolute", "rotary")
+    }
     names.add(bench_quality.result_name("cpu", recipe, {"vocab_size": 2000}))
     names.add(bench_quality.result_name("cpu", recipe, {}, errors_weight=0.3))
-    names.add(bench_quality.result_name("cpu", recipe, {"trace_state": "delta" if base["trace_state"] == "full" else "full"}))
-    names.add(bench_quality.result_name("cpu", recipe, {}, functions_weight=0.3 + bench_quality.recipe_functions_weight(recipe)))
+    names.add(
+        bench_quality.result_name("cpu", recipe, {"trace_state": "delta" if base["trace_state"] == "full" else "full"})
+    )
+    names.add(
+        bench_quality.result_name(
+            "cpu", recipe, {}, functions_weight=0.3 + bench_quality.recipe_functions_weight(recipe)
+        )
+    )
     other_order = "start" if base.get("step_order", "start") == "end" else "end"
     names.add(bench_quality.result_name("cpu", recipe, {"step_order": other_order}))
     names.add(bench_quality.result_name("cpu", recipe, {"exception_weight": 40.0}))
@@ -156,7 +210,9 @@ def test_quality_variants_name_their_results_and_reach_the_model_config():
     weight = bench_quality.recipe_functions_weight(recipe) + 0.25
     sources = Curriculum.from_dict(_variant(["--functions-weight", str(weight)])[0]).stages[2].sources
     assert [("/".join(s.path.split("/")[-2:]), s.weight) for s in sources if "/functions/" in s.path] == [
-        ("functions/functions", weight), ("functions/functions_errors", round(weight / 3, 4))]
+        ("functions/functions", weight),
+        ("functions/functions_errors", round(weight / 3, 4)),
+    ]
     without, _ = _variant(["--functions-weight", "0"])  # a weight of 0 leaves the source out
     assert not [s for s in Curriculum.from_dict(without).stages[2].sources if "/functions/" in s.path]
     assert bench_quality.recipe_functions_weight(without) == 0.0
@@ -178,16 +234,21 @@ def test_constraint_bench_compares_both_decodings_and_refuses_a_run_without_a_mo
 
     import bench_constraint
 
-    lines = [{"dataset": "tutorial", "decoding_rule": "free", "trace_accuracy": 28.0, "unfinished_share": 30.0},
-             {"dataset": "tutorial", "decoding_rule": "names", "trace_accuracy": 28.67, "unfinished_share": 19.33},
-             {"dataset": "singleline", "decoding_rule": "names", "trace_accuracy": 52.33, "unfinished_share": None},
-             {"dataset": "tutorial", "decoding_rule": "names-v1", "trace_accuracy": 1.0, "unfinished_share": 1.0}]
+    lines = [
+        {"dataset": "tutorial", "decoding_rule": "free", "trace_accuracy": 28.0, "unfinished_share": 30.0},
+        {"dataset": "tutorial", "decoding_rule": "names", "trace_accuracy": 28.67, "unfinished_share": 19.33},
+        {"dataset": "singleline", "decoding_rule": "names", "trace_accuracy": 52.33, "unfinished_share": None},
+        {"dataset": "tutorial", "decoding_rule": "names-v1", "trace_accuracy": 1.0, "unfinished_share": 1.0},
+    ]
     table = bench_constraint.compare(lines).splitlines()
     assert table[0].split()[1:] == ["free", "trace", "free", "cut", "names", "trace", "names", "cut"]  # only those run
     assert table[1].split() == ["tutorial", "28.0", "30.0%", "28.67", "19.3%"]
     assert table[2].split() == ["singleline", "-", "-", "52.33", "-"]
-    run = subprocess.run([sys.executable, str(ROOT / "experiments" / "bench_constraint.py"), "--run", str(tmp_path)],
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "bench_constraint.py"), "--run", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 2 and "no model at" in run.stderr and "Traceback" not in run.stderr
 
 
@@ -197,22 +258,35 @@ def test_exception_bias_bench_replays_verdicts_and_chooses_the_bias_on_its_split
 
     import bench_exception_bias as eb
 
-    programs = [{"crashed": True, "peak": -0.5}, {"crashed": True, "peak": -1.5}, {"crashed": True, "peak": None},
-                {"crashed": False, "peak": -3.0}, {"crashed": False, "peak": -1.0}, {"crashed": False, "peak": -6.0}]
+    programs = [
+        {"crashed": True, "peak": -0.5},
+        {"crashed": True, "peak": -1.5},
+        {"crashed": True, "peak": None},
+        {"crashed": False, "peak": -3.0},
+        {"crashed": False, "peak": -1.0},
+        {"crashed": False, "peak": -6.0},
+    ]
     assert eb.replay(programs, 0.0)["tp"] == 0 and eb.replay(programs, 0.0)["detection_accuracy"] == 50
     at = eb.replay(programs, 2.0)  # -0.5, -1.5 (crashes) and -1.0 (clean) are above -2
     assert (at["tp"], at["fp"]) == (2, 1) and math.isclose(at["detection_accuracy"], 400 / 6)
     bias = eb.choose_bias(programs)
     assert bias == 0.75  # midway between the peaks -0.5 and -1.0: one crash caught, no false alarm
     assert eb.choose_bias([{"crashed": False, "peak": -1.0}, {"crashed": True, "peak": -2.0}]) == 0.0  # none beats 0
-    ends = [{"crashed": True, "written": False, "finished": True, "end": -1.0, "peak": -0.1},
-            {"crashed": True, "written": False, "finished": False, "end": -0.5, "peak": -0.2},  # cut: never ends
-            {"crashed": False, "written": False, "finished": True, "end": -3.0, "peak": -0.3},
-            {"crashed": False, "written": True, "finished": True, "end": -9.0, "peak": 1.0}]  # a crash written already
+    ends = [
+        {"crashed": True, "written": False, "finished": True, "end": -1.0, "peak": -0.1},
+        {"crashed": True, "written": False, "finished": False, "end": -0.5, "peak": -0.2},  # cut: never ends
+        {"crashed": False, "written": False, "finished": True, "end": -3.0, "peak": -0.3},
+        {"crashed": False, "written": True, "finished": True, "end": -9.0, "peak": 1.0},
+    ]  # a crash written already
     assert (eb.replay(ends, 2.0, "end")["tp"], eb.replay(ends, 2.0, "end")["fp"]) == (1, 1)
-    assert eb.choose_bias(ends, "end") == 2.0 and eb.auroc(ends, "end") == 25.0  # 1 of 4 (crash, clean) pairs ranked right
-    run = subprocess.run([sys.executable, str(ROOT / "experiments" / "bench_exception_bias.py"), "--run", str(tmp_path)],
-                         capture_output=True, text=True)
+    assert (
+        eb.choose_bias(ends, "end") == 2.0 and eb.auroc(ends, "end") == 25.0
+    )  # 1 of 4 (crash, clean) pairs ranked right
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "bench_exception_bias.py"), "--run", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 2 and "no model at" in run.stderr and "Traceback" not in run.stderr
 
 
@@ -233,9 +307,8 @@ def test_busy_share_sees_another_process_burning_a_core():
 def test_a_build_without_call_depths_is_found_before_an_end_order_run(tmp_path):
     import json
 
-    import datasets
-
     import bench_quality
+    import datasets
 
     code = "def f(a):\n    return a\nx = f(1)\n"
     for name, depth in (("old", None), ("new", 1)):
@@ -250,7 +323,10 @@ def test_comparison_columns_name_the_options_their_runs_set():
     import compare_quality
 
     assert compare_quality.extras({"code_window": "head", "exception_weight": None}) == ""
-    assert compare_quality.extras({"code_window": "ends", "exception_weight": 40.0}) == ", ends window, exception weight 40"
+    assert (
+        compare_quality.extras({"code_window": "ends", "exception_weight": 40.0})
+        == ", ends window, exception weight 40"
+    )
     assert compare_quality.extras({"functions_stage": 0.5}) == ", a functions stage of 0.5 of stage 3"
 
 
@@ -270,12 +346,29 @@ def test_a_quality_run_is_pretrain_on_a_variant_and_gathers_its_scores(tmp_path,
     recipe = tmp_path / "demo-recipe.yaml"
     recipe.write_text(yaml.safe_dump(raw, sort_keys=False))
     env = {**os.environ, "CODEEXECUTOR_RESULTS": str(tmp_path / "results"), "OMP_NUM_THREADS": "2"}
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_quality.py"), "--recipe", str(recipe), "--steps", "3,2,2",
-           "--out", str(tmp_path / "run"), "--eval-limit", "2", "--valid-examples", "0", "--autocast", "none",
-           "--errors-weight", "0.3"]
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "bench_quality.py"),
+        "--recipe",
+        str(recipe),
+        "--steps",
+        "3,2,2",
+        "--out",
+        str(tmp_path / "run"),
+        "--eval-limit",
+        "2",
+        "--valid-examples",
+        "0",
+        "--autocast",
+        "none",
+        "--errors-weight",
+        "0.3",
+    ]
     run = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-    variant = json.loads((tmp_path / "run" / "pretrain.json").read_text())["settings"]["recipe"]  # what pretrain trained
+    variant = json.loads((tmp_path / "run" / "pretrain.json").read_text())["settings"][
+        "recipe"
+    ]  # what pretrain trained
     assert [st["steps"] for st in variant["stages"]] == [3, 2, 2]
     assert [s["weight"] for s in variant["stages"][2]["sources"] if s["path"].endswith("codenetmut/errors")] == [0.3]
     result = json.loads((tmp_path / "results" / "quality-cpu-errors0.3.json").read_text())
@@ -290,16 +383,22 @@ def test_a_quality_run_is_pretrain_on_a_variant_and_gathers_its_scores(tmp_path,
     again = subprocess.run(cmd + ["--score-only"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     assert json.loads((tmp_path / "run" / "pretrain.json").read_text())["phases"]["train"] == record["phases"]["train"]
-    empty = subprocess.run(cmd[:2] + ["--recipe", str(recipe), "--out", str(tmp_path / "none"), "--score-only"],
-                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    empty = subprocess.run(
+        cmd[:2] + ["--recipe", str(recipe), "--out", str(tmp_path / "none"), "--score-only"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
     assert empty.returncode == 2 and "needs a finished run" in empty.stderr and "Traceback" not in empty.stderr
 
 
 def test_step_speed_counts_example_tokens_and_the_attention_the_rule_allows():
     import numpy as np
     import torch
-
     from _step_speed import attended_keys, example_tokens
+
     from codeexecutor.modeling.model import prefix_lm_mask
     from codeexecutor.modeling.rows import pack_row
 

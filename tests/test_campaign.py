@@ -20,14 +20,38 @@ SCRIPT = ROOT / "run_draw.sh"
 
 
 def _env(tmp_path, pack) -> dict:
-    return {**os.environ, "CAMPAIGN_SMOKE": "1", "CAMPAIGN_PACK": str(pack), "OUT": str(tmp_path / "out"),
-            "CAMPAIGN_WORK": str(tmp_path / "work"), "PYTHON": sys.executable, "OMP_NUM_THREADS": "2"}
+    return {
+        **os.environ,
+        "CAMPAIGN_SMOKE": "1",
+        "CAMPAIGN_PACK": str(pack),
+        "OUT": str(tmp_path / "out"),
+        "CAMPAIGN_WORK": str(tmp_path / "work"),
+        "PYTHON": sys.executable,
+        "OMP_NUM_THREADS": "2",
+    }
 
 
 def _pack(demo_data, dest: pathlib.Path) -> pathlib.Path:
-    out = subprocess.run([sys.executable, "-m", "codeexecutor", "draw", "pack", "--smoke", "--data", str(demo_data),
-                          "--out", str(dest), "--prep", str(dest.parent / "prep")], capture_output=True, text=True, cwd=ROOT,
-                         timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "codeexecutor",
+            "draw",
+            "pack",
+            "--smoke",
+            "--data",
+            str(demo_data),
+            "--out",
+            str(dest),
+            "--prep",
+            str(dest.parent / "prep"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return dest
 
@@ -40,29 +64,50 @@ def _one_line_refusal(run: subprocess.CompletedProcess, *words: str) -> None:
 
 
 def test_the_plan_fits_one_draw(tmp_path):
-    run = subprocess.run(["bash", str(SCRIPT), "--plan"], env=_env(tmp_path, tmp_path / "none"), cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        ["bash", str(SCRIPT), "--plan"],
+        env=_env(tmp_path, tmp_path / "none"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
-    rows = [line.split() for line in lines[1:lines.index(next(x for x in lines if x.startswith("total")))]]
+    rows = [line.split() for line in lines[1 : lines.index(next(x for x in lines if x.startswith("total")))]]
     gpu = sum(int(r[1]) for r in rows)
     # the training first, its model exported before it is scored; the measurements after; the checks
     # earlier draws answered last
     assert [r[0] for r in rows] == ["preflight", "unpack", "train", "export", "score", "throughput", "checks"]
     assert gpu <= 540 and re.search(rf"total\s+{gpu}\s", run.stdout)
     assert "no pack at" in run.stdout  # and nothing to count the tokens of
-    bad = subprocess.run(["bash", str(SCRIPT), "everything"], env=_env(tmp_path, tmp_path), cwd=ROOT, capture_output=True,
-                         text=True, timeout=60)
+    bad = subprocess.run(
+        ["bash", str(SCRIPT), "everything"],
+        env=_env(tmp_path, tmp_path),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     _one_line_refusal(bad, "usage")
 
 
 def test_the_draw_refuses_a_missing_stale_or_oversized_pack(tmp_path, demo_data):
-    draw = lambda pack: subprocess.run(["bash", str(SCRIPT)], env=_env(tmp_path, pack), cwd=ROOT,  # noqa: E731
-                                       capture_output=True, text=True, timeout=300)
+    def draw(pack):
+        return subprocess.run(
+            ["bash", str(SCRIPT)],
+            env=_env(tmp_path, pack),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
     _one_line_refusal(draw(tmp_path / "nowhere"), "no pack", "draw pack")
     pack = _pack(demo_data, tmp_path / "pack")
-    plan = subprocess.run(["bash", str(SCRIPT), "--plan"], env=_env(tmp_path, pack), cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    plan = subprocess.run(
+        ["bash", str(SCRIPT), "--plan"], env=_env(tmp_path, pack), cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     manifest = json.loads((pack / "manifest.json").read_text())
     carried = next(line.split() for line in plan.stdout.splitlines() if line.startswith("carried"))
     assert plan.returncode == 0 and int(carried[2].replace(",", "")) == manifest["tokens"] > 0, plan.stdout
@@ -72,9 +117,12 @@ def test_the_draw_refuses_a_missing_stale_or_oversized_pack(tmp_path, demo_data)
     _one_line_refusal(draw(pack), "lacks", lost.name)
     lost.with_suffix(".gone").rename(lost)
     (pack / "manifest.json").write_text(json.dumps({**manifest, "code": "0123456789abcdef"}))  # other code, same ids:
-    other = subprocess.run(["bash", str(SCRIPT), "--plan"], env=_env(tmp_path, pack), cwd=ROOT, capture_output=True,
-                           text=True, timeout=120)
-    assert other.returncode == 0 and "ready" in other.stdout, other.stderr  # the pack is bound to its ids, not the checkout
+    other = subprocess.run(
+        ["bash", str(SCRIPT), "--plan"], env=_env(tmp_path, pack), cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert other.returncode == 0 and "ready" in other.stdout, (
+        other.stderr
+    )  # the pack is bound to its ids, not the checkout
     (pack / "manifest.json").write_text(json.dumps({**manifest, "data_format": manifest["data_format"] - 1}))
     _one_line_refusal(draw(pack), "data format", "pack again")
     (pack / "manifest.json").write_text(json.dumps(manifest))
@@ -87,12 +135,19 @@ def test_the_draw_refuses_a_missing_stale_or_oversized_pack(tmp_path, demo_data)
 @pytest.mark.timeout(900)  # seven steps in processes of their own: about 130 s on a quiet 2-core machine
 def test_the_smoke_draw_brings_back_a_model_that_loads_here(tmp_path, demo_data):
     pack = _pack(demo_data, tmp_path / "pack")
-    run = subprocess.run(["bash", str(SCRIPT)], env=_env(tmp_path, pack), cwd=ROOT, capture_output=True, text=True,
-                         timeout=1500)
+    run = subprocess.run(
+        ["bash", str(SCRIPT)], env=_env(tmp_path, pack), cwd=ROOT, capture_output=True, text=True, timeout=1500
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     out = tmp_path / "out"
     files = sorted(p.name for p in out.iterdir())
-    assert len(files) <= 8 and {"checks.json", "throughput.json", "training.json", "scores.json", "model-meta.tar"} <= set(files)
+    assert len(files) <= 8 and {
+        "checks.json",
+        "throughput.json",
+        "training.json",
+        "scores.json",
+        "model-meta.tar",
+    } <= set(files)
     checks = json.loads((out / "checks.json").read_text())
     assert [s["status"] for s in checks["steps"]] == ["ok"] * 7, checks["steps"]
     assert checks["launcher"]["continuous"] and checks["launcher"]["resumed"]  # run_pretrain.sh stopped and resumed
@@ -106,12 +161,33 @@ def test_the_smoke_draw_brings_back_a_model_that_loads_here(tmp_path, demo_data)
     scores = json.loads((out / "scores.json").read_text())
     assert set(scores["sets"]) == {"singleline", "tutorial", "codenetmut", "errors", "functions", "functions_errors"}
     assert scores["exit_code"] == 0 and len(scores["builds_scored"]) == 4  # decoded in the child, every build
-    assert checks["unpack"]["sources"] == {k: v["rows"] for k, v in json.loads((pack / "manifest.json").read_text())[
-        "sources"].items()}  # each source's ids written back whole
-    back = subprocess.run([sys.executable, "-m", "codeexecutor", "draw", "unpack", str(out), "--pack", str(pack),
-                           "--limit", "2", "--record", str(tmp_path / "record.json"),
-                           "--install", str(tmp_path / "models" / "drawn"), "--weights", "int8"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert checks["unpack"]["sources"] == {
+        k: v["rows"] for k, v in json.loads((pack / "manifest.json").read_text())["sources"].items()
+    }  # each source's ids written back whole
+    back = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "codeexecutor",
+            "draw",
+            "unpack",
+            str(out),
+            "--pack",
+            str(pack),
+            "--limit",
+            "2",
+            "--record",
+            str(tmp_path / "record.json"),
+            "--install",
+            str(tmp_path / "models" / "drawn"),
+            "--weights",
+            "int8",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert back.returncode == 0, back.stderr[-3000:]
     installed = tmp_path / "models" / "drawn"  # the model as it would ship: int8 codes, its card, loadable
     assert (installed / "model.int8.safetensors").exists() and not (installed / "model.safetensors").exists()
@@ -129,8 +205,14 @@ def test_the_smoke_draw_brings_back_a_model_that_loads_here(tmp_path, demo_data)
 
 def test_a_stopped_draw_keeps_the_files_of_its_finished_steps(tmp_path, demo_data):
     pack = _pack(demo_data, tmp_path / "pack")
-    proc = subprocess.Popen(["bash", str(SCRIPT)], env=_env(tmp_path, pack), cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        ["bash", str(SCRIPT)],
+        env=_env(tmp_path, pack),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     checks = tmp_path / "out" / "checks.json"
     deadline = time.time() + 300
     while time.time() < deadline:  # until the training step is under way
@@ -159,6 +241,8 @@ def test_the_checks_step_fails_where_a_gpu_test_fails_or_none_ran(monkeypatch):
     for none_ran in ({**clean, "exit_code": 5, "tests": 0}, {**clean, "skipped": 5}):
         assert checks.with_tests({"test_gpu": none_ran}, "ok").startswith("failed: tests/test_gpu.py ran no test")
     assert checks.with_tests({"test_gpu": {"exit_code": 124}}, "ok").startswith("failed: tests/test_gpu.py stopped")
-    assert checks.with_tests({"test_gpu": {"skipped": "20 s left"}}, "ok") == "ok; tests/test_gpu.py skipped (20 s left)"
+    assert (
+        checks.with_tests({"test_gpu": {"skipped": "20 s left"}}, "ok") == "ok; tests/test_gpu.py skipped (20 s left)"
+    )
     monkeypatch.setitem(checks.SIZES, "tests_need", 10**9)  # the CPU smoke run: no GPU tests to run
     assert checks.with_tests({"test_gpu": {"skipped": "no GPU"}}, "ok") == "ok"

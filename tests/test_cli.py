@@ -6,7 +6,9 @@ from .conftest import FIXTURES
 
 
 def cli(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "codeexecutor", *args], capture_output=True, text=True, input=stdin, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "codeexecutor", *args], capture_output=True, text=True, input=stdin, timeout=60
+    )
 
 
 def test_help_everywhere():

@@ -44,7 +44,7 @@ def test_ends_keeps_the_final_call_and_its_line_number(tok):
     kept = ends.window(ids)
     assert len(kept) == ends.code_body  # the same length as the release's cut
     call = ends.ids(" <44> <dedent> print(repr(f([3, 1, 2])))")
-    assert kept[-len(call):] == call and ids[-len(call):] == call  # the call line whole, `<44>` first
+    assert kept[-len(call) :] == call and ids[-len(call) :] == call  # the call line whole, `<44>` first
     assert kept[: ends.code_body - len(call)] == ids[: ends.code_body - len(call)]  # then the head
     assert tok.convert_ids_to_tokens(call[0]) == "<44>"
     assert ends.decode(head.window(ids)).count("[3, 1, 2]") == 0  # the head cut loses the input
@@ -55,7 +55,7 @@ def test_a_last_line_too_long_for_the_window_keeps_its_end(tok):
     text = format_code("x = 0\n" * 30 + "print(" + " + ".join(["x"] * 80) + ")\n")
     ids = ends.ids(text)
     kept = ends.window(ids)
-    assert len(kept) == ends.code_body and kept[-(ends.code_body // 4):] == ids[-(ends.code_body // 4):]
+    assert len(kept) == ends.code_body and kept[-(ends.code_body // 4) :] == ids[-(ends.code_body // 4) :]
 
 
 def test_unseen_lines_name_what_the_model_does_not_read(tok):
@@ -94,9 +94,15 @@ def _untrained(tok, path, window):
     from codeexecutor.modeling.model import CodeExecutorModel
     from codeexecutor.modeling.tokenizer import structural_ids
 
-    cfg = CodeExecutorConfig.preset("tiny", vocab_size=len(tok), structural_token_ids=structural_ids(tok),
-                                    pad_token_id=tok.pad_token_id, max_code_length=64, max_trace_length=64,
-                                    **Profile("exact", window=window).to_config())
+    cfg = CodeExecutorConfig.preset(
+        "tiny",
+        vocab_size=len(tok),
+        structural_token_ids=structural_ids(tok),
+        pad_token_id=tok.pad_token_id,
+        max_code_length=64,
+        max_trace_length=64,
+        **Profile("exact", window=window).to_config(),
+    )
     CodeExecutorModel(cfg).save_pretrained(path)
     tok.save_pretrained(path)
     return str(path)
@@ -108,9 +114,11 @@ def test_the_trace_report_says_which_lines_were_not_read(tok, tmp_path):
     notes = {}
     for window in ("head", "ends"):
         model = _untrained(tok, tmp_path / window, window)
-        report, = trace_programs([{"code": MODULE}], model, beam=1, max_length=4)
+        (report,) = trace_programs([{"code": MODULE}], model, beam=1, max_length=4)
         notes[window] = next(n for n in report["notes"] if "predicted without being read" in n)
-    assert "code_window head" in notes["head"] and notes["head"].endswith("-43, 45 are predicted without being read")  # 44 is blank
+    assert "code_window head" in notes["head"] and notes["head"].endswith(
+        "-43, 45 are predicted without being read"
+    )  # 44 is blank
     assert "code_window ends" in notes["ends"] and "45" not in notes["ends"].split("lines ")[1]  # the call is read
     assert _spans([3, 4, 5, 9, 11, 12]) == "3-5, 9, 11-12"
     assert report["constrained"] == {"names": False, "values": False}  # this tokenizer splits ' :': no rules by default
@@ -127,8 +135,10 @@ def test_stats_count_programs_longer_than_the_window(tok):
     from curricula.stats import trace_lengths
 
     steps = json.dumps([{"line": 0, "state": {"x": "1"}}, {"line": 1, "state": {"x": "1"}}])
-    rows = [{"task": "codenet", "code": code, "steps": steps, "error": None, "status": "ok"}
-            for code in (MODULE, "x = 1\nprint(x)\n")]
+    rows = [
+        {"task": "codenet", "code": code, "steps": steps, "error": None, "status": "ok"}
+        for code in (MODULE, "x = 1\nprint(x)\n")
+    ]
     code = trace_lengths(rows, tok)["code"]
     assert code["over_window_share"] == 0.5 and code["median"] > 10
     assert "code" not in trace_lengths(rows)  # pieces only: no tokenizer, no window to compare with

@@ -22,10 +22,15 @@ y = x
 
 
 def test_plan_writes_changes_and_whole_states_where_frames_or_names_change():
-    steps = [Step(1, {"f": "<function>"}), Step(2, {"a": "1", "b": "2"}), Step(3, {"a": "1", "b": "2"}),
-             Step(4, {"f": "<function>", "x": "2"}), Step(5, {"f": "<function>", "x": "2", "y": "2"}),
-             Step(5, {"f": "<function>", "y": "2"}),  # `del x`
-             Step(5, {"f": "<function>", "y": "3"})]
+    steps = [
+        Step(1, {"f": "<function>"}),
+        Step(2, {"a": "1", "b": "2"}),
+        Step(3, {"a": "1", "b": "2"}),
+        Step(4, {"f": "<function>", "x": "2"}),
+        Step(5, {"f": "<function>", "x": "2", "y": "2"}),
+        Step(5, {"f": "<function>", "y": "2"}),  # `del x`
+        Step(5, {"f": "<function>", "y": "3"}),
+    ]
     plan = compact_plan(steps, FUNC)
     assert plan == [None, None, [], None, ["y"], None, ["y"]]
     assert line_scopes(FUNC) == {2: 2, 3: 2}
@@ -38,8 +43,10 @@ def test_compact_text_and_its_expansion():
     error = ExecError("ZeroDivisionError", "division by zero", 3)
     full = format_trace(steps, error=error)
     compact = format_trace(steps, error=error, compact=True)
-    assert compact == ("<line> <0> <state> a : 1 </state> <line> <1> <delta> s : 'x y' </state> <output> x y\\n "
-                       "<line> <2> <delta> a : 2 </state> <exception> <2> ZeroDivisionError")
+    assert compact == (
+        "<line> <0> <state> a : 1 </state> <line> <1> <delta> s : 'x y' </state> <output> x y\\n "
+        "<line> <2> <delta> a : 2 </state> <exception> <2> ZeroDivisionError"
+    )
     e = expand(compact)
     assert e.text == full and not e.problems and (e.deltas, e.wholes) == (2, 1)
     assert parse_trace(compact).steps == parse_trace(full).steps
@@ -60,14 +67,22 @@ def _assert_lossless(folder) -> int:
     are the tracer's (a step at line 0, code the tracer attributes to no line, has no
     line token the parser reads, in either format)."""
     checked = 0
-    for name in ("codenetmut/codenetmut", "codenetmut/errors", "tutorial/tutorial", "functions/functions",
-                 "functions/functions_errors"):
+    for name in (
+        "codenetmut/codenetmut",
+        "codenetmut/errors",
+        "tutorial/tutorial",
+        "functions/functions",
+        "functions/functions_errors",
+    ):
         path = folder / name
         if not path.exists():
             continue
         for split, table in datasets.load_from_disk(str(path)).items():
             for row in table:
-                raw = [Step(s["line"], s["state"], s.get("output", ""), s.get("depth", 0)) for s in json.loads(row["steps"])]
+                raw = [
+                    Step(s["line"], s["state"], s.get("output", ""), s.get("depth", 0))
+                    for s in json.loads(row["steps"])
+                ]
                 crashed = bool(row["error"]) and row["status"] in ("error", "memory")  # as Profile.example reads it
                 for order, steps in (("start", raw), ("end", finish_order(raw, crashed))):
                     full, delta = Profile("exact", order=order), Profile("exact", state="delta", order=order)
@@ -75,14 +90,23 @@ def _assert_lossless(folder) -> int:
                     got = delta.expand(delta.example(row)[1])
                     assert got.text == want and not got.problems, (name, split, row["id"], order)
                     lines = [(s.line, dict(s.state)) for s in steps if s.line > 0]  # line 0: see below
-                    assert [(s.line, s.state) for s in parse_trace(got.text).steps] == lines, (name, split, row["id"], order)
+                    assert [(s.line, s.state) for s in parse_trace(got.text).steps] == lines, (
+                        name,
+                        split,
+                        row["id"],
+                        order,
+                    )
                 checked += 1
     return checked
 
 
 def test_values_that_begin_or_end_with_spaces_survive_expansion():
     # An object whose repr is ' - 3' (TheAlgorithms' Polynomial): the pair is `self :  - 3`.
-    steps = [Step(1, {"self": " - 3", "d": "2"}), Step(2, {"self": " - 3 ", "d": "2"}), Step(3, {"self": " - 3 ", "d": "4"})]
+    steps = [
+        Step(1, {"self": " - 3", "d": "2"}),
+        Step(2, {"self": " - 3 ", "d": "2"}),
+        Step(3, {"self": " - 3 ", "d": "4"}),
+    ]
     full = format_trace(steps)
     compact = format_trace(steps, compact=True)
     assert "<delta> self :  - 3  </state>" in compact
@@ -107,8 +131,9 @@ def test_lossless_on_every_example_of_a_shared_corpus_build(tmp_path):
     if functions.exists():  # custom reprs, recursion, classes
         from curricula.functions import FunctionsBuilder
 
-        FunctionsBuilder([str(functions)], str(tmp_path / "functions"), mutants=2, input_mutants=1,
-                         humaneval=None).run(progress=False)
+        FunctionsBuilder([str(functions)], str(tmp_path / "functions"), mutants=2, input_mutants=1, humaneval=None).run(
+            progress=False
+        )
     assert _assert_lossless(tmp_path) > 1000
 
 
@@ -131,9 +156,11 @@ def test_a_compact_model_generates_deltas_that_every_consumer_reads_as_whole_sta
     data = tmp_path / "data"
     import datasets
 
-    sets = {"tutorial/tutorial": [r for r in rows if r["task"] == "tutorial"],
-            "codenetmut/codenetmut": [r for r in rows if r["task"] == "codenet" and r["status"] == "ok"],
-            "codenetmut/errors": [r for r in rows if r["status"] != "ok"]}
+    sets = {
+        "tutorial/tutorial": [r for r in rows if r["task"] == "tutorial"],
+        "codenetmut/codenetmut": [r for r in rows if r["task"] == "codenet" and r["status"] == "ok"],
+        "codenetmut/errors": [r for r in rows if r["status"] != "ok"],
+    }
     for name, mine in sets.items():
         assert mine, name
         datasets.DatasetDict({"test": datasets.Dataset.from_list(mine)}).save_to_disk(str(data / name))

@@ -17,18 +17,32 @@ def _row(dataset: str, id_: str, prediction: str, gold: str, finished: bool = Tr
 def test_decodings_meet_on_shared_examples_and_score_crashes():
     from compare_decoding import compare
 
-    crashes = {("codenetmut", "a"): (None, None), ("codenetmut", "b"): (None, None),
-               ("errors", "c"): ("ZeroDivisionError", 3), ("errors", "d"): ("ZeroDivisionError", 3)}  # 1-based, as TraceRecord counts
+    crashes = {
+        ("codenetmut", "a"): (None, None),
+        ("codenetmut", "b"): (None, None),
+        ("errors", "c"): ("ZeroDivisionError", 3),
+        ("errors", "d"): ("ZeroDivisionError", 3),
+    }  # 1-based, as TraceRecord counts
     wrong_line = CRASH.replace("<exception> <2>", "<exception> <1>")
-    greedy = {("codenetmut", "a"): _row("codenetmut", "a", CLEAN, CLEAN),
-              ("codenetmut", "b"): _row("codenetmut", "b", CLEAN.replace("y : 2 </state> <output> 2", "y : 3 </state> <output> 3"), CLEAN, finished=False),
-              ("codenetmut", "z"): _row("codenetmut", "z", CLEAN, CLEAN),  # only greedy has it: left out
-              ("errors", "c"): _row("errors", "c", CRASH, CRASH),
-              ("errors", "d"): _row("errors", "d", CLEAN, CRASH)}
-    beam = {("codenetmut", "a"): _row("codenetmut", "a", CRASH, CLEAN),
-            ("codenetmut", "b"): _row("codenetmut", "b", CLEAN, CLEAN),
-            ("errors", "c"): _row("errors", "c", wrong_line, CRASH),
-            ("errors", "d"): _row("errors", "d", CRASH, CRASH)}
+    greedy = {
+        ("codenetmut", "a"): _row("codenetmut", "a", CLEAN, CLEAN),
+        ("codenetmut", "b"): _row(
+            "codenetmut",
+            "b",
+            CLEAN.replace("y : 2 </state> <output> 2", "y : 3 </state> <output> 3"),
+            CLEAN,
+            finished=False,
+        ),
+        ("codenetmut", "z"): _row("codenetmut", "z", CLEAN, CLEAN),  # only greedy has it: left out
+        ("errors", "c"): _row("errors", "c", CRASH, CRASH),
+        ("errors", "d"): _row("errors", "d", CLEAN, CRASH),
+    }
+    beam = {
+        ("codenetmut", "a"): _row("codenetmut", "a", CRASH, CLEAN),
+        ("codenetmut", "b"): _row("codenetmut", "b", CLEAN, CLEAN),
+        ("errors", "c"): _row("errors", "c", wrong_line, CRASH),
+        ("errors", "d"): _row("errors", "d", CRASH, CRASH),
+    }
     report = compare({"greedy": greedy, "beam": beam}, crashes, scored=lambda text: text)
     assert report["shared_examples"] == 4
     g, b = report["sets"]["codenetmut"]["greedy"], report["sets"]["codenetmut"]["beam"]

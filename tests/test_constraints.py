@@ -8,6 +8,7 @@ import torch
 
 from codeexecutor.generation.constraints import RowConstraints, StateRule, identifiers, token_chars
 from codeexecutor.modeling.format import parse_trace
+
 from .conftest import texts
 
 
@@ -53,7 +54,9 @@ def test_a_name_outside_the_code_or_named_twice_in_a_state_is_refused():
     assert rule.colon in after_ab and any(t != rule.colon for t in after_ab)  # `ab :` or `abc`
     value = rule.step(node, rule.colon)
     assert rule.allowed(value) is None  # the value is free
-    again = rule.step(rule.step(value, tok.encode("1", add_special_tokens=False)[0]), tok.convert_tokens_to_ids("<dictsep>"))
+    again = rule.step(
+        rule.step(value, tok.encode("1", add_special_tokens=False)[0]), tok.convert_tokens_to_ids("<dictsep>")
+    )
     for t in tok.encode("ab", add_special_tokens=False):
         assert t in rule.allowed(again)  # towards `abc`, still free
         again = rule.step(again, t)
@@ -107,7 +110,11 @@ def test_constraint_keeps_a_right_models_answers_and_both_search_paths_agree(ove
 def test_token_chars_add_up_to_the_decoded_length_of_any_text():
     from codeexecutor.modeling.tokenizer import train_tokenizer
 
-    texts = ["<state> s : 'atcoder' </state>", "x : '日本語のテキスト' <dictsep> y : 'é' </state>", "<function> [0, 0, 0]"]
+    texts = [
+        "<state> s : 'atcoder' </state>",
+        "x : '日本語のテキスト' <dictsep> y : 'é' </state>",
+        "<function> [0, 0, 0]",
+    ]
     tok = train_tokenizer(texts * 3, vocab_size=300, min_frequency=1)
     chars = token_chars(tok)
     for text in texts + ["'naïve ☃ ü' 12345", "ünïcödé"]:

@@ -57,9 +57,28 @@ def test_splits_are_by_group_stable_and_never_empty():
 
 def _build(out, limit, workers=2, extra=()):
     return subprocess.Popen(
-        [sys.executable, "-m", "codeexecutor", "build", "codenetmut", "--codenet", str(ATCODER), "--out", str(out),
-         "--mutants", "3", "--limit", str(limit), "--workers", str(workers), *extra],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "codeexecutor",
+            "build",
+            "codenetmut",
+            "--codenet",
+            str(ATCODER),
+            "--out",
+            str(out),
+            "--mutants",
+            "3",
+            "--limit",
+            str(limit),
+            "--workers",
+            str(workers),
+            *extra,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
 
 
@@ -86,14 +105,16 @@ def test_codenetmut_build_splits_format_and_kill9_resume(tmp_path):
     assert reference
     # no problem in two splits, across both datasets
     split_of = {}
-    for name, split, pid, _ in reference.values():
+    for _name, split, pid, _ in reference.values():
         assert split_of.setdefault(pid, split) == split
     # targets parse back to the stored steps
     import datasets
 
     for row in datasets.load_from_disk(str(clean / "codenetmut"))["train"].select(range(5)):
         steps = [s.to_json() for s in parse_trace(texts(row)[1]).steps]
-        assert steps == [{k: v for k, v in s.items() if k != "depth"} for s in json.loads(row["steps"])]  # text has no depth
+        assert steps == [
+            {k: v for k, v in s.items() if k != "depth"} for s in json.loads(row["steps"])
+        ]  # text has no depth
     stats = json.loads((clean / "stats.json").read_text())
     assert stats["programs"] == 24 and stats["datasets"]["codenetmut"]["train"] > 0
 
@@ -182,7 +203,7 @@ def test_tutorial_and_singleline_builds(tmp_path):
 def test_tutorial_extraction_of_sessions_and_code_blocks():
     from curricula.tutorial import extract_snippets
 
-    text = "Intro::\n\n   >>> x = 1\n   >>> x + 1\n   2\n\nAnd code::\n\n   def f(a):\n       return a\n\n   print(f(3))\n\nEnd.\n"
+    text = "Intro::\n\n   >>> x = 1\n   >>> x + 1\n   2\n\nAnd code::\n\n   def f(a):\n       return a\n\n   print(f(3))\n\nEnd.\n"  # noqa: E501
     snippets = extract_snippets(text, "t")
     assert snippets == [("t:3", "x = 1\nx + 1\n"), ("t:9", "def f(a):\n    return a\n\nprint(f(3))\n")]
 
@@ -191,13 +212,19 @@ def test_singleline_candidates_and_kaggle_records(tmp_path):
     from curricula.singleline import build_singleline, candidates, kaggle_program
 
     code = "c = 98\nz = 3\nc += z\nprint(c)\n"
-    steps = [{"line": 1, "state": {"c": "98"}}, {"line": 2, "state": {"c": "98", "z": "3"}},
-             {"line": 3, "state": {"c": "101", "z": "3"}}, {"line": 4, "state": {"c": "101", "z": "3"}}]
+    steps = [
+        {"line": 1, "state": {"c": "98"}},
+        {"line": 2, "state": {"c": "98", "z": "3"}},
+        {"line": 3, "state": {"c": "101", "z": "3"}},
+        {"line": 4, "state": {"c": "101", "z": "3"}},
+    ]
     assert candidates(code, steps) == ["c = 98\nz = 3\nc += z\n", "c = 101\nprint(c)\n"]
     assert kaggle_program({"start": "{'a': 1}", "code": "a += 1", "end": "{'a': 2}"}) == "a = 1\na += 1\n"
     assert kaggle_program({"code": 3}) is None
     path = tmp_path / "k.jsonl"
-    path.write_text("\n".join(json.dumps({"start": {"a": i}, "code": "b = a * 2"}) for i in range(30)) + "\n" + '{"x": 1}\n')
+    path.write_text(
+        "\n".join(json.dumps({"start": {"a": i}, "code": "b = a * 2"}) for i in range(30)) + "\n" + '{"x": 1}\n'
+    )
     stats = build_singleline(str(tmp_path / "out"), kaggle=str(path))
     assert stats["counts"]["examples"] == 30 and stats["counts"]["skip:kaggle_record_shape"] == 1
 
@@ -241,15 +268,24 @@ def test_singleline_variant_renames_and_redraws_but_keeps_the_line_shape():
     assert variant("x = 1\nprint(f'{x}')\n", rng) is None  # f-strings are left alone
     assert new_value({"k": [True, None, -45, "Ab 9."]}, rng)["k"][:2] == [True, None]
     drawn = new_value([-45, "Ab 9.", 2.5], rng)
-    assert -99 <= drawn[0] <= -10 and len(drawn[1]) == 5 and drawn[1][2] == " " and drawn[1][4] == "." and drawn[1][3].isdigit()
+    assert (
+        -99 <= drawn[0] <= -10
+        and len(drawn[1]) == 5
+        and drawn[1][2] == " "
+        and drawn[1][4] == "."
+        and drawn[1][3].isdigit()
+    )
 
 
 def test_singleline_augment_varies_training_programs_only_and_guards_its_resume(tmp_path):
     from codeexecutor.errors import UsageError
     from curricula.singleline import AUGMENTED, augmented_programs, build_singleline
 
-    items = [("a = 5\nb = a * 3\n", ("s1_s000", "p1", "train")), ("a = 7\nb = a + 1\n", ("s2_s000", "p2", "test")),
-             ("x = 'ab'\ny = x.upper()\n", ("s3_s000", "p3", "train"))]
+    items = [
+        ("a = 5\nb = a * 3\n", ("s1_s000", "p1", "train")),
+        ("a = 7\nb = a + 1\n", ("s2_s000", "p2", "test")),
+        ("x = 'ab'\ny = x.upper()\n", ("s3_s000", "p3", "train")),
+    ]
     extra = augmented_programs(items, 2)
     assert len(extra) == 4 and {meta[2] for _, meta in extra} == {"train"}
     assert {meta[0].split(AUGMENTED)[0] for _, meta in extra} == {"s1_s000", "s3_s000"}
@@ -270,10 +306,20 @@ def test_augment_renders_values_the_same_in_every_process():
 
     value = [{"b", "a", "c"}, (1,), {"k": {"y", "x"}}, set(), 2.5, None]
     assert ast.literal_eval(render(value))[:2] == value[:2] and render(value).startswith("[{'a', 'b', 'c'}, (1,), ")
-    prog = ("import random; from curricula.augment import variant; "
-            "print(variant(\"s = {'ab', 'cd', 'ef', 'gh'}\\nt = sorted(s)\\n\", random.Random(1)))")
-    outs = {subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, check=True,
-                           env={**__import__("os").environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in (1, 2, 3)}
+    prog = (
+        "import random; from curricula.augment import variant; "
+        "print(variant(\"s = {'ab', 'cd', 'ef', 'gh'}\\nt = sorted(s)\\n\", random.Random(1)))"
+    )
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", prog],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**__import__("os").environ, "PYTHONHASHSEED": str(seed)},
+        ).stdout
+        for seed in (1, 2, 3)
+    }
     assert len(outs) == 1 and "{" in outs.pop()
 
 

@@ -11,7 +11,8 @@ def test_the_code_that_makes_ids_is_recorded_at_its_version():
 
     assert code_digest() == DATA_FORMAT_CODE, (
         f"the code that turns rows into ids changed (digest {code_digest()}, recorded {DATA_FORMAT_CODE}): if ids "
-        f"change, raise DATA_FORMAT ({DATA_FORMAT}); either way record the new digest in training/data_format.py")
+        f"change, raise DATA_FORMAT ({DATA_FORMAT}); either way record the new digest in training/data_format.py"
+    )
 
 
 def test_the_digest_follows_code_not_docstrings_or_comments(tmp_path):
@@ -34,5 +35,10 @@ def test_the_fingerprint_is_of_the_tokenizer_profile_lengths_and_format():
 
     ident = {"tokenizer": "ab12", "profile": "exact+delta+end", "max_code_length": 1024, "max_trace_length": 768}
     assert fingerprint(ident) == fingerprint({**ident, "rows": 5})  # what the ids are of, not how many
-    for key, other in (("tokenizer", "cd34"), ("profile", "exact"), ("max_code_length", 512), ("max_trace_length", 512)):
+    for key, other in (
+        ("tokenizer", "cd34"),
+        ("profile", "exact"),
+        ("max_code_length", 512),
+        ("max_trace_length", 512),
+    ):
         assert fingerprint({**ident, key: other}) != fingerprint(ident), key

@@ -22,19 +22,29 @@ def generator_and_programs(demo_data):
 
     gen = TraceGenerator(str(MODEL), device="cpu")
     rows = []
-    for name, n in (("codenetmut/codenetmut", 4), ("codenetmut/errors", 3), ("tutorial/tutorial", 3), ("functions/functions", 2)):
+    for name, n in (
+        ("codenetmut/codenetmut", 4),
+        ("codenetmut/errors", 3),
+        ("tutorial/tutorial", 3),
+        ("functions/functions", 2),
+    ):
         ds = datasets.load_from_disk(str(demo_data / name))["test"]
         rows += [ds[i] for i in range(min(n, len(ds)))]
     return gen, [gen.profile.example(r)[0] for r in rows]
 
 
-@pytest.mark.parametrize("size, rules, bias, max_length, penalty", [
-    (1, False, None, 768, 0.0),  # evaluate's decoding: greedy, free, to the cap
-    (1, True, 0.5, 300, 0.0),  # trace's: the state rules, the exception bias
-    (3, False, 0.0, 120, 0.0),  # beams, margins tracked
-    (2, True, None, 120, 1.0),  # beams with the rules, ranked per length
-])
-def test_the_device_search_decodes_the_old_searchs_tokens(generator_and_programs, size, rules, bias, max_length, penalty):
+@pytest.mark.parametrize(
+    "size, rules, bias, max_length, penalty",
+    [
+        (1, False, None, 768, 0.0),  # evaluate's decoding: greedy, free, to the cap
+        (1, True, 0.5, 300, 0.0),  # trace's: the state rules, the exception bias
+        (3, False, 0.0, 120, 0.0),  # beams, margins tracked
+        (2, True, None, 120, 1.0),  # beams with the rules, ranked per length
+    ],
+)
+def test_the_device_search_decodes_the_old_searchs_tokens(
+    generator_and_programs, size, rules, bias, max_length, penalty
+):
     from codeexecutor.generation.verdict import StepEnds
 
     gen, inputs = generator_and_programs
@@ -75,7 +85,10 @@ def test_a_step_the_device_will_not_capture_decodes_eagerly_the_same_tokens(gene
         tried = DeviceSearch(gen.model, gen.encoder, codes, 1, 96, graphs=True)
         answers = tried.run()
         eager = DeviceSearch(gen.model, gen.encoder, codes, 1, 96, graphs=False).run()
-    assert tried.graph_fallback.startswith("CUDA graph capture failed (") and "decoding steps eagerly" in tried.graph_fallback
+    assert (
+        tried.graph_fallback.startswith("CUDA graph capture failed (")
+        and "decoding steps eagerly" in tried.graph_fallback
+    )
     assert [a[1] for a in answers] == [b[1] for b in eager] and [a[0] for a in answers] == [b[0] for b in eager]
 
 
@@ -96,6 +109,7 @@ def test_steps_over_the_whole_cache_decode_what_steps_over_its_written_part_deco
             seen[name] = logp.clone()
             choice = seen["whole"].argmax(-1, keepdim=True)
             return torch.full_like(logp, -math.inf).scatter(-1, choice, logp.gather(-1, choice))
+
         return hook
 
     with torch.no_grad():

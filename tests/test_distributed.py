@@ -33,11 +33,19 @@ def test_ranks_draw_different_examples_in_the_same_number_of_micro_batches():
 
 
 def _run(cur, procs: int, ds_config, *extra):
-    launch = ([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(procs), "--master_port", "29523"]
-              if procs > 1 else [sys.executable])
-    done = subprocess.run(launch + ["-m", "codeexecutor.training", "--curriculum", str(cur), "--ds-config",
-                                    str(ds_config), *extra], env=ENV, capture_output=True, text=True, timeout=400,
-                          cwd=ROOT)
+    launch = (
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(procs), "--master_port", "29523"]
+        if procs > 1
+        else [sys.executable]
+    )
+    done = subprocess.run(
+        launch + ["-m", "codeexecutor.training", "--curriculum", str(cur), "--ds-config", str(ds_config), *extra],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
 
@@ -49,13 +57,35 @@ def _curriculum(tmp_path, demo_data, zero_stage: int):
     cfg["zero_optimization"]["stage"] = zero_stage
     ds = tmp_path / f"zero{zero_stage}.json"
     ds.write_text(json.dumps(cfg))
-    cur = {"model": {"preset": "tiny", "vocab_size": 600, "max_code_length": 128, "max_trace_length": 256},
-           "train": {"output_dir": str(tmp_path / "run"), "micro_batch_size": 2, "grad_accum": 2, "save_every": 2,
-                     "log_every": 1, "max_tokens": 1024, "eval_examples": 0, "engine": "deepspeed"},
-           "stages": [{"name": "singleline", "steps": 3, "lr": 1e-3, "warmup": 1, "sources": [
-                          {"path": str(demo_data / "singleline" / "singleline"), "task": "singleline"}]},
-                      {"name": "tutorial", "steps": 3, "lr": 5e-4, "warmup": 1, "sources": [
-                          {"path": str(demo_data / "tutorial" / "tutorial"), "task": "tutorial"}]}]}
+    cur = {
+        "model": {"preset": "tiny", "vocab_size": 600, "max_code_length": 128, "max_trace_length": 256},
+        "train": {
+            "output_dir": str(tmp_path / "run"),
+            "micro_batch_size": 2,
+            "grad_accum": 2,
+            "save_every": 2,
+            "log_every": 1,
+            "max_tokens": 1024,
+            "eval_examples": 0,
+            "engine": "deepspeed",
+        },
+        "stages": [
+            {
+                "name": "singleline",
+                "steps": 3,
+                "lr": 1e-3,
+                "warmup": 1,
+                "sources": [{"path": str(demo_data / "singleline" / "singleline"), "task": "singleline"}],
+            },
+            {
+                "name": "tutorial",
+                "steps": 3,
+                "lr": 5e-4,
+                "warmup": 1,
+                "sources": [{"path": str(demo_data / "tutorial" / "tutorial"), "task": "tutorial"}],
+            },
+        ],
+    }
     path = tmp_path / "cur.yaml"
     path.write_text(yaml.safe_dump(cur))
     return path, ds
@@ -66,7 +96,7 @@ def test_a_zero2_run_resumes_from_two_processes_on_one_and_back_on_two(tmp_path,
     format carries the partitioned optimizer state across; every step is logged once,
     in its stage, at the learning rate the schedule gives it."""
     from codeexecutor.training.config import Curriculum
-    from codeexecutor.training.loop import lr_at
+    from codeexecutor.training.run import lr_at
 
     cur, ds = _curriculum(tmp_path, demo_data, 2)
     _run(cur, 2, ds, "--max-steps", "2")

@@ -8,11 +8,17 @@ import torch
 
 from codeexecutor.execution import Step
 from codeexecutor.modeling.format import format_trace
-from eval.rerank import docstring_examples, pass_at_k, ranked_pass_at_k
-from eval.code_search import mean_average_precision
-from eval.trace_metrics import (
-    TraceRecord, aligned_metrics, error_metrics, orca_metrics, release_metrics, release_singleline_metrics, weighted_f1,
+from codeexecutor.modeling.trace_metrics import (
+    TraceRecord,
+    aligned_metrics,
+    error_metrics,
+    orca_metrics,
+    release_metrics,
+    release_singleline_metrics,
+    weighted_f1,
 )
+from eval.code_search import mean_average_precision
+from eval.rerank import docstring_examples, pass_at_k, ranked_pass_at_k
 
 from .conftest import ROOT
 
@@ -29,15 +35,27 @@ GOLD = [
 
 def rec(steps, exc=None, line=None, outputs=None):
     outputs = outputs or {}
-    return TraceRecord.from_text(format_trace([Step(l, s, outputs.get(i, "")) for i, (l, s) in enumerate(steps)],
-                                              error=None) + (f" <exception> <{line - 1}> {exc}" if exc else ""))
+    return TraceRecord.from_text(
+        format_trace([Step(lineno, s, outputs.get(i, "")) for i, (lineno, s) in enumerate(steps)], error=None)
+        + (f" <exception> <{line - 1}> {exc}" if exc else "")
+    )
 
 
 # OFFICIAL-RELEASE.md's hand-checked cases: gold has 3 state steps and one output step.
-HAND_GOLD = ("<line> <0> <state> a : 1 </state> <line> <1> <state> a : 1 <dictsep> b : 3 </state> <output> 3 "
-             "<line> <2> <state> a : 1 <dictsep> b : 4 </state>")
-ORDER = ("output_accuracy", "trace_accuracy", "line_precision", "line_recall", "line_f1",
-         "identifier_precision", "identifier_recall", "identifier_f1")
+HAND_GOLD = (
+    "<line> <0> <state> a : 1 </state> <line> <1> <state> a : 1 <dictsep> b : 3 </state> <output> 3 "
+    "<line> <2> <state> a : 1 <dictsep> b : 4 </state>"
+)
+ORDER = (
+    "output_accuracy",
+    "trace_accuracy",
+    "line_precision",
+    "line_recall",
+    "line_f1",
+    "identifier_precision",
+    "identifier_recall",
+    "identifier_f1",
+)
 
 
 def official(preds, golds):
@@ -45,11 +63,18 @@ def official(preds, golds):
     return [m[k] for k in ORDER]
 
 
-@pytest.mark.parametrize("pred,golds,expected", [
-    (HAND_GOLD.replace("b : 3", "b : 5"), [HAND_GOLD], [100, 0, 75, 75, 75, 80, 80, 80]),  # one wrong value
-    (HAND_GOLD.replace("<line> <2>", "<line> <7>"), [HAND_GOLD], [100, 0, 75, 75, 75, 60, 60, 60]),  # one wrong line
-    (HAND_GOLD.replace("<output> 3", "<output> 4"), [HAND_GOLD], [0, 0, 75, 75, 75, 100, 100, 100]),  # wrong output
-])
+@pytest.mark.parametrize(
+    "pred,golds,expected",
+    [
+        (HAND_GOLD.replace("b : 3", "b : 5"), [HAND_GOLD], [100, 0, 75, 75, 75, 80, 80, 80]),  # one wrong value
+        (
+            HAND_GOLD.replace("<line> <2>", "<line> <7>"),
+            [HAND_GOLD],
+            [100, 0, 75, 75, 75, 60, 60, 60],
+        ),  # one wrong line
+        (HAND_GOLD.replace("<output> 3", "<output> 4"), [HAND_GOLD], [0, 0, 75, 75, 75, 100, 100, 100]),  # wrong output
+    ],
+)
 def test_release_metric_hand_cases(pred, golds, expected):
     assert official([pred], golds) == expected
 
@@ -74,19 +99,29 @@ def test_release_metric_own_cases():
     swapped = HAND_GOLD.replace("a : 1 <dictsep> b : 3", "b :  3 <dictsep> a : 1")
     assert official([swapped], [HAND_GOLD])[1] == 100.0
     # a gold without output: output accuracy has no programs to count
-    assert release_metrics(["<line> <0> <state> a : 1 </state>"], ["<line> <0> <state> a : 2 </state>"])["output_accuracy"] is None
+    assert (
+        release_metrics(["<line> <0> <state> a : 1 </state>"], ["<line> <0> <state> a : 2 </state>"])["output_accuracy"]
+        is None
+    )
     # an unfinished last state is dropped on both sides
     cut = HAND_GOLD + " <line> <3> <state> a : 1"
     assert official([cut], [HAND_GOLD]) == [100] * 8
 
 
 def test_release_singleline_metric():
-    m = release_singleline_metrics(["<state> a : 1 <dictsep> b : 2 </state>", "<state> a : 1 </state>"],
-                                   ["<state> b : 2 <dictsep> a : 1 </state>", "<state> a : 3 </state>"])
+    m = release_singleline_metrics(
+        ["<state> a : 1 <dictsep> b : 2 </state>", "<state> a : 1 </state>"],
+        ["<state> b : 2 <dictsep> a : 1 </state>", "<state> a : 3 </state>"],
+    )
     assert m["trace_accuracy"] == 50.0
     assert (m["identifier_precision"], m["identifier_recall"]) == (round(100 * 2 / 3, 2), round(100 * 2 / 3, 2))
     # names and values are the first two ':' fields, as the release splits them
-    assert release_singleline_metrics(["<state> d : { a : 1 } </state>"], ["<state> d : { a : 2 } </state>"])["trace_accuracy"] == 100.0
+    assert (
+        release_singleline_metrics(["<state> d : { a : 1 } </state>"], ["<state> d : { a : 2 } </state>"])[
+            "trace_accuracy"
+        ]
+        == 100.0
+    )
 
 
 def test_aligned_variant_on_a_missing_step():
@@ -97,12 +132,12 @@ def test_aligned_variant_on_a_missing_step():
 
 
 def test_cut_final_segment_is_dropped_before_scoring():
-    text = format_trace([Step(l, s) for l, s in GOLD]) + " <line> <6> <state> rec : ['10'"
+    text = format_trace([Step(lineno, s) for lineno, s in GOLD]) + " <line> <6> <state> rec : ['10'"
     assert len(TraceRecord.from_text(text).steps) == 6
 
 
 def test_error_metrics_hand_computed():
-    crash = lambda t, l: rec(GOLD[:2], t, l)  # noqa: E731
+    crash = lambda t, lineno: rec(GOLD[:2], t, lineno)  # noqa: E731
     ok = rec(GOLD[:2])
     preds = [crash("KeyError", 2), crash("IndexError", 1), ok, crash("KeyError", 2), ok]
     refs = [crash("KeyError", 2), crash("KeyError", 2), crash("TypeError", 2), ok, ok]
@@ -151,7 +186,9 @@ def test_map():
     scores = torch.tensor([[9, 5, 1, 0], [5, 9, 0, 1], [1, 0, 9, 5], [0, 1, 5, 9.0]])
     assert mean_average_precision(scores, ["a", "a", "b", "b"]) == 100.0
     scores = torch.tensor([[9, 0, 5, 1], [0, 9, 1, 5], [5, 1, 9, 0], [1, 5, 0, 9.0]])
-    assert mean_average_precision(scores, ["a", "a", "b", "b"]) == pytest.approx(100 * (1 / 3))  # relevant one ranked 3rd
+    assert mean_average_precision(scores, ["a", "a", "b", "b"]) == pytest.approx(
+        100 * (1 / 3)
+    )  # relevant one ranked 3rd
 
 
 def test_local_metric_modules_load_offline(monkeypatch):
@@ -160,7 +197,7 @@ def test_local_metric_modules_load_offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     ce = evaluate.load(str(ROOT / "eval" / "metrics" / "code_execution"))
-    gold = format_trace([Step(l, s) for l, s in GOLD])
+    gold = format_trace([Step(lineno, s) for lineno, s in GOLD])
     assert ce.compute(predictions=[gold], references=[gold])["trace_accuracy"] == 100.0
     out = ce.compute(predictions=[HAND_GOLD.replace("b : 3", "b : 5")], references=[HAND_GOLD], aligned=True)
     assert [out[k] for k in ORDER] == [100, 0, 75, 75, 75, 80, 80, 80] and "aligned_line_f1" in out
@@ -182,17 +219,26 @@ def test_evaluate_and_rerank_end_to_end(overfit_model, demo_data, tmp_path):
     assert all(1 <= e["examples"] <= 5 for e in rep["datasets"].values())
     assert len(rep["predictions"]) == sum(e["examples"] for e in rep["datasets"].values())
     for name, e in rep["datasets"].items():  # the unfinished count agrees with the flagged predictions
-        assert e["unfinished"]["predictions"] == sum(not p["finished"] for p in rep["predictions"] if p["dataset"] == name)
+        assert e["unfinished"]["predictions"] == sum(
+            not p["finished"] for p in rep["predictions"] if p["dataset"] == name
+        )
     cut = evaluate_model(str(model), str(demo_data), limit=5, max_length=3, progress=False)
     assert cut["beam"] == 1  # no beam given: decoded as `trace` decodes our own formats, greedily
-    assert all(e["unfinished"]["share"] == 100.0 and e["unfinished"]["trace_accuracy_of_finished"] is None
-               for e in cut["datasets"].values())
+    assert all(
+        e["unfinished"]["share"] == 100.0 and e["unfinished"]["trace_accuracy_of_finished"] is None
+        for e in cut["datasets"].values()
+    )
     assert "hit the length cap before </s>" in table3(cut)
     if "runtime_errors" in cut:  # no trace ended, so no verdict over finished ones
         assert cut["runtime_errors"]["unfinished_share"] == 100.0 and "finished_only" not in cut["runtime_errors"]
-    prob = Problem("t/0", 'def add(a, b):\n    """>>> add(1, 2)\n    3\n    """\n', "add",
-                   "def check(f):\n    assert f(1, 2) == 3\n", [("add(1, 2)", "3")],
-                   ["    return a + b\n", "    return a - b\n", "    return b + a\n", "    return a + b\n"])
+    prob = Problem(
+        "t/0",
+        'def add(a, b):\n    """>>> add(1, 2)\n    3\n    """\n',
+        "add",
+        "def check(f):\n    assert f(1, 2) == 3\n",
+        [("add(1, 2)", "3")],
+        ["    return a + b\n", "    return a - b\n", "    return b + a\n", "    return a + b\n"],
+    )
     out = rerank([prob], str(model), beam=1, max_length=16, progress=False)
     assert out["per_problem"][0]["correct"] == 3
     assert out["candidates"] == 4 and out["decoded"] == 3  # a repeated sample is decoded once
@@ -228,17 +274,20 @@ def test_an_evaluation_appends_its_answers_and_resumes_from_them(overfit_model, 
 
     model, _ = overfit_model
     answers = tmp_path / "answers.jsonl"
-    first = evaluate_model(str(model), str(demo_data), limit=4, beam=1, max_length=24, progress=False, batch_size=2,
-                           answers=str(answers))
+    first = evaluate_model(
+        str(model), str(demo_data), limit=4, beam=1, max_length=24, progress=False, batch_size=2, answers=str(answers)
+    )
     lines = answers.read_text().splitlines()
     assert first["answers"]["resumed"] == 0 and len(lines) == len(first["predictions"])
     answers.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])  # the last one cut short
-    again = evaluate_model(str(model), str(demo_data), limit=4, beam=1, max_length=24, progress=False, batch_size=2,
-                           answers=str(answers))
+    again = evaluate_model(
+        str(model), str(demo_data), limit=4, beam=1, max_length=24, progress=False, batch_size=2, answers=str(answers)
+    )
     assert again["answers"]["resumed"] == len(lines) - 1
     assert [p["prediction"] for p in again["predictions"]] == [p["prediction"] for p in first["predictions"]]
-    other = evaluate_model(str(model), str(demo_data), limit=4, beam=1, max_length=20, progress=False,
-                           answers=str(answers))
+    other = evaluate_model(
+        str(model), str(demo_data), limit=4, beam=1, max_length=20, progress=False, answers=str(answers)
+    )
     assert other["answers"]["resumed"] == 0  # another length cap: another answer
     rows = [json.loads(line) for line in answers.read_text().splitlines()]  # every line whole after the resume
     assert len(rows) == len(lines) + len(other["predictions"])
@@ -251,17 +300,38 @@ def test_shards_decode_apart_and_a_plain_run_scores_their_answers(overfit_model,
     from eval.evaluate import evaluate_model
 
     model, _ = overfit_model
-    whole = evaluate_model(str(model), str(demo_data), limit=4, beam=1, max_length=24, progress=False, batch_size=2,
-                           answers=str(tmp_path / "whole.jsonl"))
+    whole = evaluate_model(
+        str(model),
+        str(demo_data),
+        limit=4,
+        beam=1,
+        max_length=24,
+        progress=False,
+        batch_size=2,
+        answers=str(tmp_path / "whole.jsonl"),
+    )
     answers = tmp_path / "answers.jsonl"
-    parts = [evaluate_model(str(model), str(demo_data), limit=4, beam=1, max_length=24, progress=False, batch_size=2,
-                            answers=str(answers), shard=(i, 2)) for i in range(2)]
+    parts = [
+        evaluate_model(
+            str(model),
+            str(demo_data),
+            limit=4,
+            beam=1,
+            max_length=24,
+            progress=False,
+            batch_size=2,
+            answers=str(answers),
+            shard=(i, 2),
+        )
+        for i in range(2)
+    ]
     assert "predictions" not in parts[0] and parts[0]["answers"].endswith(".shard-0-of-2")
     keys = [{json.loads(line)["key"] for line in open(p["answers"])} for p in parts]
     assert keys[0] and keys[1] and not keys[0] & keys[1]
     assert sum(p["decoded"] for p in parts) == len(whole["predictions"])
-    scored = evaluate_model(str(model), str(demo_data), limit=4, beam=1, max_length=24, progress=False, batch_size=2,
-                            answers=str(answers))
+    scored = evaluate_model(
+        str(model), str(demo_data), limit=4, beam=1, max_length=24, progress=False, batch_size=2, answers=str(answers)
+    )
     assert scored["answers"]["resumed"] == len(whole["predictions"])
     assert [p["prediction"] for p in scored["predictions"]] == [p["prediction"] for p in whole["predictions"]]
     assert not answers.exists() or answers.read_text() == ""  # nothing left to decode: nothing appended

@@ -1,4 +1,5 @@
-"""The bookkeeping of long measurements: anchor_choice's length halves, bench_million's phase records, a run's curves."""
+"""The bookkeeping of long measurements: anchor_choice's length halves, bench_million's phase
+records, a run's curves."""
 
 import os
 import sys
@@ -36,9 +37,14 @@ def test_phase_records_sum_their_tries_and_a_failed_last_try_is_not_done(tmp_pat
     from bench_million import parse_time, summed
 
     (tmp_path / "time-shard0.txt").write_text(GNU_TIME_REPORT.format(user="10.0", wall="1:02:03.5", rss=2048, exit=0))
-    assert parse_time(str(tmp_path / "time-shard0.txt")) == {"wall_s": 3723.5, "cpu_s": 10.5, "max_rss_mib": 2.0, "exit": 0}
+    assert parse_time(str(tmp_path / "time-shard0.txt")) == {
+        "wall_s": 3723.5,
+        "cpu_s": 10.5,
+        "max_rss_mib": 2.0,
+        "exit": 0,
+    }
     (tmp_path / "time-shard1.txt").write_text(GNU_TIME_REPORT.format(user="1", wall="0:10.0", rss=4096, exit=0))
-    (tmp_path / "time-shard1.1.txt").write_text("\tCommand being timed: \"killed\"\n")  # killed with time itself
+    (tmp_path / "time-shard1.1.txt").write_text('\tCommand being timed: "killed"\n')  # killed with time itself
     (tmp_path / "time-shard1.2.txt").write_text(GNU_TIME_REPORT.format(user="1", wall="0:20.0", rss=1024, exit=1))
     (tmp_path / "time-shard10.txt").write_text(GNU_TIME_REPORT.format(user="9", wall="9:00.0", rss=9999, exit=0))
     assert summed(tmp_path, "shard1") is None  # the last try failed: run it again (shard10's record is not shard1's)

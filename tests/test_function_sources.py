@@ -15,7 +15,7 @@ from curricula.puzzles import PuzzleCorpus
 
 from .conftest import ROOT, SHARED_DATA
 
-PAGE = '''\
+PAGE = """\
 :mod:`shapes` --- a page
 ========================
 
@@ -58,7 +58,7 @@ One that raises stops there:
 
     >>> 1 + 1  # doctest: +SKIP
     2
-'''
+"""
 
 
 @pytest.fixture()
@@ -121,7 +121,9 @@ def test_needed_setup_follows_names_backwards():
 
 def test_docs_and_puzzles_build_with_their_licences(docs, tmp_path):
     out = tmp_path / "built"
-    stats = FunctionsBuilder([str(docs)], str(out), mutants=2, input_mutants=2, workers=2, humaneval=None).run(progress=False)
+    stats = FunctionsBuilder([str(docs)], str(out), mutants=2, input_mutants=2, workers=2, humaneval=None).run(
+        progress=False
+    )
     counts = stats["counts"]
     assert counts["original:ok"] == 2 and counts["original:error"] == 1, counts
     clean = datasets.load_from_disk(str(out / "functions"))
@@ -157,8 +159,22 @@ def test_puzzle_generators_give_seeded_calls_of_their_solvers():
 
 def test_cli_names_a_folder_with_neither_python_nor_documentation(tmp_path):
     (tmp_path / "empty").mkdir()
-    out = subprocess.run([sys.executable, "-m", "codeexecutor", "build", "functions", "--from", str(tmp_path / "empty"),
-                          "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "codeexecutor",
+            "build",
+            "functions",
+            "--from",
+            str(tmp_path / "empty"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert out.returncode == 2 and "no .py files" in out.stderr and "Traceback" not in out.stderr
 
 
@@ -168,11 +184,22 @@ def test_overlap_report_finds_shared_programs_definitions_and_split_leaks():
     shared_def = "def walk(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total\n"
     ref = Reference("bench", [shared_def + "print(walk([1]))\n", "print(1)\n"])
     rows = [
-        {"id": "a", "split": "train", "kind": "original", "problem_id": "m1", "code": shared_def + "print(repr(walk([2])))\n"},
+        {
+            "id": "a",
+            "split": "train",
+            "kind": "original",
+            "problem_id": "m1",
+            "code": shared_def + "print(repr(walk([2])))\n",
+        },
         {"id": "b", "split": "test", "kind": "original", "problem_id": "m2", "code": "print(1)\n"},
         {"id": "c", "split": "valid", "kind": "mutant", "problem_id": "m2", "code": "print( 1 )\n"},
-        {"id": "d", "split": "train", "kind": "original", "problem_id": "m3",
-         "code": "def walk(xs):\n    return 0\nprint(walk([]))\n"},  # same name, other body: no overlap
+        {
+            "id": "d",
+            "split": "train",
+            "kind": "original",
+            "problem_id": "m3",
+            "code": "def walk(xs):\n    return 0\nprint(walk([]))\n",
+        },  # same name, other body: no overlap
     ]
     report = overlap_report(rows, [ref])
     entry = report["references"]["bench"]

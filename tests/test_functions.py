@@ -11,7 +11,15 @@ import sys
 import datasets
 import pytest
 
-from curricula.function_calls import Corpus, Skip, assemble, doctest_calls, driver_statements, plain_source, assertion_calls
+from curricula.function_calls import (
+    Corpus,
+    Skip,
+    assemble,
+    assertion_calls,
+    doctest_calls,
+    driver_statements,
+    plain_source,
+)
 from curricula.functions import FunctionsBuilder, HumanEvalFilter
 
 from .conftest import ROOT, SHARED_DATA
@@ -120,7 +128,7 @@ def g(x):
     """
     return x + missing_name
 ''',
-    "tests/test_maths.py": '''import unittest
+    "tests/test_maths.py": """import unittest
 from pkg.maths import triple_sum, root
 
 
@@ -132,7 +140,7 @@ class T(unittest.TestCase):
 
     def test_root(self):
         assert root(9) == 3
-''',
+""",
 }
 
 
@@ -179,19 +187,25 @@ def test_third_party_import_is_a_counted_skip(package):
 
 
 def test_plain_source_keeps_dataclass_fields():
-    src = 'from dataclasses import dataclass\n@dataclass\nclass P:\n    """doc"""\n    x: int\n    y: int = 2\n' \
-          'def f(p: P) -> int:\n    """doc"""\n    z: int = p.x\n    return z\nprint(f(P(1)))\n'
+    src = (
+        'from dataclasses import dataclass\n@dataclass\nclass P:\n    """doc"""\n    x: int\n    y: int = 2\n'
+        'def f(p: P) -> int:\n    """doc"""\n    z: int = p.x\n    return z\nprint(f(P(1)))\n'
+    )
     plain = plain_source(src)
     assert "x: int" in plain and "doc" not in plain and "-> int" not in plain and "z = p.x" in plain
     assert subprocess.run([sys.executable, "-c", plain], capture_output=True, text=True).stdout == "1\n"
 
 
 def test_humaneval_filter(tmp_path):
-    sol = "def below_zero(operations):\n    balance = 0\n    for op in operations:\n        balance += op\n" \
-          "        if balance < 0:\n            return True\n    return False\n"
+    sol = (
+        "def below_zero(operations):\n    balance = 0\n    for op in operations:\n        balance += op\n"
+        "        if balance < 0:\n            return True\n    return False\n"
+    )
     path = tmp_path / "he.jsonl.gz"
     with gzip.open(path, "wt") as f:
-        f.write(json.dumps({"task_id": "X/0", "entry_point": "below_zero", "prompt": "", "canonical_solution": sol}) + "\n")
+        f.write(
+            json.dumps({"task_id": "X/0", "entry_point": "below_zero", "prompt": "", "canonical_solution": sol}) + "\n"
+        )
     he = HumanEvalFilter(str(path))
     assert he.reason("below_zero", "print(1)\n") == "entry_point"
     renamed = sol.replace("below_zero", "goes_negative").replace("balance", "acc") + "print(goes_negative([1]))\n"
@@ -204,7 +218,9 @@ def test_humaneval_filter(tmp_path):
 @pytest.fixture(scope="module")
 def built(package, tmp_path_factory) -> tuple[pathlib.Path, dict]:
     out = tmp_path_factory.mktemp("functions")
-    stats = FunctionsBuilder([str(package)], str(out), mutants=4, input_mutants=2, workers=2, humaneval=None).run(progress=False)
+    stats = FunctionsBuilder([str(package)], str(out), mutants=4, input_mutants=2, workers=2, humaneval=None).run(
+        progress=False
+    )
     return out, stats
 
 
@@ -221,8 +237,13 @@ def test_build_keeps_runs_and_crashes_and_counts_skips(built):
     crashes = datasets.load_from_disk(str(out / "functions_errors"))
     rows = [r for part in clean.values() for r in part]
     originals = {r["code"].splitlines()[-1] for r in rows if r["kind"] == "original"}
-    assert {"print(repr(triple_sum([1, 2])))", "print(repr(root(16)))", "print(repr(c.total))",
-            "print(repr(triple_sum([4])))", "print(repr(root(9)))"} <= originals
+    assert {
+        "print(repr(triple_sum([1, 2])))",
+        "print(repr(root(16)))",
+        "print(repr(c.total))",
+        "print(repr(triple_sum([4])))",
+        "print(repr(root(9)))",
+    } <= originals
     crash = [r for part in crashes.values() for r in part if r["kind"] == "original"]
     assert any(json.loads(r["error"])["type"] == "ValueError" for r in crash)  # `root(-1)` raises: a crash example
     assert {r["kind"] for r in rows} >= {"original", "mutant", "input"}
@@ -248,10 +269,14 @@ def test_build_keeps_runs_and_crashes_and_counts_skips(built):
 def test_build_resumes_without_duplicates(package, built, tmp_path):
     _, whole = built
     out = tmp_path / "resumed"
-    FunctionsBuilder([str(package)], str(out), mutants=4, input_mutants=2, workers=1, humaneval=None, limit=3).run(progress=False)
+    FunctionsBuilder([str(package)], str(out), mutants=4, input_mutants=2, workers=1, humaneval=None, limit=3).run(
+        progress=False
+    )
     with open(out / "journal.jsonl", "ab") as f:
         f.write(b'{"id": "torn')  # a unit cut by kill -9
-    again = FunctionsBuilder([str(package)], str(out), mutants=4, input_mutants=2, workers=1, humaneval=None).run(progress=False)
+    again = FunctionsBuilder([str(package)], str(out), mutants=4, input_mutants=2, workers=1, humaneval=None).run(
+        progress=False
+    )
     assert again["datasets"] == whole["datasets"]
 
 
@@ -268,22 +293,39 @@ def test_a_package_is_stamped_with_the_licence_it_ships_and_refused_without_one(
     named = FunctionsBuilder([str(bare)], str(tmp_path / "out"), humaneval=None, licence="Apache-2.0")
     assert named.provenance[0]["license"] == "Apache-2.0" and named.provenance[0]["license_from"] == "--licence"
     # a package inside src/ of a BSD repository; an installed package with its dist-info beside it
-    (tmp_path / "bare" / "LICENSE.txt").write_text("Copyright (c) 2020 X\n\nRedistribution and use in source and binary "
-                                                    "forms ... Neither the name of the copyright holder ...\n")
+    (tmp_path / "bare" / "LICENSE.txt").write_text(
+        "Copyright (c) 2020 X\n\nRedistribution and use in source and binary "
+        "forms ... Neither the name of the copyright holder ...\n"
+    )
     assert find_licence(str(bare))[0] == "BSD-3-Clause"
     site = tmp_path / "site-packages"
     (site / "tool").mkdir(parents=True)
     (site / "tool-1.0.dist-info").mkdir()
-    (site / "tool-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: tool\n"
-                                                          "Classifier: License :: OSI Approved :: MIT License\n\nbody\n")
+    (site / "tool-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: tool\nClassifier: License :: OSI Approved :: MIT License\n\nbody\n"
+    )
     (site / "tool-1.0.dist-info" / "top_level.txt").write_text("tool\n")
     licence, where = find_licence(str(site / "tool"))
     assert licence == "MIT License" and where.endswith("METADATA")
 
 
 def test_cli_refuses_a_missing_folder(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "codeexecutor", "build", "functions", "--from", str(tmp_path / "nowhere"),
-                          "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "codeexecutor",
+            "build",
+            "functions",
+            "--from",
+            str(tmp_path / "nowhere"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert out.returncode == 2 and "not a folder" in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "out").exists()
 
@@ -297,7 +339,7 @@ def test_shared_function_corpora_give_programs():
     made = 0
     for rel in corpus.files[:60]:
         mod = corpus.parse(rel)
-        for call in (doctest_calls(mod) if mod else []):
+        for call in doctest_calls(mod) if mod else []:
             try:
                 program = assemble(corpus, mod, driver_statements(call))
             except Skip:
@@ -321,8 +363,9 @@ def shards(package, tmp_path_factory) -> list[pathlib.Path]:
     parts = []
     for i in range(2):
         part = tmp_path_factory.mktemp(f"shard{i}")
-        FunctionsBuilder([str(package)], str(part), mutants=4, input_mutants=2, workers=1, humaneval=None,
-                         shard=(i, 2)).run(progress=False)
+        FunctionsBuilder(
+            [str(package)], str(part), mutants=4, input_mutants=2, workers=1, humaneval=None, shard=(i, 2)
+        ).run(progress=False)
         parts.append(part)
     return parts
 
@@ -347,8 +390,9 @@ def test_merge_refuses_shards_that_are_not_one_whole_build(package, shards, tmp_
     message = _refused(lambda: merge_shards(str(tmp_path / "m3"), [str(shards[0]), str(shards[0])]))
     assert "given twice" in message
     other = tmp_path / "other"
-    FunctionsBuilder([str(package)], str(other), mutants=2, input_mutants=2, workers=1, humaneval=None,
-                     shard=(1, 2)).run(progress=False)
+    FunctionsBuilder(
+        [str(package)], str(other), mutants=2, input_mutants=2, workers=1, humaneval=None, shard=(1, 2)
+    ).run(progress=False)
     message = _refused(lambda: merge_shards(str(tmp_path / "m4"), [str(shards[0]), str(other)]))
     assert "--mutants 4" in message and "--mutants 2" in message and str(other) in message
     # a shard whose build was killed: its journal holds fewer finished units than it has
@@ -360,8 +404,11 @@ def test_merge_refuses_shards_that_are_not_one_whole_build(package, shards, tmp_
     message = _refused(lambda: merge_shards(str(tmp_path / "m5"), [str(shards[0]), str(cut)]))
     assert "unfinished (1 of its" in message and "resume it" in message
     # resumed with other options: refused, the folder's rows stay one build's
-    message = _refused(lambda: FunctionsBuilder([str(package)], str(cut), mutants=3, input_mutants=2, workers=1,
-                                                humaneval=None, shard=(1, 2)).run(progress=False))
+    message = _refused(
+        lambda: FunctionsBuilder(
+            [str(package)], str(cut), mutants=3, input_mutants=2, workers=1, humaneval=None, shard=(1, 2)
+        ).run(progress=False)
+    )
     assert "--mutants 4" in message and "new --out" in message
 
 
@@ -379,8 +426,12 @@ def test_a_merge_killed_midway_goes_on_when_run_again(built, shards, tmp_path):
 
 
 def test_cli_merge_of_a_missing_shard_is_one_line(shards, tmp_path):
-    out = subprocess.run([sys.executable, "-m", "codeexecutor", "build", "merge", str(shards[1]), "--out",
-                          str(tmp_path / "m")], capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "codeexecutor", "build", "merge", str(shards[1]), "--out", str(tmp_path / "m")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert out.returncode == 2 and "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert "0/2 missing" in out.stderr
 
@@ -406,16 +457,28 @@ def test_module_qualified_calls_and_a_tests_setup_become_programs(tmp_path, pool
     """`m.f(x)` after `import pkg.m as m` (or `from pkg import m`) runs through a class named
     `m` holding what is read off it; a test's statements before its assertion are the
     program's setup where the call reads what they bind."""
-    from curricula.function_calls import (Corpus, assemble, assertion_calls, doctest_calls, driver_statements,
-                                          uses_locals)
+    from curricula.function_calls import (
+        Corpus,
+        assemble,
+        assertion_calls,
+        doctest_calls,
+        driver_statements,
+        uses_locals,
+    )
 
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")
-    (tmp_path / "pkg" / "util.py").write_text("def double(x):\n    return 2 * helper(x)\n\n\ndef helper(x):\n    return x\n")
-    (tmp_path / "pkg" / "api.py").write_text('from pkg import util\n\n\ndef quad(x):\n    """\n    >>> util.double(quad(1))\n'
-                                              '    8\n    """\n    return util.double(util.double(x))\n')
-    (tmp_path / "test_util.py").write_text("import pkg.util as u\n\n\ndef test_double():\n    xs = [3, 4]\n    n = len(xs)\n"
-                                           "    assert u.double(xs[0]) == 6\n    assert u.double(5) == 10\n")
+    (tmp_path / "pkg" / "util.py").write_text(
+        "def double(x):\n    return 2 * helper(x)\n\n\ndef helper(x):\n    return x\n"
+    )
+    (tmp_path / "pkg" / "api.py").write_text(
+        'from pkg import util\n\n\ndef quad(x):\n    """\n    >>> util.double(quad(1))\n'
+        '    8\n    """\n    return util.double(util.double(x))\n'
+    )
+    (tmp_path / "test_util.py").write_text(
+        "import pkg.util as u\n\n\ndef test_double():\n    xs = [3, 4]\n    n = len(xs)\n"
+        "    assert u.double(xs[0]) == 6\n    assert u.double(5) == 10\n"
+    )
     corpus = Corpus(str(tmp_path))
     programs = []
     for relpath in ("pkg/api.py", "test_util.py"):
@@ -443,3 +506,25 @@ def test_a_full_disk_is_one_line_and_the_command_to_rerun(monkeypatch, tmp_path,
     assert main(["build", "merge", str(tmp_path / "s0"), "--out", str(tmp_path / "m")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no space left" in err and "journal.jsonl" in err and "same command" in err
+
+
+def test_decontaminate_finds_a_build_program_planted_in_a_reference(tmp_path, demo_data):
+    """`codeexecutor build decontaminate`: a training program of the build, planted as a
+    HumanEval solution, is reported as shared (whole, in its split); a folder that is no
+    functions build is one line."""
+    import datasets
+
+    from codeexecutor.cli import main
+
+    row = datasets.load_from_disk(str(demo_data / "functions" / "functions"))["train"][0]
+    refs = tmp_path / "refs" / "humaneval"
+    refs.mkdir(parents=True)
+    with gzip.open(refs / "HumanEval.jsonl.gz", "wt") as f:
+        f.write(json.dumps({"task_id": "planted", "prompt": row["code"], "canonical_solution": ""}) + "\n")
+    out = tmp_path / "report.json"
+    args = ["build", "decontaminate", str(demo_data / "functions"), "--references", str(tmp_path / "refs")]
+    assert main([*args, "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["references"]["humaneval_solutions"]["programs"] == {"train": 1}
+    assert report["programs_in_two_splits"] == 0 and set(report["references"]) == {"humaneval_solutions"}
+    assert main(["build", "decontaminate", str(tmp_path), "--references", str(tmp_path / "refs")]) == 2

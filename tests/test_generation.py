@@ -1,6 +1,4 @@
-
 import pytest
-
 
 from codeexecutor.modeling.format import parse_trace
 
@@ -59,7 +57,7 @@ def test_one_select_over_a_batch_matches_each_programs_own_search():
     ref_scores = [None] * A
     ref_tokens: list[list[int]] = [[] for _ in range(A)]
     scores = last = None
-    for step in range(12):
+    for _step in range(12):
         logp = torch.randn(A, size, V).log_softmax(-1)
         logp[:, :, eos] += 1.0  # hypotheses end often
         scores, back, token = select(logp, scores, None if last is None else last.eq(eos))

@@ -18,18 +18,25 @@ def _model(device, positions="rotary"):
     from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
 
     torch.manual_seed(0)
-    cfg = CodeExecutorConfig.preset("mini", vocab_size=300, positions=positions, max_trace_length=768,
-                                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,  # FlexAttention takes none
-                                    structural_token_ids=[5, 6], mask0_token_id=4)
+    cfg = CodeExecutorConfig.preset(
+        "mini",
+        vocab_size=300,
+        positions=positions,
+        max_trace_length=768,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,  # FlexAttention takes none
+        structural_token_ids=[5, 6],
+        mask0_token_id=4,
+    )
     cfg._attn_implementation = "sdpa"
     return CodeExecutorModel(cfg).to(device)
 
 
 def _row(model, attention, seed=0, tokens=4096):
+    import numpy as np
+
     from codeexecutor.modeling.rows import BLOCK, CPU_TILE, RowSpec
     from codeexecutor.training.step import to_device
-
-    import numpy as np
 
     rng = np.random.default_rng(seed)
     codes, traces, used = [], [], 0
@@ -70,7 +77,7 @@ def test_a_compiled_bf16_row_step_on_the_gpu_learns_and_never_waits():
     engine = TorchEngine(m, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1e-3), 1, 1.0, "cuda", "bf16")
     row = _row(m, "flex", seed=1)
     losses = []
-    for step in range(6):
+    for _step in range(6):
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = engine(row=row).loss
         engine.backward(loss)
@@ -109,17 +116,39 @@ def test_zero2_bf16_through_the_launcher_resumes_with_one_step_sequence(tmp_path
     --max-steps and started again: the log has every step once."""
     import yaml
 
-    cur = {"model": {"preset": "tiny", "vocab_size": 800, "max_trace_length": 256},
-           "train": {"output_dir": str(tmp_path / "run"), "micro_batch_size": 4, "log_every": 1, "save_every": 100,
-                     "eval_examples": 0, "max_tokens": 1024, "engine": "deepspeed"},
-           "stages": [{"name": "singleline", "steps": 6, "lr": 2.0e-4, "warmup": 1,
-                       "sources": [{"path": str(demo_data / "singleline" / "singleline"), "task": "singleline"}]}]}
+    cur = {
+        "model": {"preset": "tiny", "vocab_size": 800, "max_trace_length": 256},
+        "train": {
+            "output_dir": str(tmp_path / "run"),
+            "micro_batch_size": 4,
+            "log_every": 1,
+            "save_every": 100,
+            "eval_examples": 0,
+            "max_tokens": 1024,
+            "engine": "deepspeed",
+        },
+        "stages": [
+            {
+                "name": "singleline",
+                "steps": 6,
+                "lr": 2.0e-4,
+                "warmup": 1,
+                "sources": [{"path": str(demo_data / "singleline" / "singleline"), "task": "singleline"}],
+            }
+        ],
+    }
     path = tmp_path / "cur.yaml"
     path.write_text(yaml.safe_dump(cur))
-    env = {**os.environ, "PYTHON": sys.executable, "CURRICULUM": str(path), "DS_CONFIG": "ds_configs/zero2_bf16.json",
-           "MASTER_PORT": "29611"}
-    first = subprocess.run(["bash", "run_pretrain.sh", "--max-steps", "3"], cwd=ROOT, env=env, capture_output=True,
-                           text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PYTHON": sys.executable,
+        "CURRICULUM": str(path),
+        "DS_CONFIG": "ds_configs/zero2_bf16.json",
+        "MASTER_PORT": "29611",
+    }
+    first = subprocess.run(
+        ["bash", "run_pretrain.sh", "--max-steps", "3"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     second = subprocess.run(["bash", "run_pretrain.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0 and "at step 3" in second.stdout + second.stderr, second.stderr[-3000:]

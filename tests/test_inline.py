@@ -12,11 +12,17 @@ STDIN = "2\nab\ncd\n"
     "source, expected",
     [
         ("n = int(input())\na = input().split()\nprint(n, a)\n", "n = int('2')\na = 'ab'.split()\nprint(n, a)\n"),
-        ("import sys\nfor line in sys.stdin:\n    print(line.strip())\n", "import sys\nfor line in ['2\\n', 'ab\\n', 'cd\\n']:\n    print(line.strip())\n"),
+        (
+            "import sys\nfor line in sys.stdin:\n    print(line.strip())\n",
+            "import sys\nfor line in ['2\\n', 'ab\\n', 'cd\\n']:\n    print(line.strip())\n",
+        ),
         ("a, b, c = open(0).read().split()\n", "a, b, c = '2\\nab\\ncd\\n'.split()\n"),
         ("n, *a = open(0)\n", "n, *a = ['2\\n', 'ab\\n', 'cd\\n']\n"),
         ("import sys\nL = sys.stdin.readlines()\n", "import sys\nL = ['2\\n', 'ab\\n', 'cd\\n']\n"),
-        ("import sys\nread = sys.stdin.buffer.read\nx = read().split()\n", "import sys\nread = sys.stdin.buffer.read\nx = b'2\\nab\\ncd\\n'.split()\n"),
+        (
+            "import sys\nread = sys.stdin.buffer.read\nx = read().split()\n",
+            "import sys\nread = sys.stdin.buffer.read\nx = b'2\\nab\\ncd\\n'.split()\n",
+        ),
         ("x = list(map(str.strip, open(0)))\n", "x = list(map(str.strip, ['2\\n', 'ab\\n', 'cd\\n']))\n"),
     ],
 )
@@ -32,7 +38,7 @@ def test_reads_in_a_loop_consume_one_literal_sequence(pool):
 
 
 def test_reads_in_a_function_before_main_guard(pool):
-    src = "def main():\n    n = int(input())\n    for i in range(n):\n        print(input())\n\nif __name__ == '__main__':\n    main()\n"
+    src = "def main():\n    n = int(input())\n    for i in range(n):\n        print(input())\n\nif __name__ == '__main__':\n    main()\n"  # noqa: E501
     out = inline_stdin(src, STDIN, pool=pool)
     assert out.source.splitlines()[6] == "    __inputs__ = ['ab', 'cd']; main()"
     assert pool.execute(out.source).stdout == "ab\ncd\n"
@@ -99,13 +105,25 @@ def test_literal_spans_cover_the_inserted_text(pool):
 # -- static inlining (trace: no run) ----------------------------------------------------------
 STATIC_CASES = [
     ("n = int(input())\na = list(map(int, input().split()))\nprint(sum(a) * n)\n", "2\n1 2 3\n"),
-    ("import sys\ninput = sys.stdin.readline\nn = int(input())\nfor _ in range(n):\n    x = input()\n    print(x)\n", "2\nab\ncd\n"),
-    ("def main():\n    n, k = map(int, input().split())\n    print(n + k)\n\nif __name__ == '__main__':\n    main()\n", "3 4\n"),
+    (
+        "import sys\ninput = sys.stdin.readline\nn = int(input())\nfor _ in range(n):\n    x = input()\n    print(x)\n",
+        "2\nab\ncd\n",
+    ),
+    (
+        "def main():\n    n, k = map(int, input().split())\n    print(n + k)\n\nif __name__ == '__main__':\n    main()\n",  # noqa: E501
+        "3 4\n",
+    ),
     ("import sys\nn, *a = map(int, open(0).read().split())\nprint(n, a)\n", "3\n1 2 3\n"),
     ("n = int(input())\nxs = [int(input()) for _ in range(n)]\nprint(xs)\n", "3\n5\n6\n7\n"),
     ("import sys\nfor line in sys.stdin:\n    print(line.strip())\n", "a\nb\n"),
-    ("import sys\ndef main():\n    input = sys.stdin.buffer.readline\n    n = int(input())\n    print(n)\nmain()\n", "15\n"),
-    ("from sys import stdin\nh, w = map(int, stdin.readline().split())\ng = [stdin.readline().rstrip() for _ in range(h)]\n", "2 3\n#.#\n.#.\n"),
+    (
+        "import sys\ndef main():\n    input = sys.stdin.buffer.readline\n    n = int(input())\n    print(n)\nmain()\n",
+        "15\n",
+    ),
+    (
+        "from sys import stdin\nh, w = map(int, stdin.readline().split())\ng = [stdin.readline().rstrip() for _ in range(h)]\n",  # noqa: E501
+        "2 3\n#.#\n.#.\n",
+    ),
     ("s = input()\nt = [int(x) for x in input().split()]\nprint(s, t)\n", "abc\n1 2\n"),
 ]
 

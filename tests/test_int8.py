@@ -12,10 +12,13 @@ def test_codes_come_back_within_half_a_step_of_each_row():
     from codeexecutor.modeling.int8 import MIN_ELEMENTS, SCALE, dequantize, quantize
 
     g = torch.Generator().manual_seed(0)
-    tensors = {"w": torch.randn(64, 128, generator=g) * torch.linspace(0.01, 3, 64)[:, None],  # rows of unlike sizes
-               "zero_row": torch.cat([torch.zeros(1, 128), torch.randn(63, 128, generator=g)]),
-               "norm": torch.randn(128, generator=g), "small": torch.randn(8, 8, generator=g),
-               "ids": torch.arange(10)}
+    tensors = {
+        "w": torch.randn(64, 128, generator=g) * torch.linspace(0.01, 3, 64)[:, None],  # rows of unlike sizes
+        "zero_row": torch.cat([torch.zeros(1, 128), torch.randn(63, 128, generator=g)]),
+        "norm": torch.randn(128, generator=g),
+        "small": torch.randn(8, 8, generator=g),
+        "ids": torch.arange(10),
+    }
     codes = quantize(tensors)
     assert codes["w"].dtype == torch.int8 and codes["w" + SCALE].shape == (64,)
     assert codes["norm"].dtype == torch.bfloat16 and codes["small"].dtype == torch.bfloat16  # 64 < MIN_ELEMENTS
@@ -47,10 +50,14 @@ def test_an_int8_folder_loads_as_the_model_and_from_pretrained_alone_refuses_it(
     folder = tmp_path / "int8"
     assert sorted(p.name for p in folder.iterdir() if "safetensors" in p.name) == [INT8_FILE]
     bf16_size = (tmp_path / "bf16" / "model.safetensors").stat().st_size
-    assert bf16_size < 0.55 * float_size and (folder / INT8_FILE).stat().st_size < 0.9 * bf16_size  # float32 on disk here
+    assert (
+        bf16_size < 0.55 * float_size and (folder / INT8_FILE).stat().st_size < 0.9 * bf16_size
+    )  # float32 on disk here
     from safetensors import safe_open
 
-    with safe_open(str(folder / INT8_FILE), "pt") as f:  # the output layer (tied embeddings) kept in bf16, the rest int8
+    with safe_open(
+        str(folder / INT8_FILE), "pt"
+    ) as f:  # the output layer (tied embeddings) kept in bf16, the rest int8
         kinds = {k: str(f.get_slice(k).get_dtype()) for k in f.keys()}
     assert kinds["roberta.embeddings.word_embeddings.weight"] == "BF16" and "I8" in kinds.values()
 
@@ -67,7 +74,10 @@ def test_an_int8_folder_loads_as_the_model_and_from_pretrained_alone_refuses_it(
     with pytest.raises(OSError):  # no model.safetensors: a loader that does not know int8 finds no weights
         CodeExecutorModel.from_pretrained(str(folder))
     write_card(folder, scores={"sets": {}}, device="test", recipe=None, steps=None, minutes=0, command="test")
-    assert "weights in int8" in (folder / "README.md").read_text() and f"{params:,} parameters" in (folder / "README.md").read_text()
+    assert (
+        "weights in int8" in (folder / "README.md").read_text()
+        and f"{params:,} parameters" in (folder / "README.md").read_text()
+    )
 
     unmarked = load_file(str(folder / INT8_FILE))
     save_file(unmarked, str(folder / INT8_FILE), metadata={"format": "pt"})  # codes without the scheme's mark
@@ -85,9 +95,25 @@ def test_the_benchmark_scores_both_copies_on_the_same_examples(overfit_model, de
 
     model, _ = overfit_model
     env = {**os.environ, "CODEEXECUTOR_RESULTS": str(tmp_path / "results")}
-    run = subprocess.run([sys.executable, "benchmarks/bench_int8.py", "--model", str(model), "--data", str(demo_data),
-                          "--limit", "3", "--work", str(tmp_path / "work")], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/bench_int8.py",
+            "--model",
+            str(model),
+            "--data",
+            str(demo_data),
+            "--limit",
+            "3",
+            "--work",
+            str(tmp_path / "work"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     report = json.loads((tmp_path / "results" / f"int8-{model.name}.json").read_text())
     assert report["bytes"]["int8"] < report["bytes"]["reference"] and report["limit"] == 3

@@ -6,7 +6,9 @@ from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel, p
 
 def tiny(vocab=300, **kw):
     torch.manual_seed(0)
-    return CodeExecutorModel(CodeExecutorConfig.preset("tiny", vocab_size=vocab, structural_token_ids=[5, 6], **kw)).eval()
+    return CodeExecutorModel(
+        CodeExecutorConfig.preset("tiny", vocab_size=vocab, structural_token_ids=[5, 6], **kw)
+    ).eval()
 
 
 def test_prefix_lm_mask():
@@ -92,13 +94,29 @@ def test_initialise_from_a_local_unixcoder_format_checkpoint(tmp_path):
     from codeexecutor.modeling.tokenizer import ROBERTA_SPECIALS, load_tokenizer
 
     torch.manual_seed(1)
-    src = RobertaModel(RobertaConfig(vocab_size=250, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=128, max_position_embeddings=1026, type_vocab_size=10), add_pooling_layer=False)
+    src = RobertaModel(
+        RobertaConfig(
+            vocab_size=250,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=128,
+            max_position_embeddings=1026,
+            type_vocab_size=10,
+        ),
+        add_pooling_layer=False,
+    )
     src.save_pretrained(tmp_path / "unixcoder")
     bpe = ByteLevelBPETokenizer()
     bpe.train_from_iterator(["x = 1", "print(x)"] * 50, vocab_size=250, special_tokens=ROBERTA_SPECIALS)
-    PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-                            unk_token="<unk>", mask_token="<mask>").save_pretrained(tmp_path / "unixcoder")
+    PreTrainedTokenizerFast(
+        tokenizer_object=bpe._tokenizer,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        mask_token="<mask>",
+    ).save_pretrained(tmp_path / "unixcoder")
     path = str(tmp_path / "unixcoder")
     assert folder_profile(path, read_config(path)) is None  # a bare encoder: the curriculum picks the profile
     tok = load_tokenizer(path)  # as --init does: its tokenizer + our special tokens
@@ -106,7 +124,9 @@ def test_initialise_from_a_local_unixcoder_format_checkpoint(tmp_path):
     m = load_model(path, vocab_size=len(tok), overrides={"format_profile": "exact", "max_trace_length": 512})
     assert m.config.hidden_size == 64 and m.config.vocab_size == len(tok) and m.config.max_trace_length == 512
     assert torch.equal(m.roberta.embeddings.word_embeddings.weight[:250], src.embeddings.word_embeddings.weight)
-    assert torch.equal(m.roberta.encoder.layer[1].attention.self.query.weight, src.encoder.layer[1].attention.self.query.weight)
+    assert torch.equal(
+        m.roberta.encoder.layer[1].attention.self.query.weight, src.encoder.layer[1].attention.self.query.weight
+    )
     assert m.lm_head.weight.data_ptr() == m.roberta.embeddings.word_embeddings.weight.data_ptr()
     assert not hasattr(m, "dense")  # the head is the tied projection alone
 
@@ -121,8 +141,12 @@ def test_rotary_scores_depend_on_distances_only():
     for positions, invariant in (("rotary", True), ("absolute", False)):
         m = tiny(positions=positions)
         with torch.no_grad():
-            at = [m.roberta(input_ids=ids, attention_mask=mask, position_ids=torch.arange(7)[None] + shift,
-                            use_cache=False).last_hidden_state for shift in (2, 40)]
+            at = [
+                m.roberta(
+                    input_ids=ids, attention_mask=mask, position_ids=torch.arange(7)[None] + shift, use_cache=False
+                ).last_hidden_state
+                for shift in (2, 40)
+            ]
         assert torch.allclose(at[0], at[1], atol=1e-4) == invariant, positions
         assert any("position_embeddings" in name for name in m.state_dict()) != invariant, positions
 
@@ -144,5 +168,7 @@ def test_presets_grow_in_size_and_build():
         cfg = CodeExecutorConfig.preset(name, vocab_size=100)
         sizes[name] = cfg.num_hidden_layers * (4 * cfg.hidden_size**2 + 2 * cfg.hidden_size * cfg.intermediate_size)
     assert sorted(sizes, key=sizes.get) == ["tiny", "mini", "mini-wide", "small", "base"]
-    width = sum(p.numel() for p in CodeExecutorModel(CodeExecutorConfig.preset("mini-wide", vocab_size=100)).parameters())
+    width = sum(
+        p.numel() for p in CodeExecutorModel(CodeExecutorConfig.preset("mini-wide", vocab_size=100)).parameters()
+    )
     assert 6e6 < width < 9e6  # 4 layers of 384, positions, a 100-token vocabulary (10.6 M at 8 k)

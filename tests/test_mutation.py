@@ -127,8 +127,13 @@ def test_same_seed_same_mutants_across_processes(tmp_path):
     prog = tmp_path / "p.py"
     prog.write_text(src)
     here = [m.to_json() for m in mutate(src, n=20, seed=7)]
-    out = subprocess.run([sys.executable, "-m", "codeexecutor", "mutate", str(prog), "--seed", "7", "--jsonl"],
-                         capture_output=True, text=True, env={"PYTHONHASHSEED": "123", "PATH": "/usr/bin:/bin"}, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "codeexecutor", "mutate", str(prog), "--seed", "7", "--jsonl"],
+        capture_output=True,
+        text=True,
+        env={"PYTHONHASHSEED": "123", "PATH": "/usr/bin:/bin"},
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr
     there = [json.loads(line) for line in out.stdout.splitlines()]
     assert there == here
@@ -203,8 +208,13 @@ def ast_differences(a: ast.AST, b: ast.AST, out: list) -> None:
                 elif x != y:
                     out.append((type(a).__name__, fld))
         elif isinstance(va, ast.AST):
-            if fld == "iter" and isinstance(vb, ast.Call) and getattr(vb.func, "id", None) == "reversed" \
-                    and len(vb.args) == 1 and ast.dump(vb.args[0]) == ast.dump(va):
+            if (
+                fld == "iter"
+                and isinstance(vb, ast.Call)
+                and getattr(vb.func, "id", None) == "reversed"
+                and len(vb.args) == 1
+                and ast.dump(vb.args[0]) == ast.dump(va)
+            ):
                 out.append((type(a).__name__, fld))  # exactly reversed(<the original iterable>)
             elif type(va) is not type(vb) and fld == "op":
                 out.append((type(a).__name__, fld))
@@ -268,4 +278,7 @@ def test_protected_spans_are_never_touched():
     assert mutants
     for m in mutants:
         assert "'3 4'" in m.code
-        assert all(not (e.start < span[1] and span[0] < e.end) and not (e.start == e.end and span[0] <= e.start <= span[1]) for e in m.edits)
+        assert all(
+            not (e.start < span[1] and span[0] < e.end) and not (e.start == e.end and span[0] <= e.start <= span[1])
+            for e in m.edits
+        )

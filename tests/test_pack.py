@@ -24,11 +24,25 @@ def _tokenized(folder, rows: int, seed: int = 0, vocab: int = 8000):
         code.append(c.tolist())
         trace.append(rng.integers(5, vocab, size=rng.integers(0, 700)).tolist())
         fits.append(["whole", "cut_at_step"][i % 3 == 0])
-    features = datasets.Features({
-        "code_ids": datasets.Sequence(datasets.Value("int16")), "trace_ids": datasets.Sequence(datasets.Value("int16")),
-        "code_len": datasets.Value("int32"), "trace_len": datasets.Value("int32"), "fit": datasets.Value("string")})
-    ds = datasets.Dataset.from_dict({"code_ids": code, "trace_ids": trace, "code_len": [len(c) for c in code],
-                                     "trace_len": [len(t) for t in trace], "fit": fits}, features=features)
+    features = datasets.Features(
+        {
+            "code_ids": datasets.Sequence(datasets.Value("int16")),
+            "trace_ids": datasets.Sequence(datasets.Value("int16")),
+            "code_len": datasets.Value("int32"),
+            "trace_len": datasets.Value("int32"),
+            "fit": datasets.Value("string"),
+        }
+    )
+    ds = datasets.Dataset.from_dict(
+        {
+            "code_ids": code,
+            "trace_ids": trace,
+            "code_len": [len(c) for c in code],
+            "trace_len": [len(t) for t in trace],
+            "fit": fits,
+        },
+        features=features,
+    )
     ds.save_to_disk(str(folder))
     marker = {"format": 1, "tokenizer": "abc", "profile": "p", "rows": rows, "fits": {"whole": rows}, "source": "x"}
     (folder / MARKER).write_text(json.dumps(marker))
@@ -72,8 +86,13 @@ def test_a_slimmed_wheel_keeps_what_it_names_and_a_matching_record(tmp_path):
     from codeexecutor.campaign.wheels import slim
 
     wheel = tmp_path / "pkg-1.0-py3-none-any.whl"
-    files = {"pkg/__init__.py": "x = 1\n", "pkg/models/__init__.py": "", "pkg/models/keep/a.py": "a = 1\n",
-             "pkg/models/drop/b.py": "b = 2\n" * 1000, "pkg/utils.py": "u = 1\n"}
+    files = {
+        "pkg/__init__.py": "x = 1\n",
+        "pkg/models/__init__.py": "",
+        "pkg/models/keep/a.py": "a = 1\n",
+        "pkg/models/drop/b.py": "b = 2\n" * 1000,
+        "pkg/utils.py": "u = 1\n",
+    }
     record = "".join(f"{name},sha256=x,1\n" for name in files) + "pkg-1.0.dist-info/RECORD,,\n"
     with zipfile.ZipFile(wheel, "w") as z:
         for name, text in files.items():
@@ -93,9 +112,11 @@ def test_ids_over_the_room_cut_the_dearest_sources_first_and_a_cut_file_holds_it
     from codeexecutor.campaign.pack import fit_cut
 
     mib = 2**20
-    figures = {"codenet": {"rows": 1000, "bytes": 30 * mib, "bytes_per_token": 0.13},
-               "singleline": {"rows": 1000, "bytes": 10 * mib, "bytes_per_token": 0.48},
-               "tutorial": {"rows": 10, "bytes": mib // 10, "bytes_per_token": 0.15}}
+    figures = {
+        "codenet": {"rows": 1000, "bytes": 30 * mib, "bytes_per_token": 0.13},
+        "singleline": {"rows": 1000, "bytes": 10 * mib, "bytes_per_token": 0.48},
+        "tutorial": {"rows": 10, "bytes": mib // 10, "bytes_per_token": 0.15},
+    }
     assert fit_cut(figures, 41 * mib) == {}
     cut = fit_cut(figures, 36 * mib)  # 4.1 MiB over: SingleLine gives up 41% of its rows and a little more
     assert list(cut) == ["singleline"] and 560 <= cut["singleline"] <= 590

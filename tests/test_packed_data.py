@@ -39,9 +39,26 @@ def test_a_longer_kept_code_window_is_cut_as_tokenizing_at_the_shorter_one():
 def prep(demo_data, tmp_path_factory) -> pathlib.Path:
     """The demo data prepared (built, a tokenizer, tokenized) as `draw pack --build` prepares it."""
     where = tmp_path_factory.mktemp("release")
-    out = subprocess.run([sys.executable, "-m", "codeexecutor", "draw", "pack", "--smoke", "--data", str(demo_data),
-                          "--out", str(where / "pack0"), "--prep", str(where / "prep")], capture_output=True, text=True,
-                         cwd=ROOT, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "codeexecutor",
+            "draw",
+            "pack",
+            "--smoke",
+            "--data",
+            str(demo_data),
+            "--out",
+            str(where / "pack0"),
+            "--prep",
+            str(where / "prep"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return where / "prep"
 
@@ -86,8 +103,9 @@ def test_committed_parts_pack_without_building_and_read_back_as_their_rows(prep,
         assert [enc.mask0] + enc.ids(row["trace"]) + [enc.eos] == joined[i]["trace_ids"], i
 
     with pytest.raises(UsageError, match="fingerprint"):
-        pack(str(recipe), str(tmp_path / "other"), wheels=False, committed=rel,
-             overrides=["model.max_trace_length=300"])
+        pack(
+            str(recipe), str(tmp_path / "other"), wheels=False, committed=rel, overrides=["model.max_trace_length=300"]
+        )
     stale = json.loads((rel / "manifest.json").read_text())
     (rel / "manifest.json").write_text(json.dumps({**stale, "fingerprint": "0123456789abcdef"}))
     with pytest.raises(UsageError, match="packed for data"):
@@ -101,10 +119,20 @@ def test_draw_plan_refuses_a_pack_of_another_data_format_in_one_line(prep, tmp_p
     copy = tmp_path / "pack"
     shutil.copytree(pack, copy)
     (copy / "manifest.json").write_text(json.dumps({**manifest, "data_format": 0}))
-    run = subprocess.run([sys.executable, "-m", "codeexecutor", "draw", "plan", "--pack", str(copy)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "codeexecutor", "draw", "plan", "--pack", str(copy)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     lines = [x for x in run.stderr.splitlines() if x.strip()]
     assert run.returncode == 2 and len(lines) == 1 and "data format 0" in lines[0], run.stderr
-    ok = subprocess.run([sys.executable, "-m", "codeexecutor", "draw", "plan", "--pack", str(pack)], cwd=ROOT,
-                        capture_output=True, text=True, timeout=120)
+    ok = subprocess.run(
+        [sys.executable, "-m", "codeexecutor", "draw", "plan", "--pack", str(pack)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert ok.returncode == 0 and "ready" in ok.stdout and "MiB of 64 left" in ok.stdout, ok.stderr

@@ -58,12 +58,15 @@ def test_flex_attention_only_where_triton_has_tensor_cores(monkeypatch, cap, pat
     assert attention_path("sdpa", torch.device("cuda", 0)) == ("tiles", None)
 
 
-@pytest.mark.parametrize("cap,config,autocast,attention", [
-    ((7, 0), "zero2_fp16.json", None, "tiles"),  # a V100: fp16 with DeepSpeed's loss scale, the tile path
-    ((8, 0), "zero2_bf16.json", "bf16", "flex"),  # an A100
-    ((9, 0), "zero2_bf16.json", "bf16", "flex"),  # an H100
-    (None, "cpu.json", None, "tiles"),
-])
+@pytest.mark.parametrize(
+    "cap,config,autocast,attention",
+    [
+        ((7, 0), "zero2_fp16.json", None, "tiles"),  # a V100: fp16 with DeepSpeed's loss scale, the tile path
+        ((8, 0), "zero2_bf16.json", "bf16", "flex"),  # an A100
+        ((9, 0), "zero2_bf16.json", "bf16", "flex"),  # an H100
+        (None, "cpu.json", None, "tiles"),
+    ],
+)
 def test_one_function_decides_config_precision_and_attention_by_capability(cap, config, autocast, attention):
     import json
 
@@ -85,14 +88,26 @@ def test_one_function_decides_config_precision_and_attention_by_capability(cap, 
     assert resolve_ds_config(named, cap) == (named, None)  # a config the user names wins
 
 
-@pytest.mark.parametrize("given,printed", [("7.0", "zero2_fp16.json"), ("7.5", "zero2_fp16.json"),
-                                           ("8.0", "zero2_bf16.json"), ("9.0", "zero2_bf16.json"), ("cpu", "cpu.json")])
+@pytest.mark.parametrize(
+    "given,printed",
+    [
+        ("7.0", "zero2_fp16.json"),
+        ("7.5", "zero2_fp16.json"),
+        ("8.0", "zero2_bf16.json"),
+        ("9.0", "zero2_bf16.json"),
+        ("cpu", "cpu.json"),
+    ],
+)
 def test_run_pretrain_sh_asks_the_same_function_for_its_default_config(given, printed):
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "codeexecutor.training.precision", "--capability", given],
-                          capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "codeexecutor.training.precision", "--capability", given],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert done.returncode == 0 and done.stdout.strip() == f"ds_configs/{printed}"
     assert "codeexecutor.training.precision" in (ROOT / "run_pretrain.sh").read_text()
 
@@ -105,8 +120,12 @@ def test_fp16_on_the_cpu_and_a_capability_not_read_are_one_line_each():
 
     with pytest.raises(ConfigError, match="cpu.json"):
         choose_precision(None, "deepspeed", FP16, None)
-    done = subprocess.run([sys.executable, "-m", "codeexecutor.training.precision", "--capability", "seven"],
-                          capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "codeexecutor.training.precision", "--capability", "seven"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "MAJOR.MINOR" in done.stderr
 
 

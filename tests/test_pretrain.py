@@ -18,17 +18,39 @@ pytest.importorskip("torch")
 def _recipe(tmp_path, data_dir, **extra) -> str:
     recipe = {
         "model": {"preset": "tiny", "vocab_size": 400, "max_code_length": 128, "max_trace_length": 256, "dropout": 0.0},
-        "train": {"output_dir": str(tmp_path / "unused"), "max_tokens": 1024, "log_every": 2, "save_every": 2,
-                  "eval_examples": 0},
-        "data": {"dir": str(data_dir), "builds": {
-            "codenetmut": {"kind": "codenetmut", "codenet": [str(ROOT / "curricula" / "demo")], "mutants": 2}}},
+        "train": {
+            "output_dir": str(tmp_path / "unused"),
+            "max_tokens": 1024,
+            "log_every": 2,
+            "save_every": 2,
+            "eval_examples": 0,
+        },
+        "data": {
+            "dir": str(data_dir),
+            "builds": {
+                "codenetmut": {"kind": "codenetmut", "codenet": [str(ROOT / "curricula" / "demo")], "mutants": 2}
+            },
+        },
         "tokenizer": {"sample": 400},
         "score": {"limit": 3, "sets": ["codenetmut"]},
         "stages": [
-            {"name": "first", "steps": 3, "lr": 1e-3, "warmup": 1,
-             "sources": [{"path": "codenetmut/codenetmut", "task": "codenet"}]},
-            {"name": "second", "steps": 3, "lr": 1e-3, "warmup": 1,
-             "sources": [{"path": "codenetmut/codenetmut", "task": "codenet"}, {"path": "codenetmut/errors", "task": "codenet"}]},
+            {
+                "name": "first",
+                "steps": 3,
+                "lr": 1e-3,
+                "warmup": 1,
+                "sources": [{"path": "codenetmut/codenetmut", "task": "codenet"}],
+            },
+            {
+                "name": "second",
+                "steps": 3,
+                "lr": 1e-3,
+                "warmup": 1,
+                "sources": [
+                    {"path": "codenetmut/codenetmut", "task": "codenet"},
+                    {"path": "codenetmut/errors", "task": "codenet"},
+                ],
+            },
         ],
     }
     for key, value in extra.items():
@@ -40,8 +62,14 @@ def _recipe(tmp_path, data_dir, **extra) -> str:
 
 def _pretrain(*args, timeout=900):
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "2", "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "codeexecutor", "pretrain", *map(str, args)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "codeexecutor", "pretrain", *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_pretrain_builds_tokenizes_trains_scores_and_resumes(tmp_path):
@@ -53,13 +81,30 @@ def test_pretrain_builds_tokenizes_trains_scores_and_resumes(tmp_path):
     assert list(json.loads((out / "pretrain.json").read_text())["phases"]) == ["build", "tokenizer", "tokenize"]
     assert not (out / "run").exists() and "--resume carries on" in prepared.stderr
     # until the training begins the schedule may change: the tokens are kept, their curriculum written again
-    tuned = _pretrain("--recipe", recipe, "--out", out, "--until", "tokenize", "--resume", "--minutes", "5", *flex,
-                      "--set", "stages.second.sources.errors.weight=0.5", "--set", "stages.first.steps=4")
-    assert tuned.returncode == 0 and "schedule changed" in tuned.stderr and "tokenized before" in tuned.stderr, tuned.stderr
+    tuned = _pretrain(
+        "--recipe",
+        recipe,
+        "--out",
+        out,
+        "--until",
+        "tokenize",
+        "--resume",
+        "--minutes",
+        "5",
+        *flex,
+        "--set",
+        "stages.second.sources.errors.weight=0.5",
+        "--set",
+        "stages.first.steps=4",
+    )
+    assert tuned.returncode == 0 and "schedule changed" in tuned.stderr and "tokenized before" in tuned.stderr, (
+        tuned.stderr
+    )
     written = yaml.safe_load((out / "tokenized" / "curriculum.yaml").read_text())["stages"]
     assert written[0]["steps"] == 4 and [src.get("weight", 1.0) for src in written[1]["sources"]] == [1.0, 0.5]
-    data_change = _pretrain("--recipe", recipe, "--out", out, "--until", "tokenize", "--resume", *flex,
-                            "--set", "model.vocab_size=300")
+    data_change = _pretrain(
+        "--recipe", recipe, "--out", out, "--until", "tokenize", "--resume", *flex, "--set", "model.vocab_size=300"
+    )
     assert data_change.returncode == 2 and "another recipe or settings" in data_change.stderr
     done = _pretrain("--recipe", recipe, "--out", out, "--resume", *flex)  # --minutes may change until the training
     assert done.returncode == 0, done.stderr[-3000:]
@@ -111,7 +156,9 @@ def test_minutes_fit_each_stage_from_its_measured_speed(tmp_path):
     want = max(first["fixed_after"], int((first["ends_at"] - spent) / first["seconds_per_step"]) + first["fixed_after"])
     assert abs(first["planned"] - want) <= max(2, 0.01 * want)
     assert fixed["second"]["slot"] == pytest.approx([0.7 * plan["seconds"], plan["seconds"]], abs=0.1)
-    assert first["refits"] > 0 or first["steps"] == first["planned"]  # steps move only by a refit (which may move them back)
+    assert (
+        first["refits"] > 0 or first["steps"] == first["planned"]
+    )  # steps move only by a refit (which may move them back)
 
 
 def test_a_resumed_budget_keeps_the_steps_it_fixed_and_the_time_it_spent(tmp_path):
@@ -119,7 +166,10 @@ def test_a_resumed_budget_keeps_the_steps_it_fixed_and_the_time_it_spent(tmp_pat
     from codeexecutor.training.config import Source, Stage
 
     def stages():
-        return [Stage("a", [Source("x", "codenet")], 100, share=0.5), Stage("b", [Source("x", "codenet")], 100, share=0.5)]
+        return [
+            Stage("a", [Source("x", "codenet")], 100, share=0.5),
+            Stage("b", [Source("x", "codenet")], 100, share=0.5),
+        ]
 
     first = stages()
     budget = Budget(10, first, str(tmp_path))
@@ -163,7 +213,10 @@ def test_a_refit_moves_a_stage_end_back_to_the_moment_its_fix_planned(tmp_path):
     from codeexecutor.training.budget import Budget
     from codeexecutor.training.config import Source, Stage
 
-    stages = [Stage("a", [Source("x", "codenet")], 100, share=0.5), Stage("b", [Source("x", "codenet")], 100, share=0.5)]
+    stages = [
+        Stage("a", [Source("x", "codenet")], 100, share=0.5),
+        Stage("b", [Source("x", "codenet")], 100, share=0.5),
+    ]
     budget = Budget(10, stages, str(tmp_path))
     planned = budget.fix(0, 1.0, 20)  # a slow warm-up: 1 s a step over 300 s less the margin
     assert abs(planned - (20 + 276)) <= 1 and budget.fixed["a"]["ends_at"] == pytest.approx(276, abs=1)
@@ -185,15 +238,27 @@ def test_a_refit_moves_a_stage_end_back_to_the_moment_its_fix_planned(tmp_path):
     assert Budget(10, [Stage("c", [Source("x", "codenet")], 7)], str(tmp_path / "new")).refit(0, 1.0, 3) == 7  # unfixed
 
 
-@pytest.mark.parametrize("edit, words", [
-    ({"extras": {"x": 1}}, ["unknown section(s) extras"]),
-    ({"data": {"dir": "nowhere", "builds": {}}}, ["dataset folder", "not found", "data.builds"]),
-    ({"data": {"dir": "d", "builds": {"codenetmut": {"kind": "codenetmut", "codenet": ["no/such/folder"]}}}},
-     ["data.builds.codenetmut.codenet", "no/such/folder is not a folder"]),
-    ({"data": {"dir": "d", "builds": {"codenetmut": {"kind": "nonsense"}}}}, ["needs kind"]),
-    ({"data": {"dir": "d", "builds": {"codenetmut": {"kind": "codenetmut", "codenet": ["curricula/demo"], "colour": 1}}}},
-     ["unknown option colour"]),
-])
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        ({"extras": {"x": 1}}, ["unknown section(s) extras"]),
+        ({"data": {"dir": "nowhere", "builds": {}}}, ["dataset folder", "not found", "data.builds"]),
+        (
+            {"data": {"dir": "d", "builds": {"codenetmut": {"kind": "codenetmut", "codenet": ["no/such/folder"]}}}},
+            ["data.builds.codenetmut.codenet", "no/such/folder is not a folder"],
+        ),
+        ({"data": {"dir": "d", "builds": {"codenetmut": {"kind": "nonsense"}}}}, ["needs kind"]),
+        (
+            {
+                "data": {
+                    "dir": "d",
+                    "builds": {"codenetmut": {"kind": "codenetmut", "codenet": ["curricula/demo"], "colour": 1}},
+                }
+            },
+            ["unknown option colour"],
+        ),
+    ],
+)
 def test_a_bad_recipe_is_one_line_naming_the_problem(tmp_path, edit, words):
     recipe = _recipe(tmp_path, tmp_path / "data", **edit)
     done = _pretrain("--recipe", recipe, "--out", tmp_path / "out", timeout=120)
@@ -219,24 +284,42 @@ def test_a_set_reaches_one_source_of_a_stage_and_a_zero_weight_leaves_it_out():
     from codeexecutor.training.pretrain import apply_overrides
 
     def recipe() -> dict:
-        return {"data": {"builds": {"codenetmut": {"mutants": 9}}},
-                "stages": [{"name": "mix", "steps": 5, "sources": [
-                    {"path": "singleline/singleline", "weight": 0.25, "hardest": 10},
-                    {"path": "singleline/singleline", "weight": 0.25},
-                    {"path": "codenetmut/errors", "weight": 0.1}]}]}
+        return {
+            "data": {"builds": {"codenetmut": {"mutants": 9}}},
+            "stages": [
+                {
+                    "name": "mix",
+                    "steps": 5,
+                    "sources": [
+                        {"path": "singleline/singleline", "weight": 0.25, "hardest": 10},
+                        {"path": "singleline/singleline", "weight": 0.25},
+                        {"path": "codenetmut/errors", "weight": 0.1},
+                    ],
+                }
+            ],
+        }
 
-    raw = apply_overrides(recipe(), ["stages.mix.sources.errors.weight=0.3", "stages.mix.sources.1.weight=0.5",
-                                     "data.builds.codenetmut.mutants=3", "stages.mix.steps=7"])
+    raw = apply_overrides(
+        recipe(),
+        [
+            "stages.mix.sources.errors.weight=0.3",
+            "stages.mix.sources.1.weight=0.5",
+            "data.builds.codenetmut.mutants=3",
+            "stages.mix.steps=7",
+        ],
+    )
     assert [src["weight"] for src in raw["stages"][0]["sources"]] == [0.25, 0.5, 0.3]
     assert raw["data"]["builds"]["codenetmut"]["mutants"] == 3 and raw["stages"][0]["steps"] == 7
     alone = apply_overrides(recipe(), ['stages=[{"name": "one", "steps": 2, "sources": [{"path": "a/b"}]}]'])
     assert [st["name"] for st in alone["stages"]] == ["one"]
     full = apply_overrides(recipe(), ["stages.mix.sources.codenetmut/errors.weight=0"])
     assert [src["path"] for src in full["stages"][0]["sources"]] == ["singleline/singleline"] * 2
-    for item, words in (("stages.mix.sources.singleline.weight=1", "several source 'singleline'"),
-                        ("stages.mix.sources.functions.weight=1", "no source 'functions'"),
-                        ("stages.mix.sources.7.weight=1", "no source '7'"),
-                        ("stages.mix.extra.errors.weight=1", "stages.STAGE.sources.SOURCE.FIELD")):
+    for item, words in (
+        ("stages.mix.sources.singleline.weight=1", "several source 'singleline'"),
+        ("stages.mix.sources.functions.weight=1", "no source 'functions'"),
+        ("stages.mix.sources.7.weight=1", "no source '7'"),
+        ("stages.mix.extra.errors.weight=1", "stages.STAGE.sources.SOURCE.FIELD"),
+    ):
         with pytest.raises(ConfigError, match=words):
             apply_overrides(recipe(), [item])
 
@@ -260,8 +343,10 @@ def test_each_shipped_recipe_is_valid_bar_data_this_machine_lacks(name):
     if name == "gpu-draw-part":  # a part of the draw's committed data: its ids must be the draw recipe's
         draw, _ = load_recipe(str(ROOT / "curricula" / "recipes" / "gpu-draw.yaml"), str(ROOT))
         assert cur.profile() == draw.profile() and cur.tokenizer.keep_code_length == draw.tokenizer.keep_code_length
-        assert (cur.model.max_code_length, cur.model.max_trace_length) == (draw.model.max_code_length,
-                                                                          draw.model.max_trace_length)
+        assert (cur.model.max_code_length, cur.model.max_trace_length) == (
+            draw.model.max_code_length,
+            draw.model.max_trace_length,
+        )
         return
     assert [st.name for st in cur.stages][:3] == ["singleline", "tutorial", "codenet"]
     assert sum(st.share for st in cur.stages) == pytest.approx(1.0)  # a --minutes budget is shared out whole
@@ -272,15 +357,40 @@ def test_a_killed_training_child_is_carried_on_from_its_checkpoint_on_a_safer_pa
     import time
 
     data, out = tmp_path / "data", tmp_path / "out"
-    stages = [{"name": "first", "steps": 40, "lr": 1e-3, "warmup": 1,
-               "sources": [{"path": "codenetmut/codenetmut", "task": "codenet"}]}]
+    stages = [
+        {
+            "name": "first",
+            "steps": 40,
+            "lr": 1e-3,
+            "warmup": 1,
+            "sources": [{"path": "codenetmut/codenetmut", "task": "codenet"}],
+        }
+    ]
     recipe = _recipe(tmp_path, data, stages=stages)
     prepared = _pretrain("--recipe", recipe, "--out", out, "--until", "tokenize", "--no-score")
     assert prepared.returncode == 0, prepared.stderr[-3000:]
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "2", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "codeexecutor", "pretrain", "--recipe", recipe, "--out", str(out),
-                             "--resume", "--no-score", "--minutes", "1.5"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "codeexecutor",
+            "pretrain",
+            "--recipe",
+            recipe,
+            "--out",
+            str(out),
+            "--resume",
+            "--no-score",
+            "--minutes",
+            "1.5",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     log, record = out / "run" / "train_log.jsonl", out / "pretrain.json"
     deadline, killed = time.time() + 600, None
     while time.time() < deadline and proc.poll() is None:  # the child past its first checkpoints (every 2 steps)

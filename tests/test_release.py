@@ -39,8 +39,10 @@ def released(tmp_path_factory):
     """Two released-layout checkpoints: one whose generations end at varied lengths, one
     that often generates <pad> and <s> (masked keys, padding positions, the cut at id 0)."""
     root = tmp_path_factory.mktemp("released")
-    return {"eos": write_release_checkpoint(root / "eos", seed=0, eos_pull=3.0),
-            "pad": write_release_checkpoint(root / "pad", seed=1, pad_pull=3.0)}
+    return {
+        "eos": write_release_checkpoint(root / "eos", seed=0, eos_pull=3.0),
+        "pad": write_release_checkpoint(root / "pad", seed=1, pad_pull=3.0),
+    }
 
 
 def test_twenty_programs_at_least():
@@ -52,9 +54,15 @@ def test_the_released_layout_loads_as_official_with_the_tied_head(released):
 
     gen = TraceGenerator(str(released["eos"]), device="cpu")
     assert gen.profile.name == "official" and not gen.profile.exception_step
-    assert gen.model.config.vocab_size == len(gen.tok) == json.loads((released["eos"] / "vocab.json").read_text()).__len__() + 211
+    assert (
+        gen.model.config.vocab_size
+        == len(gen.tok)
+        == json.loads((released["eos"] / "vocab.json").read_text()).__len__() + 211
+    )
     assert gen.model.lm_head.weight.data_ptr() == gen.model.roberta.embeddings.word_embeddings.weight.data_ptr()
-    assert gen.tok.convert_tokens_to_ids(RELEASE_ADDED[0]) == len(json.loads((released["eos"] / "vocab.json").read_text()))
+    assert gen.tok.convert_tokens_to_ids(RELEASE_ADDED[0]) == len(
+        json.loads((released["eos"] / "vocab.json").read_text())
+    )
     assert "<exception>" not in gen.tok.get_vocab()
 
 
@@ -63,8 +71,12 @@ def test_encoding_and_source_layout_match_the_slow_tokenizer(released):
 
     gen = TraceGenerator(str(released["eos"]), device="cpu")
     slow = SlowTokenizer(released["eos"])
-    traces = ["<line> <0> <state> s : [ x , y , z ] </state>", "<line>  <3>\t<state>a : 1 <dictsep> b : 'q r'</state>\n<output> 3",
-              "<state> x : 1 </state>", "<output>  two  words  <line> <1> <state></state>"]
+    traces = [
+        "<line> <0> <state> s : [ x , y , z ] </state>",
+        "<line>  <3>\t<state>a : 1 <dictsep> b : 'q r'</state>\n<output> 3",
+        "<state> x : 1 </state>",
+        "<output>  two  words  <line> <1> <state></state>",
+    ]
     for src in _sources():
         text = gen.code_input(src)
         assert gen.encoder.ids(text) == slow.encode(text)
@@ -117,7 +129,9 @@ def test_generation_stops_at_768_tokens_like_the_release(tmp_path):
     slow = SlowTokenizer(path)
     text = gen.code_input(SNIPPETS[0])
     got = gen.generate([text], beam=1)[0]  # default length: the model's cap, 768
-    ref = release_generate(load_release_encoder(path), source_ids(slow, text), 1, 768, slow.vocab["<mask0>"], slow.vocab["</s>"])
+    ref = release_generate(
+        load_release_encoder(path), source_ids(slow, text), 1, 768, slow.vocab["<mask0>"], slow.vocab["</s>"]
+    )
     assert got.tokens == len(ref) == 768
     assert got.text == slow.decode(ref)
 
@@ -125,21 +139,74 @@ def test_generation_stops_at_768_tokens_like_the_release(tmp_path):
 def test_trace_command_runs_the_released_layout(released, tmp_path):
     prog = tmp_path / "p.py"
     prog.write_text(SNIPPETS[1])
-    out = subprocess.run([sys.executable, "-m", "codeexecutor", "trace", str(prog), "--model", str(released["eos"]),
-                          "--beam", "2", "--max-length", "24", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "codeexecutor",
+            "trace",
+            str(prog),
+            "--model",
+            str(released["eos"]),
+            "--beam",
+            "2",
+            "--max-length",
+            "24",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["format_profile"] == "official"
     assert report["model_input"] == "<codenet> <0> a , b = 3 , 4 <1> c = ( a ** 2 + b ** 2 ) ** 0.5 <2> print ( c )"
     assert report["crash_margin"] is None  # the release's format has no <exception> step
     assert report["constrained"] == {"names": False, "values": False}  # the release's decoding, rules and all
-    biased = subprocess.run([sys.executable, "-m", "codeexecutor", "trace", str(prog), "--model", str(released["eos"]),
-                             "--beam", "1", "--max-length", "8", "--exception-bias", "2"], capture_output=True, text=True,
-                            cwd=ROOT, timeout=300)
+    biased = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "codeexecutor",
+            "trace",
+            str(prog),
+            "--model",
+            str(released["eos"]),
+            "--beam",
+            "1",
+            "--max-length",
+            "8",
+            "--exception-bias",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert biased.returncode == 2 and "no <exception> step" in biased.stderr and "Traceback" not in biased.stderr
-    capped = subprocess.run([sys.executable, "-m", "codeexecutor", "trace", str(prog), "--model", str(released["eos"]),
-                             "--beam", "1", "--max-length", "8", "--constrain-values"], capture_output=True, text=True,
-                            cwd=ROOT, timeout=300)
+    capped = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "codeexecutor",
+            "trace",
+            str(prog),
+            "--model",
+            str(released["eos"]),
+            "--beam",
+            "1",
+            "--max-length",
+            "8",
+            "--constrain-values",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert capped.returncode == 2 and "lexical tokens" in capped.stderr and "Traceback" not in capped.stderr
 
 
@@ -206,8 +273,14 @@ def test_cli_refuses_a_hub_id_offline_with_one_line(tmp_path):
     prog = tmp_path / "p.py"
     prog.write_text("x = 1\n")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "cache")}
-    out = subprocess.run([sys.executable, "-m", "codeexecutor", "trace", str(prog), "--model", "microsoft/codeexecutor"],
-                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "codeexecutor", "trace", str(prog), "--model", "microsoft/codeexecutor"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
     assert out.returncode == 2
     lines = [line for line in out.stderr.splitlines() if line.strip() and "[WARNING]" not in line]
     assert len(lines) == 1 and "hf download" in lines[0] and "Traceback" not in out.stderr
@@ -223,8 +296,18 @@ def _release_file(path: pathlib.Path, pool) -> pathlib.Path:
         for i, src in enumerate(SNIPPETS + [p.read_text() for p in PROGRAMS[:4]]):
             result = pool.execute(src)
             trace = profile.trace(result.steps)
-            f.write(json.dumps({"id": i, "code": src, "code_tokens": release_code_tokens(src),
-                                "trace": trace.split(" <line> "), "trace_tokens": trace.split(" ")}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "id": i,
+                        "code": src,
+                        "code_tokens": release_code_tokens(src),
+                        "trace": trace.split(" <line> "),
+                        "trace_tokens": trace.split(" "),
+                    }
+                )
+                + "\n"
+            )
     return path
 
 
@@ -232,15 +315,55 @@ def test_evaluate_reads_the_release_test_format(released, tmp_path, pool):
     data = _release_file(tmp_path / "codenetmut_test.json", pool)
     first = json.loads(data.read_text().splitlines()[0])
     assert first["code_tokens"] == ["<0>", "s", "=", "[", "'x'", ",", "'y'", ",", "'z'", "]"]
-    assert first["trace_tokens"] == ["<line>", "<0>", "<state>", "s", ":", "[", "x", ",", "y", ",", "z", "]", "</state>"]
-    out = subprocess.run([sys.executable, "-m", "codeexecutor", "evaluate", "--model", str(released["eos"]), "--data", str(data),
-                          "--beam", "2", "--max-length", "16"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert first["trace_tokens"] == [
+        "<line>",
+        "<0>",
+        "<state>",
+        "s",
+        ":",
+        "[",
+        "x",
+        ",",
+        "y",
+        ",",
+        "z",
+        "]",
+        "</state>",
+    ]
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "codeexecutor",
+            "evaluate",
+            "--model",
+            str(released["eos"]),
+            "--data",
+            str(data),
+            "--beam",
+            "2",
+            "--max-length",
+            "16",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "inference/metric.py" in out.stdout and "codenet" in out.stdout
     report = json.loads((tmp_path / "codenetmut_test.evaluation.json").read_text())
     entry = report["datasets"]["codenet"]
-    assert entry["examples"] == 8 and set(entry["table3"]) >= {"output_accuracy", "trace_accuracy", "line_f1", "identifier_f1"}
-    preds = [json.loads(line) for line in (tmp_path / "codenetmut_test.evaluation.predictions.jsonl").read_text().splitlines()]
+    assert entry["examples"] == 8 and set(entry["table3"]) >= {
+        "output_accuracy",
+        "trace_accuracy",
+        "line_f1",
+        "identifier_f1",
+    }
+    preds = [
+        json.loads(line)
+        for line in (tmp_path / "codenetmut_test.evaluation.predictions.jsonl").read_text().splitlines()
+    ]
     assert len(preds) == 8 and preds[0]["gold"] == first["trace"][0]
 
 
@@ -256,6 +379,11 @@ def test_evaluate_gold_is_cut_at_766_tokens(released):
 def test_evaluate_rejects_a_file_that_is_not_in_the_release_format(released, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"code": "x = 1"}\n')
-    out = subprocess.run([sys.executable, "-m", "codeexecutor", "evaluate", "--model", str(released["eos"]), "--data", str(bad)],
-                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "codeexecutor", "evaluate", "--model", str(released["eos"]), "--data", str(bad)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert out.returncode == 2 and "bad.json:1" in out.stderr and "Traceback" not in out.stderr

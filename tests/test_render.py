@@ -98,7 +98,7 @@ def test_official_style_drops_quotes():
 def _random_value(rng, depth=0):
     kind = rng.randrange(9 if depth < 3 else 5)
     if kind == 0:
-        return rng.randrange(-10**6, 10**6)
+        return rng.randrange(-(10**6), 10**6)
     if kind == 1:
         return rng.random() * 100
     if kind == 2:

@@ -13,8 +13,15 @@ from codeexecutor.modeling.rows import BLOCK, RowSpec, allowed, block_lists, kv_
 
 def tiny(positions="absolute", vocab=300):
     torch.manual_seed(0)
-    cfg = CodeExecutorConfig.preset("tiny", vocab_size=vocab, positions=positions, hidden_dropout_prob=0.0,
-                                    attention_probs_dropout_prob=0.0, structural_token_ids=[5, 6], mask0_token_id=4)
+    cfg = CodeExecutorConfig.preset(
+        "tiny",
+        vocab_size=vocab,
+        positions=positions,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        structural_token_ids=[5, 6],
+        mask0_token_id=4,
+    )
     cfg._attn_implementation = "sdpa"
     return CodeExecutorModel(cfg)
 
@@ -62,7 +69,7 @@ def test_tiles_hold_exactly_the_pairs_the_rule_allows():
             tiles = kv_tiles(row["doc"], row["code"], block)
             for i in range(T // block):
                 for j in range(T // block):
-                    pairs = dense[i * block:(i + 1) * block, j * block:(j + 1) * block]
+                    pairs = dense[i * block : (i + 1) * block, j * block : (j + 1) * block]
                     inside = tiles.lo[i] <= j <= tiles.hi[i]
                     assert inside == pairs.any(), (trial, block, i, j)
                     if inside:
@@ -79,12 +86,23 @@ def test_tile_attention_is_the_rules_dense_attention(tile):
         row = pack_row(*random_examples(rng, T), T, 1, np.ones(300, dtype=np.float32))
         tiles = kv_tiles(row["doc"], row["code"], tile)
         q, k, v = (torch.randn(T, 2, 8, dtype=torch.float64) for _ in range(3))
-        mask = tile_mask(torch.from_numpy(row["doc"]), torch.from_numpy(row["code"]), torch.from_numpy(tiles.lo),
-                         torch.empty(tiles.span), tile, torch.float64)
-        out = tile_attention(q, k, v, mask, 8 ** -0.5)
+        mask = tile_mask(
+            torch.from_numpy(row["doc"]),
+            torch.from_numpy(row["code"]),
+            torch.from_numpy(tiles.lo),
+            torch.empty(tiles.span),
+            tile,
+            torch.float64,
+        )
+        out = tile_attention(q, k, v, mask, 8**-0.5)
         dense = torch.from_numpy(allowed(row["doc"], row["code"]))
-        ref = torch.nn.functional.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),
-                                                               attn_mask=dense).transpose(0, 1).reshape(T, 16)
+        ref = (
+            torch.nn.functional.scaled_dot_product_attention(
+                q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=dense
+            )
+            .transpose(0, 1)
+            .reshape(T, 16)
+        )
         assert torch.allclose(out, ref, atol=1e-10)
 
 
@@ -173,10 +191,16 @@ def test_flex_attentions_block_mask_from_the_data_workers_lists_is_the_rule():
     T = 512
     row = pack_row(*random_examples(rng, T), T, 1, np.ones(300, dtype=np.float32))
     doc, code = torch.from_numpy(row["doc"]), torch.from_numpy(row["code"])
-    lists = {k: torch.from_numpy(v) for k, v in block_lists(kv_tiles(row["doc"], row["code"], BLOCK), T // BLOCK).items()}
+    lists = {
+        k: torch.from_numpy(v) for k, v in block_lists(kv_tiles(row["doc"], row["code"], BLOCK), T // BLOCK).items()
+    }
     ours = flex_block_mask(doc, code, lists["kv_num"], lists["kv_index"], lists["full_num"], lists["full_index"], BLOCK)
-    ref = create_block_mask(lambda b, h, q, k: (doc[q] == doc[k]) & (code[k] | (k <= q)), None, None, T, T, device="cpu")
-    assert torch.equal(ours.kv_num_blocks, ref.kv_num_blocks) and torch.equal(ours.full_kv_num_blocks, ref.full_kv_num_blocks)
+    ref = create_block_mask(
+        lambda b, h, q, k: (doc[q] == doc[k]) & (code[k] | (k <= q)), None, None, T, T, device="cpu"
+    )
+    assert torch.equal(ours.kv_num_blocks, ref.kv_num_blocks) and torch.equal(
+        ours.full_kv_num_blocks, ref.full_kv_num_blocks
+    )
     q, k, v = (torch.randn(1, 2, T, 16) for _ in range(3))
     out = torch.compile(flex_attention, fullgraph=True, dynamic=False)(q, k, v, block_mask=ours)
     dense = torch.from_numpy(allowed(row["doc"], row["code"]))
@@ -216,7 +240,9 @@ def test_a_training_step_makes_the_host_wait_for_nothing():
 
     model = tiny("rotary")
     optimizer = optimizer_for(model, 0.01, "cpu")
-    engine = TorchEngine(model, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1e-3), 2, 1.0, "cpu", None)
+    engine = TorchEngine(
+        model, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1e-3), 2, 1.0, "cpu", None
+    )
     for fixed in (True, False):
         row = synthetic_row(RowSpec(1024, 384, fixed=fixed), model, 128)
         for _ in range(2):  # the first step makes the optimizer's state
@@ -250,6 +276,7 @@ def test_a_compile_that_fails_leaves_the_run_stepping_eagerly_and_says_why(monke
     def broken(fn, **kwargs):
         def run(*args, **kw):
             raise RuntimeError("inductor needs a newer torch\nsecond line")
+
         return run
 
     monkeypatch.setattr(torch, "compile", broken)
@@ -259,8 +286,11 @@ def test_a_compile_that_fails_leaves_the_run_stepping_eagerly_and_says_why(monke
     assert report["compiled"] is False
     assert report["fallback"] == "compile failed (RuntimeError: inductor needs a newer torch); this run steps eagerly"
     assert not hasattr(model, "_row_loss") and all(p.grad is None for p in model.parameters())
-    row = torch_row(RowSpec(1024, 384, fixed=True).row(*random_examples(np.random.default_rng(5), 1024, 384), 1,
-                                                       model.loss_table(), 128))
+    row = torch_row(
+        RowSpec(1024, 384, fixed=True).row(
+            *random_examples(np.random.default_rng(5), 1024, 384), 1, model.loss_table(), 128
+        )
+    )
     assert torch.isfinite(model(row=row).loss)
 
 
@@ -282,15 +312,20 @@ def test_a_flex_step_that_fails_to_compile_falls_back_to_tiles_never_to_eager_fl
             if flex or not tiles_compile:
                 raise RuntimeError(f"no kernel for {'flex' if flex else 'tiles'}\ndetail")
             return fn(model, row)
+
         return run
 
     monkeypatch.setattr(torch, "compile", compile_)
     model = tiny()
-    cur = SimpleNamespace(model=SimpleNamespace(max_code_length=128, max_trace_length=256),
-                          train=SimpleNamespace(max_tokens=1024))
+    cur = SimpleNamespace(
+        model=SimpleNamespace(max_code_length=128, max_trace_length=256), train=SimpleNamespace(max_tokens=1024)
+    )
     attention, probe = compile_with_fallbacks(model, cur, "flex", "cpu", None)
     assert attention == "tiles" and tried == ["flex", "tiles"] and probe["compiled"] is tiles_compile
-    assert "the flex row step: compile failed (RuntimeError: no kernel for flex); trying the tile path" == probe["fallbacks"][0]
+    assert (
+        "the flex row step: compile failed (RuntimeError: no kernel for flex); trying the tile path"
+        == probe["fallbacks"][0]
+    )
     assert len(probe["fallbacks"]) == (1 if tiles_compile else 2)
     if not tiles_compile:
         assert probe["fallbacks"][1].endswith("this run steps eagerly through the tile path")
@@ -341,16 +376,21 @@ def test_deepspeeds_row_step_is_probed_in_the_dtype_it_steps_in_and_falls_back_b
         def run(model, row):
             seen.append(model.lm_head.weight.dtype)
             raise RuntimeError("no kernel for this device\ndetail")
+
         return run
 
     monkeypatch.setattr(torch, "compile", compile_)
     model = tiny()
-    cur = SimpleNamespace(model=SimpleNamespace(max_code_length=128, max_trace_length=256),
-                          train=SimpleNamespace(max_tokens=1024, compile=True))
+    cur = SimpleNamespace(
+        model=SimpleNamespace(max_code_length=128, max_trace_length=256),
+        train=SimpleNamespace(max_tokens=1024, compile=True),
+    )
     attention, probe = prepare_rows(model, cur, "tiles", "cpu", None, "deepspeed", 2, torch.bfloat16)
     assert seen == [torch.bfloat16] and attention == "tiles" and probe["compiled"] is False
-    assert probe["fallbacks"] == ["the tiles row step: compile failed (RuntimeError: no kernel for this device); this "
-                                  "run steps eagerly through the tile path"]
+    assert probe["fallbacks"] == [
+        "the tiles row step: compile failed (RuntimeError: no kernel for this device); this "
+        "run steps eagerly through the tile path"
+    ]
     seen.clear()
     attention, probe = prepare_rows(tiny(), cur, "tiles", "cpu", None, "deepspeed", 3, None)
     assert seen == [] and probe["compiled"] and not probe["fullgraph"] and "ZeRO-3" in probe["fallbacks"][0]

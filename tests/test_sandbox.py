@@ -63,7 +63,12 @@ def test_hostile_program_is_contained(pool, name):
     assert not glob.glob("/tmp/codeexecutor_pwned*"), "a write escaped the sandbox"
     # Nothing of the run survives it: each worker has at most its one pre-forked child
     # (waiting for the next program) and no process descends from a child.
-    rows = [line.split(None, 3) for line in subprocess.run(["ps", "-eo", "pid,ppid,stat,args"], capture_output=True, text=True).stdout.splitlines()[1:]]
+    rows = [
+        line.split(None, 3)
+        for line in subprocess.run(
+            ["ps", "-eo", "pid,ppid,stat,args"], capture_output=True, text=True
+        ).stdout.splitlines()[1:]
+    ]
     worker_pids = {str(w.proc.pid) for w in pool._all}
     children = {pid for pid, ppid, *_ in rows if ppid in worker_pids}
     assert len(children) <= len(worker_pids)
@@ -87,9 +92,15 @@ def test_scratch_dirs_are_removed():
         pids = [w.proc.pid for w in own._all]
         for _ in range(5):
             own.execute("open('x', 'w').write('1')\nimport os\nos.mkdir('d')\n")
-        dirs = [p for pid in pids for p in glob.glob(f"/dev/shm/codeexecutor-{pid}-*") + glob.glob(f"/tmp/codeexecutor-{pid}-*")]
+        dirs = [
+            p
+            for pid in pids
+            for p in glob.glob(f"/dev/shm/codeexecutor-{pid}-*") + glob.glob(f"/tmp/codeexecutor-{pid}-*")
+        ]
         assert len(dirs) <= 2 * len(pids)  # each worker: its waiting child's, and at most one being reaped
-    leftovers = [p for pid in pids for p in glob.glob(f"/dev/shm/codeexecutor-{pid}-*") + glob.glob(f"/tmp/codeexecutor-{pid}-*")]
+    leftovers = [
+        p for pid in pids for p in glob.glob(f"/dev/shm/codeexecutor-{pid}-*") + glob.glob(f"/tmp/codeexecutor-{pid}-*")
+    ]
     assert leftovers == []
 
 

@@ -120,5 +120,6 @@ def test_privilege_drop_check_reads_the_path_modes(tmp_path):
     os.chmod(tmp_path, 0o755)
     (closed / "inner").mkdir(mode=0o755)
     assert unprivileged_can_run([str(open_dir)]) is all(
-        os.stat(p).st_mode & 0o001 for p in [tmp_path, *tmp_path.parents])
+        os.stat(p).st_mode & 0o001 for p in [tmp_path, *tmp_path.parents]
+    )
     assert unprivileged_can_run([str(closed / "inner")]) is False

@@ -54,10 +54,10 @@ TRICKY = [
     "from enum import Enum, unique\n@unique\nclass Color(Enum):\n    RED = 1\n    BLUE = 2\nprint(Color.RED)\n",
     "class Tree:\n    def __init__(self):\n        self.__n = 0\n    def add(self):\n        self.__n += 1\n"
     "        return self.__n\nt = Tree()\nprint(t.add())\n",
-    "count = 0\ndef bump():\n    global count, extra\n    count += 1\n    extra = count\nbump()\nbump()\nprint(count, extra)\n",
+    "count = 0\ndef bump():\n    global count, extra\n    count += 1\n    extra = count\nbump()\nbump()\nprint(count, extra)\n",  # noqa: E501
     "xs = [1, 2, 3]\nif (n := len(xs)) > 2:\n    del xs[0]\ny = n\ndel n\nprint(y)\n",
     "def g(a):\n    return 10 // a\ndef f(a):\n    b = g(a)\n    return b\nx = f(0)\n",
-    "def rotate(x, axis, angle):\n    names = locals()\n    del names['axis']\n    return x + angle\nprint(rotate(1, 'y', 2))\n",
+    "def rotate(x, axis, angle):\n    names = locals()\n    del names['axis']\n    return x + angle\nprint(rotate(1, 'y', 2))\n",  # noqa: E501
 ]
 
 

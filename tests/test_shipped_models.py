@@ -11,7 +11,9 @@ import pytest
 from .conftest import ROOT
 
 pytest.importorskip("torch")
-MODELS = sorted(p for p in (ROOT / "models").glob("*") if (p / "config.json").exists()) if (ROOT / "models").is_dir() else []
+MODELS = (
+    sorted(p for p in (ROOT / "models").glob("*") if (p / "config.json").exists()) if (ROOT / "models").is_dir() else []
+)
 
 
 def test_at_least_one_model_is_shipped():
@@ -40,9 +42,26 @@ def test_a_shipped_model_traces_offline_from_the_command_line(model, tmp_path):
     prog.write_text("a, b = map(int, input().split())\ns = 0\nfor i in range(b - a):\n    s += i\nprint(s - a)\n")
     (tmp_path / "in.txt").write_text("8 13\n")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "no-hub-cache")}
-    out = subprocess.run([sys.executable, "-m", "codeexecutor", "trace", str(prog), "--stdin", str(tmp_path / "in.txt"),
-                          "--model", str(model.relative_to(ROOT)), "--json", "--compare"], capture_output=True, text=True,
-                         cwd=ROOT, env=env, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "codeexecutor",
+            "trace",
+            str(prog),
+            "--stdin",
+            str(tmp_path / "in.txt"),
+            "--model",
+            str(model.relative_to(ROOT)),
+            "--json",
+            "--compare",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     report = json.loads(out.stdout)
     assert report["steps"] and report["steps"][0]["line"] == 1  # it reads the program and writes its first line

@@ -67,10 +67,17 @@ def test_the_order_is_saved_with_a_model_and_read_back():
 
 
 def test_builds_without_depth_are_refused_for_end_order():
-    old = {"task": "codenet", "code": CALL, "steps": json.dumps([{"line": 1, "state": {}}, {"line": 4, "state": {}},
-                                                                 {"line": 2, "state": {"a": "3"}}])}
-    new = dict(old, steps=json.dumps([{"line": 1, "state": {}}, {"line": 4, "state": {}},
-                                      {"line": 2, "state": {"a": "3"}, "depth": 1}]))
+    old = {
+        "task": "codenet",
+        "code": CALL,
+        "steps": json.dumps([{"line": 1, "state": {}}, {"line": 4, "state": {}}, {"line": 2, "state": {"a": "3"}}]),
+    }
+    new = dict(
+        old,
+        steps=json.dumps(
+            [{"line": 1, "state": {}}, {"line": 4, "state": {}}, {"line": 2, "state": {"a": "3"}, "depth": 1}]
+        ),
+    )
     flat = {"task": "codenet", "code": "x = 1\n", "steps": json.dumps([{"line": 1, "state": {"x": "1"}}])}
     assert lacks_depth([old, flat]) and not lacks_depth([new, old]) and not lacks_depth([flat])
 

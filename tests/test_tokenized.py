@@ -39,16 +39,25 @@ def test_tokenized_sources_give_the_batches_the_built_ones_give(demo_data, tmp_p
     assert len(markers) == len({s.path for st in cur.stages for s in st.sources})  # each source once
     tokenized = Curriculum.load(str(tmp_path / "tokenized" / "curriculum.yaml"))
     profile = resolve_profile(cur)
-    encoder = Encoder(load_tokenizer(str(tmp_path / "tok"), exception=profile.exception_step, delta=profile.delta),
-                      cur.model.max_code_length, cur.model.max_trace_length, profile)
+    encoder = Encoder(
+        load_tokenizer(str(tmp_path / "tok"), exception=profile.exception_step, delta=profile.delta),
+        cur.model.max_code_length,
+        cur.model.max_trace_length,
+        profile,
+    )
     for built, ready in zip(cur.stages, tokenized.stages):
         a = StageData(built, encoder, ".", max_tokens=2048)
         b = StageData(ready, encoder, ".", max_tokens=2048)
-        assert a.fits == {s.path: markers[s.path]["fits"] for s in built.sources} == \
-            {s.path: b.fits[r.path] for s, r in zip(built.sources, ready.sources)}
+        assert (
+            a.fits
+            == {s.path: markers[s.path]["fits"] for s in built.sources}
+            == {s.path: b.fits[r.path] for s, r in zip(built.sources, ready.sources)}
+        )
         for step in range(3):
             x, y = a.batch(0, step, 0, 0, 8)["row"], b.batch(0, step, 0, 0, 8)["row"]
-            assert x.keys() == y.keys() and all(x[k] == y[k] if isinstance(x[k], int) else (x[k] == y[k]).all() for k in x)
+            assert x.keys() == y.keys() and all(
+                x[k] == y[k] if isinstance(x[k], int) else (x[k] == y[k]).all() for k in x
+            )
     folder = next((tmp_path / "tokenized").glob("*singleline*"))
     features = json.loads((folder / "dataset_info.json").read_text())["features"]
     assert features["code_ids"]["feature"]["dtype"] == "int16"  # 2 bytes a token
@@ -70,7 +79,9 @@ def test_rows_encoded_in_one_tokenizer_call_get_the_ids_of_one_call_a_text(demo_
         train = datasets.load_from_disk(str(demo_data / build))["train"]
         rows += list(train.select(range(min(40, len(train)))))
     texts = [t for r in rows for t in prof.example(r)]
-    enc = Encoder(train_tokenizer(texts, vocab_size=600, min_frequency=1, delta=prof.delta), 64, 96, prof)  # short: cuts occur
+    enc = Encoder(
+        train_tokenizer(texts, vocab_size=600, min_frequency=1, delta=prof.delta), 64, 96, prof
+    )  # short: cuts occur
     batch = {k: [r[k] for r in rows] for k in rows[0]}
     got = enc.encode_rows(batch)
     fits = []
@@ -97,8 +108,12 @@ def test_a_tokenized_source_refuses_another_tokenizer(demo_data, tmp_path):
     tokenize_curriculum(cur, ".", str(tmp_path / "tok"), str(tmp_path / "tokenized"))
     ready = Curriculum.load(str(tmp_path / "tokenized" / "curriculum.yaml"))
     profile = resolve_profile(cur)
-    other = Encoder(load_tokenizer(str(tmp_path / "other"), exception=profile.exception_step, delta=profile.delta),
-                    cur.model.max_code_length, cur.model.max_trace_length, profile)
+    other = Encoder(
+        load_tokenizer(str(tmp_path / "other"), exception=profile.exception_step, delta=profile.delta),
+        cur.model.max_code_length,
+        cur.model.max_trace_length,
+        profile,
+    )
     with pytest.raises(ConfigError, match="tokenized for another run: tokenizer"):
         StageData(ready.stages[0], other, ".")
 
@@ -140,8 +155,12 @@ def test_a_run_on_tokenized_sources_evaluates_on_the_built_valid_rows(demo_data,
     markers = tokenize_curriculum(cur, ".", str(tmp_path / "tok"), str(tmp_path / "t"))
     ready = Curriculum.load(str(tmp_path / "t" / "curriculum.yaml"))
     profile = resolve_profile(cur)
-    encoder = Encoder(load_tokenizer(str(tmp_path / "tok"), exception=profile.exception_step, delta=profile.delta),
-                      cur.model.max_code_length, cur.model.max_trace_length, profile)
+    encoder = Encoder(
+        load_tokenizer(str(tmp_path / "tok"), exception=profile.exception_step, delta=profile.delta),
+        cur.model.max_code_length,
+        cur.model.max_trace_length,
+        profile,
+    )
     stage = ready.stages[-1]
     built = StageEvaluator(cur.stages[-1], encoder, ".", loss_examples=8, decode_examples=2)
     tokenized = StageEvaluator(stage, encoder, ".", loss_examples=8, decode_examples=2)
@@ -160,11 +179,21 @@ def test_the_tokenizer_and_tokenize_commands(demo_data, tmp_path):
     import sys
 
     _, path = _demo_curriculum(demo_data, tmp_path)
-    run = lambda *a: subprocess.run([sys.executable, "-m", "codeexecutor", *a], capture_output=True, text=True,  # noqa: E731
-                                    cwd=ROOT, timeout=600)
+
+    def run(*a):
+        return subprocess.run(
+            [sys.executable, "-m", "codeexecutor", *a],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=600,
+        )
+
     out = run("tokenizer", "--curriculum", str(path), "--out", str(tmp_path / "tok"), "--sample", "400")
     assert out.returncode == 0 and (tmp_path / "tok" / "tokenizer.json").exists(), out.stderr[-2000:]
     out = run("tokenize", "--curriculum", str(path), "--tokenizer", str(tmp_path / "tok"), "--out", str(tmp_path / "t"))
     assert out.returncode == 0 and (tmp_path / "t" / "curriculum.yaml").exists(), out.stderr[-2000:]
-    bad = run("tokenize", "--curriculum", str(path), "--tokenizer", str(tmp_path / "nowhere"), "--out", str(tmp_path / "u"))
+    bad = run(
+        "tokenize", "--curriculum", str(path), "--tokenizer", str(tmp_path / "nowhere"), "--out", str(tmp_path / "u")
+    )
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "no tokenizer" in bad.stderr

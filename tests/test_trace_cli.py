@@ -13,7 +13,9 @@ PROGRAM = "rec = input().split()\nn, a, b = map(int, rec)\nnin = [a, b]\nprint(m
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "codeexecutor", *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "codeexecutor", *args], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
 
 
 @pytest.fixture()
@@ -28,7 +30,20 @@ def program(tmp_path):
 def test_trace_json_has_the_documented_fields(overfit_model, program):
     model, _ = overfit_model
     p, i = program
-    out = cli("trace", str(p), "--stdin", str(i), "--model", str(model), "--beam", "2", "--max-length", "64", "--json", "--compare")
+    out = cli(
+        "trace",
+        str(p),
+        "--stdin",
+        str(i),
+        "--model",
+        str(model),
+        "--beam",
+        "2",
+        "--max-length",
+        "64",
+        "--json",
+        "--compare",
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     rep = json.loads(out.stdout)
     assert {"steps", "output", "error", "logprob", "generated", "problems", "ground_truth"} <= set(rep)
@@ -43,13 +58,32 @@ def test_trace_text_html_and_batch(overfit_model, program, tmp_path):
     model, _ = overfit_model
     p, i = program
     page = tmp_path / "t.html"
-    out = cli("trace", str(p), "--stdin", str(i), "--model", str(model), "--beam", "2", "--max-length", "64", "--html", str(page), "--compare")
+    out = cli(
+        "trace",
+        str(p),
+        "--stdin",
+        str(i),
+        "--model",
+        str(model),
+        "--beam",
+        "2",
+        "--max-length",
+        "64",
+        "--html",
+        str(page),
+        "--compare",
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "predicted runtime error" in out.stdout and "real run: ok" in out.stdout
     text = page.read_text()
     assert 'id="trace-data"' in text and "real run" in text and "first divergence" in text.lower()
     batch = tmp_path / "b.jsonl"
-    batch.write_text(json.dumps({"id": "a", "code": "x = 1\ny = x + 1\n"}) + "\n" + json.dumps({"id": "b", "code": PROGRAM, "stdin": "1 2 3\n"}) + "\n")
+    batch.write_text(
+        json.dumps({"id": "a", "code": "x = 1\ny = x + 1\n"})
+        + "\n"
+        + json.dumps({"id": "b", "code": PROGRAM, "stdin": "1 2 3\n"})
+        + "\n"
+    )
     out = cli("trace", "--batch", str(batch), "--model", str(model), "--beam", "1", "--max-length", "32")
     assert out.returncode == 0, out.stderr[-2000:]
     rows = [json.loads(line) for line in out.stdout.splitlines()]
@@ -89,7 +123,9 @@ def test_missing_model_says_how_to_get_one(program, tmp_path):
 
 
 def test_runtime_error_detected_from_an_exception_step():
-    parsed = parse_trace("<line> <0> <state> a : [1] </state> <line> <1> <state> a : [1] </state> <exception> <1> IndexError")
+    parsed = parse_trace(
+        "<line> <0> <state> a : [1] </state> <line> <1> <state> a : [1] </state> <exception> <1> IndexError"
+    )
     assert (parsed.exception, parsed.exception_line) == ("IndexError", 2)
 
 
@@ -100,14 +136,30 @@ def test_html_view_renders_in_headless_chromium(overfit_model, program, tmp_path
     model, _ = overfit_model
     p, i = program
     page = tmp_path / "view.html"
-    report = trace_program(p.read_text(), i.read_text(), str(model), beam=2, max_length=64, compare=True, html_out=str(page))
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run(["chromium", *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    report = trace_program(
+        p.read_text(), i.read_text(), str(model), beam=2, max_length=64, compare=True, html_out=str(page)
+    )
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    dom = subprocess.run(
+        ["chromium", *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
+    ).stdout
     assert "Predicted execution trace" in dom
     assert dom.count('class="ln') == len(PROGRAM.splitlines())  # the program, a line each, drawn by the script
     assert f"step 1 of {max(len(report['steps']), len(report['ground_truth']['steps']), 1)}" in dom
     shot = tmp_path / "view.png"
-    subprocess.run(["chromium", *flags, f"--screenshot={shot}", "--window-size=1100,700", page.as_uri()],
-                   capture_output=True, timeout=120)
+    subprocess.run(
+        ["chromium", *flags, f"--screenshot={shot}", "--window-size=1100,700", page.as_uri()],
+        capture_output=True,
+        timeout=120,
+    )
     assert shot.exists() and shot.stat().st_size > 5000

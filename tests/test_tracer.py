@@ -18,7 +18,7 @@ def run(pool, name, stdin=""):
 
 
 def test_paper_figure_program(pool):
-    src = "h = 3\nw = 7\nn = 10\nfor i in range(min(h, w)):\n    n = n - max(h, w)\n    if n <= 0:\n        print(i + 1)\n        break\n"
+    src = "h = 3\nw = 7\nn = 10\nfor i in range(min(h, w)):\n    n = n - max(h, w)\n    if n <= 0:\n        print(i + 1)\n        break\n"  # noqa: E501
     r = pool.execute(src)
     assert r.status is ExecStatus.OK and r.stdout == "2\n"
     assert [s.line for s in r.steps] == [1, 2, 3, 4, 5, 6, 4, 5, 6, 7, 8]
@@ -46,9 +46,12 @@ def test_recursion(pool):
     assert steps(run(pool, "recursion.py")) == [
         (1, {"fact": F}, ""),
         (5, {"fact": F, "x": "6"}, ""),
-        (2, {"n": "3"}, ""), (4, {"n": "3"}, ""),
-        (2, {"n": "2"}, ""), (4, {"n": "2"}, ""),
-        (2, {"n": "1"}, ""), (3, {"n": "1"}, ""),
+        (2, {"n": "3"}, ""),
+        (4, {"n": "3"}, ""),
+        (2, {"n": "2"}, ""),
+        (4, {"n": "2"}, ""),
+        (2, {"n": "1"}, ""),
+        (3, {"n": "1"}, ""),
     ]
 
 
@@ -76,7 +79,9 @@ def test_classes(pool):
     r = run(pool, "classes.py")
     assert r.steps[0].state == {"Point": "<class>"}
     assert r.steps[-1] == Step(5, {"Point": "<class>", "p": "<__main__.Point object>", "v": "5"}, "")
-    assert Step(3, {"self": "<__main__.Point object>", "x": "5"}, "", 1) in r.steps  # depth 1: a method called from module level
+    assert (
+        Step(3, {"self": "<__main__.Point object>", "x": "5"}, "", 1) in r.steps
+    )  # depth 1: a method called from module level
 
 
 def test_global_and_nonlocal(pool):
@@ -130,7 +135,7 @@ def test_exit_statuses(pool):
 
 
 def test_deterministic_set_order_and_random(pool):
-    src = "import random\ns = {'apple', 'banana', 'cherry', 'date', 'elder'}\nfor w in s:\n    print(w)\nr = random.random()\n"
+    src = "import random\ns = {'apple', 'banana', 'cherry', 'date', 'elder'}\nfor w in s:\n    print(w)\nr = random.random()\n"  # noqa: E501
     first = pool.execute(src)
     from codeexecutor.execution import ExecutorPool
 
@@ -182,8 +187,13 @@ def test_agrees_with_an_independent_reference_on_real_programs(pool, tmp_path):
         prog, inp = tmp_path / "p.py", tmp_path / "in.txt"
         prog.write_text(source)
         inp.write_text(stdin)
-        ref = subprocess.run([reference, str(ROOT / "tests" / "reference_tracer.py"), str(prog), str(inp)],
-                             capture_output=True, text=True, timeout=20, env={**os.environ, "PYTHONHASHSEED": "0"})
+        ref = subprocess.run(
+            [reference, str(ROOT / "tests" / "reference_tracer.py"), str(prog), str(inp)],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+        )
         if ref.returncode != 0 or not ref.stdout.strip():
             continue
         want = json.loads(ref.stdout.strip().splitlines()[-1])
@@ -201,7 +211,9 @@ def test_agrees_with_an_independent_reference_on_real_programs(pool, tmp_path):
             and ([got.error.type, got.error.line] if want["error"] else None) == want["error"]
             and got.stdout == want["stdout"]
             and mine_lines == want["lines"]
-            and all(final.get(k) == v for k, v in want["final"].items() if v is not None and len(v) <= 100 and v[0] != "<")
+            and all(
+                final.get(k) == v for k, v in want["final"].items() if v is not None and len(v) <= 100 and v[0] != "<"
+            )
         )
         agree += same
         if not same:

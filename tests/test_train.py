@@ -10,8 +10,8 @@ import torch
 
 from codeexecutor.errors import ConfigError
 from codeexecutor.training.config import Curriculum, TrainArgs, load_ds_config
-from codeexecutor.training.loop import lr_at
 from codeexecutor.training.mining import mining_pool
+from codeexecutor.training.run import lr_at
 
 from .conftest import ROOT, texts
 
@@ -53,13 +53,19 @@ def test_gradient_traffic_overlaps_the_backward_pass_where_several_nodes_share_i
     path = str(ROOT / "ds_configs" / name)
     assert load_ds_config(path, TrainArgs(), 16, nodes=2)["zero_optimization"]["overlap_comm"] is True
     assert load_ds_config(path, TrainArgs(), 8, nodes=1)["zero_optimization"]["overlap_comm"] is False
-    assert load_ds_config(str(ROOT / "ds_configs" / "cpu.json"), TrainArgs(), 16, nodes=2)["zero_optimization"][
-        "overlap_comm"] is False  # a config that names false keeps it
+    assert (
+        load_ds_config(str(ROOT / "ds_configs" / "cpu.json"), TrainArgs(), 16, nodes=2)["zero_optimization"][
+            "overlap_comm"
+        ]
+        is False
+    )  # a config that names false keeps it
 
 
 def test_wrong_batch_size_and_optimizer_block_are_explained(tmp_path):
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"train_batch_size": 10, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1}))
+    bad.write_text(
+        json.dumps({"train_batch_size": 10, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1})
+    )
     with pytest.raises(ConfigError, match="train_batch_size 10 != micro 4"):
         load_ds_config(str(bad), TrainArgs(), 2)
     bad.write_text(json.dumps({"optimizer": {"type": "Adam"}}))
@@ -88,7 +94,9 @@ def test_autocast_runs_the_forward_in_bf16_and_keeps_float32_weights_and_gradien
     model = CodeExecutorModel(CodeExecutorConfig.preset("tiny", vocab_size=64))
     row = synthetic_row(RowSpec(256, 256, fixed=True), model, 64)
     seen = []
-    hook = model.roberta.encoder.layer[0].attention.self.query.register_forward_hook(lambda m, i, o: seen.append(o.dtype))
+    hook = model.roberta.encoder.layer[0].attention.self.query.register_forward_hook(
+        lambda m, i, o: seen.append(o.dtype)
+    )
     dtypes = {}
     for kind in ("bf16", None):
         with autocast(kind, torch.device("cpu")):
@@ -104,12 +112,27 @@ def test_autocast_runs_the_forward_in_bf16_and_keeps_float32_weights_and_gradien
 
 def test_curriculum_errors_are_collected():
     with pytest.raises(ConfigError) as err:
-        Curriculum.from_dict({"model": {"preset": "huge", "colour": 1, "positions": "alibi"}, "train": {"autocast": "fp16"},
-                              "stages": [{"name": "a", "steps": 0, "sources": [{"path": "x", "task": "nope", "hardest": 5, "mine_from": 4}]}]})
+        Curriculum.from_dict(
+            {
+                "model": {"preset": "huge", "colour": 1, "positions": "alibi"},
+                "train": {"autocast": "fp16"},
+                "stages": [
+                    {"name": "a", "steps": 0, "sources": [{"path": "x", "task": "nope", "hardest": 5, "mine_from": 4}]}
+                ],
+            }
+        )
     text = str(err.value)
-    for fragment in ("colour", "preset", "mini-wide", "steps must be >= 1", "task must be one of", "hardest needs a previous stage",
-                     "mine_from needs hardest and must be >= it", "train.autocast must be bf16",
-                     "model.positions must be one of absolute, rotary"):
+    for fragment in (
+        "colour",
+        "preset",
+        "mini-wide",
+        "steps must be >= 1",
+        "task must be one of",
+        "hardest needs a previous stage",
+        "mine_from needs hardest and must be >= it",
+        "train.autocast must be bf16",
+        "model.positions must be one of absolute, rotary",
+    ):
         assert fragment in text
 
 
@@ -134,7 +157,10 @@ def test_the_mining_pool_is_a_fixed_sample_of_the_asked_size():
 def test_lr_schedule_warms_up_and_decays_per_stage():
     from codeexecutor.training.config import Source, Stage
 
-    st = [Stage("a", [Source("p", "singleline")], steps=10, lr=1.0, warmup=2), Stage("b", [Source("p", "tutorial")], steps=10, lr=0.5, warmup=0)]
+    st = [
+        Stage("a", [Source("p", "singleline")], steps=10, lr=1.0, warmup=2),
+        Stage("b", [Source("p", "tutorial")], steps=10, lr=0.5, warmup=0),
+    ]
     assert lr_at(st, 0) == 0.5 and lr_at(st, 1) == 1.0
     assert lr_at(st, 9) < lr_at(st, 5) < 1.0
     assert lr_at(st, 10) == 0.5 and lr_at(st, 20) == 0.0
@@ -143,17 +169,52 @@ def test_lr_schedule_warms_up_and_decays_per_stage():
 def _curriculum(tmp_path, data, steps, autocast=None, **train):
     cur = {
         "model": {"preset": "tiny", "vocab_size": 600, "max_code_length": 128, "max_trace_length": 256},
-        "train": {"output_dir": str(tmp_path / "run"), "micro_batch_size": 2, "grad_accum": 2, "save_every": 2, "log_every": 1,
-                  "max_tokens": 1024, "eval_every": 3, "eval_examples": 4, "eval_decode_examples": 2,
-                  **({"autocast": autocast} if autocast else {}), **train},
+        "train": {
+            "output_dir": str(tmp_path / "run"),
+            "micro_batch_size": 2,
+            "grad_accum": 2,
+            "save_every": 2,
+            "log_every": 1,
+            "max_tokens": 1024,
+            "eval_every": 3,
+            "eval_examples": 4,
+            "eval_decode_examples": 2,
+            **({"autocast": autocast} if autocast else {}),
+            **train,
+        },
         "stages": [
-            {"name": "singleline", "steps": steps, "lr": 1e-3, "warmup": 1, "sources": [{"path": str(data / "singleline" / "singleline"), "task": "singleline"}]},
-            {"name": "tutorial", "steps": steps, "lr": 1e-3, "warmup": 1, "sources": [
-                {"path": str(data / "singleline" / "singleline"), "task": "singleline", "hardest": 8, "mine_from": 16},
-                {"path": str(data / "tutorial" / "tutorial"), "task": "tutorial"}]},
-            {"name": "codenet", "steps": steps, "lr": 1e-3, "warmup": 1, "sources": [
-                {"path": str(data / "codenetmut" / "codenetmut"), "task": "codenet"},
-                {"path": str(data / "codenetmut" / "errors"), "task": "codenet"}]},
+            {
+                "name": "singleline",
+                "steps": steps,
+                "lr": 1e-3,
+                "warmup": 1,
+                "sources": [{"path": str(data / "singleline" / "singleline"), "task": "singleline"}],
+            },
+            {
+                "name": "tutorial",
+                "steps": steps,
+                "lr": 1e-3,
+                "warmup": 1,
+                "sources": [
+                    {
+                        "path": str(data / "singleline" / "singleline"),
+                        "task": "singleline",
+                        "hardest": 8,
+                        "mine_from": 16,
+                    },
+                    {"path": str(data / "tutorial" / "tutorial"), "task": "tutorial"},
+                ],
+            },
+            {
+                "name": "codenet",
+                "steps": steps,
+                "lr": 1e-3,
+                "warmup": 1,
+                "sources": [
+                    {"path": str(data / "codenetmut" / "codenetmut"), "task": "codenet"},
+                    {"path": str(data / "codenetmut" / "errors"), "task": "codenet"},
+                ],
+            },
         ],
     }
     import yaml
@@ -168,8 +229,21 @@ def test_two_process_zero2_over_gloo_with_resume(tmp_path, demo_data):
     its forward passes (training and mining) under bf16 autocast, its row step compiled whole."""
     cur = _curriculum(tmp_path, demo_data, steps=2, autocast="bf16", compile=True)
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517", "-m",
-           "codeexecutor.training", "--curriculum", str(cur), "--ds-config", str(ROOT / "ds_configs" / "cpu.json")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        "29517",
+        "-m",
+        "codeexecutor.training",
+        "--curriculum",
+        str(cur),
+        "--ds-config",
+        str(ROOT / "ds_configs" / "cpu.json"),
+    ]
     first = subprocess.run(cmd + ["--max-steps", "3"], env=env, capture_output=True, text=True, timeout=400, cwd=ROOT)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     run = tmp_path / "run"
@@ -195,11 +269,17 @@ def test_two_process_zero2_over_gloo_with_resume(tmp_path, demo_data):
     from codeexecutor.generation import TraceGenerator
 
     gen = TraceGenerator(str(run / "final"))
-    assert (gen.profile.name, gen.profile.exception_step, gen.profile.state) == ("exact", True, "full")  # the curriculum's
+    assert (gen.profile.name, gen.profile.exception_step, gen.profile.state) == (
+        "exact",
+        True,
+        "full",
+    )  # the curriculum's
     assert len(gen.tok) == gen.model.config.vocab_size and "<exception>" in gen.tok.get_vocab()
     out = gen.generate(["<codenet> <0> x = 1"], beam=2, max_length=8)[0]
     assert out.tokens <= 8 and (out.finished or out.tokens == 8)  # ended at </s>, or cut at the cap it was given
-    assert gen.encoder.ids(out.text) == gen.encoder.ids(gen.encoder.decode(gen.encoder.ids(out.text)))  # text round-trips
+    assert gen.encoder.ids(out.text) == gen.encoder.ids(
+        gen.encoder.decode(gen.encoder.ids(out.text))
+    )  # text round-trips
 
 
 def test_two_process_zero3_over_gloo_steps_the_compiled_rows_and_resumes(tmp_path, demo_data):
@@ -208,16 +288,45 @@ def test_two_process_zero3_over_gloo_steps_the_compiled_rows_and_resumes(tmp_pat
     log says so), stopped and resumed; the gathered export generates."""
     import yaml
 
-    cur = {"model": {"preset": "tiny", "vocab_size": 600, "max_code_length": 128, "max_trace_length": 256, "dropout": 0.0},
-           "train": {"output_dir": str(tmp_path / "run"), "micro_batch_size": 2, "save_every": 2, "log_every": 1,
-                     "max_tokens": 1024, "eval_examples": 0, "compile": True},
-           "stages": [{"name": "codenet", "steps": 4, "lr": 1e-3, "warmup": 1, "sources": [
-               {"path": str(demo_data / "codenetmut" / "codenetmut"), "task": "codenet"}]}]}
+    cur = {
+        "model": {"preset": "tiny", "vocab_size": 600, "max_code_length": 128, "max_trace_length": 256, "dropout": 0.0},
+        "train": {
+            "output_dir": str(tmp_path / "run"),
+            "micro_batch_size": 2,
+            "save_every": 2,
+            "log_every": 1,
+            "max_tokens": 1024,
+            "eval_examples": 0,
+            "compile": True,
+        },
+        "stages": [
+            {
+                "name": "codenet",
+                "steps": 4,
+                "lr": 1e-3,
+                "warmup": 1,
+                "sources": [{"path": str(demo_data / "codenetmut" / "codenetmut"), "task": "codenet"}],
+            }
+        ],
+    }
     path = tmp_path / "cur.yaml"
     path.write_text(yaml.safe_dump(cur))
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29519", "-m",
-           "codeexecutor.training", "--curriculum", str(path), "--ds-config", str(ROOT / "ds_configs" / "cpu_zero3.json")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        "29519",
+        "-m",
+        "codeexecutor.training",
+        "--curriculum",
+        str(path),
+        "--ds-config",
+        str(ROOT / "ds_configs" / "cpu_zero3.json"),
+    ]
     for extra in (["--max-steps", "2"], []):
         done = subprocess.run(cmd + extra, env=env, capture_output=True, text=True, timeout=400, cwd=ROOT)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -246,16 +355,45 @@ def test_crash_finetune_from_a_released_layout_checkpoint(tmp_path, demo_data):
     base = len(json.loads((released / "vocab.json").read_text()))
     cur = {
         "model": {"init": str(released), "exception_step": True, "max_code_length": 128, "max_trace_length": 256},
-        "train": {"output_dir": str(tmp_path / "run"), "micro_batch_size": 2, "grad_accum": 1, "save_every": 10, "log_every": 1},
-        "stages": [{"name": "crashes", "steps": 2, "lr": 1e-4, "warmup": 1, "sources": [
-            {"path": str(demo_data / "codenetmut" / "errors"), "task": "codenet"},
-            {"path": str(demo_data / "codenetmut" / "codenetmut"), "task": "codenet"}]}],
+        "train": {
+            "output_dir": str(tmp_path / "run"),
+            "micro_batch_size": 2,
+            "grad_accum": 1,
+            "save_every": 10,
+            "log_every": 1,
+        },
+        "stages": [
+            {
+                "name": "crashes",
+                "steps": 2,
+                "lr": 1e-4,
+                "warmup": 1,
+                "sources": [
+                    {"path": str(demo_data / "codenetmut" / "errors"), "task": "codenet"},
+                    {"path": str(demo_data / "codenetmut" / "codenetmut"), "task": "codenet"},
+                ],
+            }
+        ],
     }
     path = tmp_path / "cur.yaml"
     path.write_text(yaml.safe_dump(cur))
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-m", "codeexecutor.training", "--curriculum", str(path), "--ds-config",
-                          str(ROOT / "ds_configs" / "single.json")], env=env, capture_output=True, text=True, timeout=400, cwd=ROOT)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "codeexecutor.training",
+            "--curriculum",
+            str(path),
+            "--ds-config",
+            str(ROOT / "ds_configs" / "single.json"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     final = tmp_path / "run" / "final"
     config = json.loads((final / "config.json").read_text())
@@ -264,7 +402,10 @@ def test_crash_finetune_from_a_released_layout_checkpoint(tmp_path, demo_data):
     original = load_file(str(released / "model.safetensors"))
     assert weights["roberta.embeddings.word_embeddings.weight"].shape[0] == base + 212
     assert "dense.weight" not in weights and "roberta.encoder.layer.0.attention.self.query.weight" in weights
-    assert original["encoder.layer.0.attention.self.query.weight"].shape == weights["roberta.encoder.layer.0.attention.self.query.weight"].shape
+    assert (
+        original["encoder.layer.0.attention.self.query.weight"].shape
+        == weights["roberta.encoder.layer.0.attention.self.query.weight"].shape
+    )
     from codeexecutor.generation import TraceGenerator
 
     gen = TraceGenerator(str(final), device="cpu")
@@ -287,7 +428,9 @@ def test_targets_keep_their_label_when_cut():
     text = enc.decode(ids[1:])
     assert text.endswith("</state>") and text.count("<line>") == text.count("</state>")  # whole steps only
     assert enc.fit_trace(steps + " <exception> <3> KeyError") == (None, "dropped_crash")
-    assert enc.fit_trace("<line> <0> <state> " + " <dictsep> ".join(f"v{i} : {i}" for i in range(60)) + " </state>") == (None, "dropped_long_step")
+    assert enc.fit_trace(
+        "<line> <0> <state> " + " <dictsep> ".join(f"v{i} : {i}" for i in range(60)) + " </state>"
+    ) == (None, "dropped_long_step")
 
 
 def test_token_budget_rows_hold_the_samplers_examples_in_one_shape(demo_data):
@@ -295,6 +438,7 @@ def test_token_budget_rows_hold_the_samplers_examples_in_one_shape(demo_data):
     examples the sampler picks (the same picks as before rows: the sampler is unchanged,
     pinned below), the Arrow path placing each one's code and trace ids; under the GPU's
     fixed layout every row of a stage has the same shapes."""
+    import datasets
     import numpy as np
 
     from codeexecutor.modeling.rows import RowSpec
@@ -302,10 +446,14 @@ def test_token_budget_rows_hold_the_samplers_examples_in_one_shape(demo_data):
     from codeexecutor.training.config import Source, Stage
     from codeexecutor.training.data import StageData, padding_share
 
-    import datasets
-
-    stage = Stage("s", [Source(str(demo_data / "singleline" / "singleline"), "singleline"),
-                        Source(str(demo_data / "tutorial" / "tutorial"), "tutorial")], steps=10)
+    stage = Stage(
+        "s",
+        [
+            Source(str(demo_data / "singleline" / "singleline"), "singleline"),
+            Source(str(demo_data / "tutorial" / "tutorial"), "tutorial"),
+        ],
+        steps=10,
+    )
     rows = list(datasets.load_from_disk(str(demo_data / "tutorial" / "tutorial"))["train"])
     tok = train_tokenizer([t for r in rows for t in texts(r)], vocab_size=600, min_frequency=1)
     enc = Encoder(tok, 256, 512)
@@ -326,7 +474,13 @@ def test_token_budget_rows_hold_the_samplers_examples_in_one_shape(demo_data):
         assert batch["tokens"] == sum(map(len, want)) and batch["examples"] == len(idx)
         shares.append(padding_share(batch))
         fixed_shares.append(padding_share(fixed.batch(0, step, 0, 0, 8)))
-        shapes.add(tuple((k, tuple(v.shape)) for k, v in sorted(gpu.batch(0, step, 0, 0, 8)["row"].items()) if hasattr(v, "shape")))
+        shapes.add(
+            tuple(
+                (k, tuple(v.shape))
+                for k, v in sorted(gpu.batch(0, step, 0, 0, 8)["row"].items())
+                if hasattr(v, "shape")
+            )
+        )
     assert sum(shares) / len(shares) < 0.25 < sum(fixed_shares) / len(fixed_shares)  # demo-size data: sparse lengths
     assert len(shapes) == 1  # one shape for the whole stage: nothing to recompile
     assert set(budget.fits) == {s.path for s in stage.sources} and all(f["whole"] > 0 for f in budget.fits.values())
@@ -335,18 +489,28 @@ def test_token_budget_rows_hold_the_samplers_examples_in_one_shape(demo_data):
     code, trace = lengths.integers(5, 256, 500), lengths.integers(3, 768, 500)
     picks = StageData.from_lengths("s", code, trace, 4096, "example")
     assert [picks.indices(0, s, 0, 0, 8)[1] for s in range(3)] == [
-        [494, 340, 332, 309, 396, 217, 330, 157, 29, 44, 22, 192, 295, 368, 499, 441], [86, 496, 393, 101, 449, 352],
-        [348, 195, 172, 147, 283]]
+        [494, 340, 332, 309, 396, 217, 330, 157, 29, 44, 22, 192, 295, 368, 499, 441],
+        [86, 496, 393, 101, 449, 352],
+        [348, 195, 172, 147, 283],
+    ]
     picks = StageData.from_lengths("s", code, trace, 4096, "token")
     assert [picks.indices(0, s, 0, 0, 8)[1] for s in range(2)] == [
-        [473, 120, 336, 168, 176, 448, 1, 421, 67], [261, 117, 422, 88, 198, 400, 305, 386, 103, 49, 73, 306, 419]]
+        [473, 120, 336, 168, 176, 448, 1, 421, 67],
+        [261, 117, 422, 88, 198, 400, 305, 386, 103, 49, 73, 306, 419],
+    ]
 
 
 def test_a_token_budget_must_be_whole_tiles_that_hold_the_longest_example():
-    ok = {"train": {"max_tokens": 1024}, "stages": [{"name": "s", "steps": 1, "sources": [{"path": "x", "task": "singleline"}]}]}
+    ok = {
+        "train": {"max_tokens": 1024},
+        "stages": [{"name": "s", "steps": 1, "sources": [{"path": "x", "task": "singleline"}]}],
+    }
     assert not Curriculum.from_dict(ok).validate()
-    with pytest.raises(ConfigError, match=r"a multiple of 128 that holds the longest example .*1024\), got 1000: set it "
-                                          r"to 1024"):
+    with pytest.raises(
+        ConfigError,
+        match=r"a multiple of 128 that holds the longest example .*1024\), got 1000: set it "
+        r"to 1024",
+    ):
         Curriculum.from_dict({**ok, "train": {"max_tokens": 1000}})
     with pytest.raises(ConfigError, match="got 512: set it to 1024"):
         Curriculum.from_dict({**ok, "train": {"max_tokens": 512}})
@@ -375,8 +539,15 @@ def test_split_digits_tokenizer_gives_one_token_per_digit_and_round_trips(tmp_pa
     enc = Encoder(split)
     assert enc.decode(enc.ids(target)) == target
     split.save_pretrained(tmp_path)
-    assert load_tokenizer(str(tmp_path)).encode(target, add_special_tokens=False) == split.encode(target, add_special_tokens=False)
-    cur = Curriculum.from_dict({"model": {"split_digits": True}, "stages": [{"name": "s", "steps": 1, "sources": [{"path": "x", "task": "singleline"}]}]})
+    assert load_tokenizer(str(tmp_path)).encode(target, add_special_tokens=False) == split.encode(
+        target, add_special_tokens=False
+    )
+    cur = Curriculum.from_dict(
+        {
+            "model": {"split_digits": True},
+            "stages": [{"name": "s", "steps": 1, "sources": [{"path": "x", "task": "singleline"}]}],
+        }
+    )
     assert cur.model.split_digits is True
 
 
@@ -424,8 +595,15 @@ def test_one_process_trains_and_resumes_without_deepspeed_installed(tmp_path, de
     (hide / "sitecustomize.py").write_text("import sys\nsys.modules['deepspeed'] = None  # as if not installed\n")
     cur = _curriculum(tmp_path, demo_data, 2, eval_examples=0, eval_decode_examples=0)
     env = {**os.environ, "PYTHONPATH": f"{hide}{os.pathsep}{ROOT}", "OMP_NUM_THREADS": "2"}
-    cmd = [sys.executable, "-m", "codeexecutor.training", "--curriculum", str(cur), "--ds-config",
-           str(ROOT / "ds_configs" / "single.json")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "codeexecutor.training",
+        "--curriculum",
+        str(cur),
+        "--ds-config",
+        str(ROOT / "ds_configs" / "single.json"),
+    ]
     first = subprocess.run(cmd + ["--max-steps", "3"], env=env, capture_output=True, text=True, timeout=400, cwd=ROOT)
     assert first.returncode == 0, first.stderr[-3000:]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400, cwd=ROOT)
@@ -437,3 +615,51 @@ def test_one_process_trains_and_resumes_without_deepspeed_installed(tmp_path, de
     refused = subprocess.run(cmd[:-1] + [str(fp16)], env=env, capture_output=True, text=True, timeout=400, cwd=ROOT)
     lines = [line for line in refused.stderr.splitlines() if line.strip()]
     assert refused.returncode == 2 and "DeepSpeed is not installed" in lines[-1] and "Traceback" not in refused.stderr
+
+
+def test_mining_in_a_budget_scores_what_its_time_reaches_and_keeps_the_hardest_of_those(tmp_path):
+    """`mine_hardest(seconds=...)` stops scoring once its time has passed (read every
+    CHECK_EVERY batches) and keeps the hardest examples it scored; without a limit it
+    scores all. Here an example's loss is its first code id, so the hardest are the last
+    ones scored; and the budget gives mining a quarter of what is left of the stage's slot."""
+    import time
+    from types import SimpleNamespace
+
+    import datasets
+    import numpy as np
+    import torch.distributed as dist
+
+    from codeexecutor.training.budget import MINING_SHARE, Budget
+    from codeexecutor.training.config import Source, Stage
+    from codeexecutor.training.mining import CHECK_EVERY, mine_hardest
+
+    class Engine:
+        device = torch.device("cpu")
+
+        def eval(self):
+            pass
+
+        def train(self):
+            pass
+
+        def __call__(self, code_ids, reduction):
+            return SimpleNamespace(loss=code_ids[:, 0].float())
+
+    n, batch = 400, 10
+    table = datasets.Dataset.from_dict({"code_ids": [[i] for i in range(n)], "trace_ids": [[1]] * n})
+    encoder = SimpleNamespace(collate=lambda rows: {"code_ids": torch.tensor([r["code_ids"] for r in rows])})
+    data = SimpleNamespace(tables=[table], order=[np.arange(n)], stage=SimpleNamespace(name="s"), encoder=encoder)
+    started = not dist.is_initialized()
+    if started:
+        dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'group'}", rank=0, world_size=1)
+    try:
+        assert sorted(mine_hardest(Engine(), data, 0, 5, batch, 0, 1)) == [395, 396, 397, 398, 399]
+        reached = CHECK_EVERY * batch  # the clock is first read after CHECK_EVERY batches
+        assert sorted(mine_hardest(Engine(), data, 0, 5, batch, 0, 1, seconds=0.0)) == list(range(reached - 5, reached))
+    finally:
+        if started:
+            dist.destroy_process_group()
+    stages = [Stage(name, [Source("x", "codenet")], 100, share=s) for name, s in (("a", 0.5), ("b", 0.2), ("c", 0.3))]
+    budget = Budget(10, stages, str(tmp_path))  # 600 s: b's slot is [300, 420]
+    budget.spent, budget.started = 330.0, time.perf_counter()
+    assert budget.mining_seconds(1) == pytest.approx((420 - 330) * MINING_SHARE, abs=0.5)

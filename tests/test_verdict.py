@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from codeexecutor.generation.verdict import StepEnds, finite_margin
-from eval.trace_metrics import crash_score_auroc
+from codeexecutor.modeling.trace_metrics import crash_score_auroc
 
 
 class _Vocab:

@@ -36,8 +36,10 @@ def fixture_programs() -> list[dict]:
 def other_interpreter(version: str, needs: tuple[str, ...] = ()) -> str:
     python = interpreters.find(version, needs)
     if python is None:
-        pytest.skip(f"no Python {version} with {', '.join(needs) or 'the standard library'} here "
-                    f"(`make venvs` builds .venv-{version} where pyenv or PATH has Python {version})")
+        pytest.skip(
+            f"no Python {version} with {', '.join(needs) or 'the standard library'} here "
+            f"(`make venvs` builds .venv-{version} where pyenv or PATH has Python {version})"
+        )
     return python
 
 
@@ -72,8 +74,10 @@ def test_a_program_cannot_reach_the_tracer_events(pool):
     `monitoring`), and registering a callback is a violation like sys.settrace."""
     r = pool.execute("import sys\nprint(hasattr(sys, 'monitoring'))\n")
     assert r.stdout == "False\n"
-    r = pool.execute("import gc\nm = [o for o in gc.get_objects() if getattr(o, '__name__', '') == 'sys.monitoring']\n"
-                     "m[0].register_callback(0, 1, print) if m else print('none')\n")
+    r = pool.execute(
+        "import gc\nm = [o for o in gc.get_objects() if getattr(o, '__name__', '') == 'sys.monitoring']\n"
+        "m[0].register_callback(0, 1, print) if m else print('none')\n"
+    )
     assert r.status in (ExecStatus.VIOLATION, ExecStatus.OK), r
     assert r.status is ExecStatus.VIOLATION or r.stdout == "none\n"
 
@@ -94,12 +98,25 @@ def _build_demo(python: str, out: pathlib.Path) -> None:
     demo = ROOT / "curricula" / "demo"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0"}
     cli = [python, "-m", "codeexecutor", "build"]
-    for args in (["codenetmut", "--codenet", str(demo), "--out", str(out / "codenetmut"), "--mutants", "8"],
-                 ["functions", "--from", str(demo / "functions"), "--out", str(out / "functions"), "--mutants", "2",
-                  "--input-mutants", "1"],
-                 ["tutorial", "--sources", str(demo / "tutorial"), "--out", str(out / "tutorial"), "--mutants", "8"],
-                 ["singleline", "--from", str(out / "codenetmut"), "--out", str(out / "singleline")]):
-        proc = subprocess.run(cli + args + ["--workers", "2"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    for args in (
+        ["codenetmut", "--codenet", str(demo), "--out", str(out / "codenetmut"), "--mutants", "8"],
+        [
+            "functions",
+            "--from",
+            str(demo / "functions"),
+            "--out",
+            str(out / "functions"),
+            "--mutants",
+            "2",
+            "--input-mutants",
+            "1",
+        ],
+        ["tutorial", "--sources", str(demo / "tutorial"), "--out", str(out / "tutorial"), "--mutants", "8"],
+        ["singleline", "--from", str(out / "codenetmut"), "--out", str(out / "singleline")],
+    ):
+        proc = subprocess.run(
+            cli + args + ["--workers", "2"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600
+        )
         assert proc.returncode == 0, (python, args[0], proc.stderr[-2000:])
 
 
@@ -135,7 +152,7 @@ def test_demo_datasets_are_the_same_rows_under_every_interpreter(version, tmp_pa
 
 
 NEEDS_3_13 = "def first[T = int](xs: list[T]) -> T:\n    return xs[0]\nprint(first([3]))\n"  # PEP 696
-NEEDS_3_12 = "type Pair = tuple[int, int]\nd = {'a': 1}\nprint(f\"{d[\"a\"]}\")\n"  # PEP 695 and 701
+NEEDS_3_12 = 'type Pair = tuple[int, int]\nd = {\'a\': 1}\nprint(f"{d["a"]}")\n'  # PEP 695 and 701
 
 
 def test_a_program_for_a_newer_python_has_its_own_status(pool):
@@ -154,8 +171,13 @@ def test_the_cli_names_the_python_a_program_needs(tmp_path):
         pytest.skip("no syntax newer than this interpreter's to test with")
     prog = tmp_path / "new.py"
     prog.write_text(NEEDS_3_13)
-    out = subprocess.run([sys.executable, "-m", "codeexecutor", "mutate", str(prog)], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "codeexecutor", "mutate", str(prog)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert out.returncode == 2 and len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
     assert "needs python 3.13" in lines[0].lower() and "pep 696" in lines[0].lower()
@@ -202,8 +224,22 @@ def test_no_build_mixes_interpreters(tmp_path):
         return subprocess.run(cli + list(args), capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
 
     for k in range(2):
-        assert build("codenetmut", "--codenet", str(corpus), "--out", str(tmp_path / f"shard{k}"), "--mutants", "1",
-                     "--shard", f"{k}/2", "--workers", "1").returncode == 0
+        assert (
+            build(
+                "codenetmut",
+                "--codenet",
+                str(corpus),
+                "--out",
+                str(tmp_path / f"shard{k}"),
+                "--mutants",
+                "1",
+                "--shard",
+                f"{k}/2",
+                "--workers",
+                "1",
+            ).returncode
+            == 0
+        )
     ok = build("merge", "--out", str(tmp_path / "merged"), str(tmp_path / "shard0"), str(tmp_path / "shard1"))
     assert ok.returncode == 0, ok.stderr
     other = "3.99"
@@ -212,8 +248,19 @@ def test_no_build_mixes_interpreters(tmp_path):
     lines = [line for line in refused.stderr.splitlines() if line.strip()]
     assert refused.returncode == 2 and len(lines) == 1, refused.stderr
     assert other in lines[0] and interpreters.current() in lines[0]
-    resumed = build("codenetmut", "--codenet", str(corpus), "--out", str(tmp_path / "shard1"), "--mutants", "1",
-                    "--shard", "1/2", "--workers", "1")
+    resumed = build(
+        "codenetmut",
+        "--codenet",
+        str(corpus),
+        "--out",
+        str(tmp_path / "shard1"),
+        "--mutants",
+        "1",
+        "--shard",
+        "1/2",
+        "--workers",
+        "1",
+    )
     lines = [line for line in resumed.stderr.splitlines() if line.strip() and "[WARNING]" not in line]
     assert resumed.returncode == 2 and len(lines) == 1 and other in lines[0], resumed.stderr
 
@@ -226,10 +273,10 @@ def test_a_model_knows_the_interpreter_of_its_traces(demo_data):
     import yaml
 
     pytest.importorskip("torch", reason="the training side")
+    from codeexecutor.execution.interpreters import dataset_python
     from codeexecutor.generation.api import interpreter_note
     from codeexecutor.training.config import Curriculum
     from codeexecutor.training.setup import traced_python
-    from codeexecutor.execution.interpreters import dataset_python
 
     raw = yaml.safe_load((ROOT / "curricula" / "demo.yaml").read_text())
     for stage in raw["stages"]:

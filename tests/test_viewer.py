@@ -20,13 +20,21 @@ def steps(*items):
     return [{"line": line, "state": state, "output": out} for line, state, out in items]
 
 
-REAL = steps((1, {"square": "<function>"}, ""), (3, {"square": "<function>", "total": "0"}, ""),
-             (4, {"square": "<function>", "total": "0", "i": "0"}, ""), (2, {"v": "0"}, ""),
-             (5, {"square": "<function>", "total": "0", "i": "0"}, ""),
-             (4, {"square": "<function>", "total": "0", "i": "1"}, ""), (2, {"v": "1"}, ""),
-             (5, {"square": "<function>", "total": "1", "i": "1"}, ""))
-PRED = REAL[:5] + steps((4, {"square": "<function>", "total": "0", "i": "1"}, ""), (2, {"v": "1"}, ""),
-                        (5, {"square": "<function>", "total": "2", "i": "1"}, "2\n"))
+REAL = steps(
+    (1, {"square": "<function>"}, ""),
+    (3, {"square": "<function>", "total": "0"}, ""),
+    (4, {"square": "<function>", "total": "0", "i": "0"}, ""),
+    (2, {"v": "0"}, ""),
+    (5, {"square": "<function>", "total": "0", "i": "0"}, ""),
+    (4, {"square": "<function>", "total": "0", "i": "1"}, ""),
+    (2, {"v": "1"}, ""),
+    (5, {"square": "<function>", "total": "1", "i": "1"}, ""),
+)
+PRED = REAL[:5] + steps(
+    (4, {"square": "<function>", "total": "0", "i": "1"}, ""),
+    (2, {"v": "1"}, ""),
+    (5, {"square": "<function>", "total": "2", "i": "1"}, "2\n"),
+)
 
 
 def test_page_data_summary_and_divergence():
@@ -40,8 +48,15 @@ def test_page_data_summary_and_divergence():
 
 def test_hostile_text_stays_text_in_the_page_source():
     code = 's = "</script><script>alert(1)</script>"\nh = "<b>é</b> & ✓"\n'
-    data = page_data(code, steps((1, {"s": repr("</script><script>alert(1)</script>")}, "</script>\n")), None, True,
-                     None, None, title="</title><script>x</script>")
+    data = page_data(
+        code,
+        steps((1, {"s": repr("</script><script>alert(1)</script>")}, "</script>\n")),
+        None,
+        True,
+        None,
+        None,
+        title="</title><script>x</script>",
+    )
     page = render_page(data)
     assert page.count("<script") == 2  # the data block and the viewer's script, nothing injected
     assert "</script><script>alert" not in page and "\\u003c/script\\u003e" in page
@@ -59,9 +74,18 @@ def _browser():
 def browser():
     sync_api = _browser()
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-quic",
-                                                               "--no-first-run", "--disable-background-networking",
-                                                               "--disable-component-update", "--disable-sync"])
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
         yield b
         b.close()
 
@@ -79,9 +103,10 @@ def marked(page, cls="cur"):
 
 
 def state_of(page, side="pred"):
-    return page.eval_on_selector_all(f"#states td[data-side={side}]",
-                                     "tds => tds.map(td => [td.parentElement.dataset.name, td.textContent, "
-                                     "td.classList.contains('changed')])")
+    return page.eval_on_selector_all(
+        f"#states td[data-side={side}]",
+        "tds => tds.map(td => [td.parentElement.dataset.name, td.textContent, td.classList.contains('changed')])",
+    )
 
 
 def test_stepping_by_keyboard_moves_the_line_and_the_state(browser, tmp_path):
@@ -122,14 +147,41 @@ def test_a_crash_and_a_capped_prediction_are_shown_at_their_line(browser, tmp_pa
     code = "a = [1]\nb = a[3]\n"
     real = steps((1, {"a": "[1]"}, ""))
     path = tmp_path / "crash.html"
-    path.write_text(render_page(page_data(code, real, {"type": "IndexError", "line": 2}, True, real,
-                                          {"type": "IndexError", "line": 2}, "real run", "error", "crash")))
+    path.write_text(
+        render_page(
+            page_data(
+                code,
+                real,
+                {"type": "IndexError", "line": 2},
+                True,
+                real,
+                {"type": "IndexError", "line": 2},
+                "real run",
+                "error",
+                "crash",
+            )
+        )
+    )
     page = _open(browser, path)
     assert "IndexError at line 2" in page.inner_text("#error") and marked(page, "errline") == [2]
     page.close()
     path = tmp_path / "capped.html"
-    path.write_text(render_page(page_data(code, real * 3, None, False, real, {"type": "IndexError", "line": 2},
-                                          "real run", "error", "capped", cap=768)))
+    path.write_text(
+        render_page(
+            page_data(
+                code,
+                real * 3,
+                None,
+                False,
+                real,
+                {"type": "IndexError", "line": 2},
+                "real run",
+                "error",
+                "capped",
+                cap=768,
+            )
+        )
+    )
     page = _open(browser, path)
     assert "hit the length cap (768 tokens)" in page.inner_text("#summary")
     page.keyboard.press("End")
@@ -139,9 +191,11 @@ def test_a_crash_and_a_capped_prediction_are_shown_at_their_line(browser, tmp_pa
 
 def test_hostile_program_renders_escaped_in_the_browser(browser, tmp_path):
     code = 's = "</script><img src=x onerror=alert(1)>"\nt = "naïve ✓ <b>bold</b>"\nprint(s)\n'
-    st = steps((1, {"s": repr('</script><img src=x onerror=alert(1)>')}, ""),
-               (2, {"s": repr('</script><img src=x onerror=alert(1)>'), "t": repr("naïve ✓ <b>bold</b>")}, ""),
-               (3, {"s": "...", "t": "..."}, "</script><img src=x onerror=alert(1)>\n"))
+    st = steps(
+        (1, {"s": repr("</script><img src=x onerror=alert(1)>")}, ""),
+        (2, {"s": repr("</script><img src=x onerror=alert(1)>"), "t": repr("naïve ✓ <b>bold</b>")}, ""),
+        (3, {"s": "...", "t": "..."}, "</script><img src=x onerror=alert(1)>\n"),
+    )
     path = tmp_path / "hostile.html"
     path.write_text(render_page(page_data(code, st, title="<b>hostile</b>")), encoding="utf-8")
     dialogs = []
@@ -173,11 +227,35 @@ def test_index_sorts_worst_first_and_by_any_column(browser, tmp_path):
 def test_trace_batch_writes_pages_and_an_index(overfit_model, tmp_path):
     model, _ = overfit_model
     batch = tmp_path / "b.jsonl"
-    batch.write_text(json.dumps({"id": "a", "code": "x = 1\ny = x + 1\n"}) + "\n"
-                     + json.dumps({"id": "b/../c", "code": "n = int(input())\nprint(n * 2)\n", "stdin": "4\n"}) + "\n")
-    out = subprocess.run([sys.executable, "-m", "codeexecutor", "trace", "--batch", str(batch), "--model", str(model),
-                          "--beam", "1", "--max-length", "32", "--compare", "--html", str(tmp_path / "pages")],
-                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    batch.write_text(
+        json.dumps({"id": "a", "code": "x = 1\ny = x + 1\n"})
+        + "\n"
+        + json.dumps({"id": "b/../c", "code": "n = int(input())\nprint(n * 2)\n", "stdin": "4\n"})
+        + "\n"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "codeexecutor",
+            "trace",
+            "--batch",
+            str(batch),
+            "--model",
+            str(model),
+            "--beam",
+            "1",
+            "--max-length",
+            "32",
+            "--compare",
+            "--html",
+            str(tmp_path / "pages"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert [json.loads(line)["id"] for line in out.stdout.splitlines()] == ["a", "b/../c"]
     names = sorted(p.name for p in (tmp_path / "pages").iterdir())

@@ -122,7 +122,9 @@ def test_rehearsal_runs_and_leaves_the_template_and_interpreter_as_they_were():
 
 
 def test_a_failing_rehearsal_is_harmless():
-    broken = _REHEARSAL_CHECK.replace("ok = rehearsal.rehearse()", "rehearsal._REHEARSAL = 'raise ValueError(1)\\n'\nok = rehearsal.rehearse()")
+    broken = _REHEARSAL_CHECK.replace(
+        "ok = rehearsal.rehearse()", "rehearsal._REHEARSAL = 'raise ValueError(1)\\n'\nok = rehearsal.rehearse()"
+    )
     assert _run_python(broken).strip() == "failed"
 
 

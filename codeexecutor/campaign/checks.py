@@ -11,7 +11,7 @@ import sys
 import time
 
 from codeexecutor.campaign.steps import SIZES, WORK, curriculum, recipe_stages, sh, speed, tail, train_log, write_json
-from codeexecutor.training.loop import has_deepspeed
+from codeexecutor.training.distributed import has_deepspeed
 
 
 def gpu_tests(checks: dict, log: pathlib.Path, deadline: float) -> None:
@@ -19,8 +19,24 @@ def gpu_tests(checks: dict, log: pathlib.Path, deadline: float) -> None:
     the packed data), its counts and failures from the JUnit report."""
     junit = WORK / "test_gpu.xml"
     junit.unlink(missing_ok=True)
-    code = sh([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "tests/test_gpu.py",
-               "-k", "not launcher", f"--junitxml={junit}"], deadline - time.time(), log)
+    code = sh(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-m",
+            "gpu",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_gpu.py",
+            "-k",
+            "not launcher",
+            f"--junitxml={junit}",
+        ],
+        deadline - time.time(),
+        log,
+    )
     checks["test_gpu"] = {"exit_code": code, **junit_counts(junit)}
     write_json("checks.json", checks)
 
@@ -35,8 +51,9 @@ def final_checks(checks: dict, speeds: dict, log: pathlib.Path, deadline: float)
     else:
         checks["test_gpu"] = {"skipped": f"{deadline - time.time():.0f} s left of the {SIZES['tests_need']} s it takes"}
     if SIZES["more_runs"] and deadline - time.time() >= SIZES["more_need"]:
-        speeds["more"] = speed("more", SIZES["more_runs"], time.time() + (deadline - time.time()) * 0.4, log,
-                               deepspeed=deepspeed)
+        speeds["more"] = speed(
+            "more", SIZES["more_runs"], time.time() + (deadline - time.time()) * 0.4, log, deepspeed=deepspeed
+        )
         write_json("throughput.json", speeds)
     else:
         speeds["more"] = {"skipped": f"{deadline - time.time():.0f} s left"}
@@ -61,7 +78,10 @@ def with_tests(checks: dict, status: str) -> str:
     if on_gpu and not ran:  # every test skipped, or none collected (exit 5)
         return f"failed: tests/test_gpu.py ran no test (exit {tests.get('exit_code')}) ({status})"
     if tests.get("exit_code") not in (0, 5) or bad:
-        return f"failed: tests/test_gpu.py, {bad} of {tests.get('tests', '?')} failed {tests.get('failed', [])[:3]} ({status})"
+        return (
+            f"failed: tests/test_gpu.py, {bad} of {tests.get('tests', '?')} failed "
+            f"{tests.get('failed', [])[:3]} ({status})"
+        )
     return status
 
 
@@ -78,20 +98,35 @@ def launcher_checks(checks: dict, log: pathlib.Path, deadline: float) -> str:
         checks["launcher"] = {"skipped": f"{left:.0f} s left of the {SIZES['launch_need']} s two launcher runs take"}
         write_json("checks.json", checks)
         return f"skipped: {left:.0f} s left"
-    stages = [{"name": "singleline", "steps": SIZES["launch_steps"], "lr": 2.0e-4, "warmup": 1,
-               "sources": [dict(recipe_stages()[0]["sources"][0], weight=1.0)]}]
+    stages = [
+        {
+            "name": "singleline",
+            "steps": SIZES["launch_steps"],
+            "lr": 2.0e-4,
+            "warmup": 1,
+            "sources": [dict(recipe_stages()[0]["sources"][0], weight=1.0)],
+        }
+    ]
     cur = curriculum("launch", stages, SIZES["presets"][0], SIZES["budgets"][0])
     shutil.rmtree(WORK / "launch", ignore_errors=True)
-    env = {"PYTHON": sys.executable, "CURRICULUM": str(cur), "DS_CONFIG": f"ds_configs/{SIZES['ds']}",
-           "MASTER_PORT": str(random.randint(20000, 40000))}
+    env = {
+        "PYTHON": sys.executable,
+        "CURRICULUM": str(cur),
+        "DS_CONFIG": f"ds_configs/{SIZES['ds']}",
+        "MASTER_PORT": str(random.randint(20000, 40000)),
+    }
     half = SIZES["launch_steps"] // 2
     first = sh(["bash", "run_pretrain.sh", "--max-steps", half], deadline - time.time(), log, env)
     second = sh(["bash", "run_pretrain.sh"], deadline - time.time(), log, env)
     steps = [r["step"] for r in train_log(WORK / "launch") if "loss" in r]
-    checks["launcher"] = {"ds_config": SIZES["ds"], "exit_codes": [first, second], "logged_steps": steps,
-                          "resumed": f"at step {half}" in tail(log, 200_000),
-                          "continuous": steps == list(range(1, SIZES["launch_steps"] + 1)),
-                          "final_model": (WORK / "launch" / "final" / "config.json").exists()}
+    checks["launcher"] = {
+        "ds_config": SIZES["ds"],
+        "exit_codes": [first, second],
+        "logged_steps": steps,
+        "resumed": f"at step {half}" in tail(log, 200_000),
+        "continuous": steps == list(range(1, SIZES["launch_steps"] + 1)),
+        "final_model": (WORK / "launch" / "final" / "config.json").exists(),
+    }
     write_json("checks.json", checks)
     left = deadline - time.time()
     if SIZES["fp16_steps"] and left < SIZES["fp16_need"]:
@@ -100,18 +135,40 @@ def launcher_checks(checks: dict, log: pathlib.Path, deadline: float) -> str:
         stages[0]["steps"] = SIZES["fp16_steps"]
         cur = curriculum("fp16", stages, SIZES["presets"][0], SIZES["budgets"][0])
         shutil.rmtree(WORK / "fp16", ignore_errors=True)
-        code = sh([sys.executable, "-m", "codeexecutor.training", "--curriculum", cur, "--ds-config",
-                   "ds_configs/zero2_fp16.json"], deadline - time.time(), log)
+        code = sh(
+            [
+                sys.executable,
+                "-m",
+                "codeexecutor.training",
+                "--curriculum",
+                cur,
+                "--ds-config",
+                "ds_configs/zero2_fp16.json",
+            ],
+            deadline - time.time(),
+            log,
+        )
         rows = [r for r in train_log(WORK / "fp16") if "loss" in r]
         skipped = [r.get("skipped_steps", 0) for r in rows]
-        late = [r["step"] for r, before in zip(rows[1:], skipped) if r["step"] > 20 and r.get("skipped_steps", 0) > before]
-        checks["fp16"] = {"exit_code": code, "steps": len(rows), "loss_scale": [r.get("loss_scale") for r in rows],
-                          "skipped_steps": skipped[-1] if skipped else None, "skips_after_step_20": late,
-                          "settled": bool(rows) and not late and all(r.get("loss_scale") for r in rows[-5:])}
+        late = [
+            r["step"] for r, before in zip(rows[1:], skipped) if r["step"] > 20 and r.get("skipped_steps", 0) > before
+        ]
+        checks["fp16"] = {
+            "exit_code": code,
+            "steps": len(rows),
+            "loss_scale": [r.get("loss_scale") for r in rows],
+            "skipped_steps": skipped[-1] if skipped else None,
+            "skips_after_step_20": late,
+            "settled": bool(rows) and not late and all(r.get("loss_scale") for r in rows[-5:]),
+        }
     else:
         checks["fp16"] = {"skipped": "fp16 training needs CUDA (the CPU smoke run checks the bf16 path only)"}
     write_json("checks.json", checks)
-    return "ok" if checks["launcher"]["continuous"] and checks["launcher"]["final_model"] else "failed: see checks.launcher"
+    return (
+        "ok"
+        if checks["launcher"]["continuous"] and checks["launcher"]["final_model"]
+        else "failed: see checks.launcher"
+    )
 
 
 def junit_counts(path: pathlib.Path) -> dict:
@@ -121,5 +178,7 @@ def junit_counts(path: pathlib.Path) -> dict:
         return {}
     suite = ET.parse(path).getroot()
     suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
-    failed = [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None or c.find("error") is not None]
+    failed = [
+        c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None or c.find("error") is not None
+    ]
     return {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")} | {"failed": failed}

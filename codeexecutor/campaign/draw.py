@@ -59,8 +59,21 @@ def draw() -> int:
     results = {"throughput.json": {}, "training.json": {}, "scores.json": {}}
     col = 1 if d.SMOKE else 0
     manifest = d.check_pack()  # refused before anything runs
-    checks["pack"] = {k: manifest.get(k) for k in ("fingerprint", "data_format", "committed", "code", "python", "recipe",
-                                                   "packed", "bytes", "tokens", "test")}
+    checks["pack"] = {
+        k: manifest.get(k)
+        for k in (
+            "fingerprint",
+            "data_format",
+            "committed",
+            "code",
+            "python",
+            "recipe",
+            "packed",
+            "bytes",
+            "tokens",
+            "test",
+        )
+    }
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     for name, spec in d.STEPS.items():
@@ -105,9 +118,13 @@ def draw() -> int:
             status = f"stopped by {exc}"
         except Exception as exc:  # noqa: BLE001  (a step that breaks is reported; the draw goes on)
             status = f"failed: {type(exc).__name__}: {exc}"
-        entry = {"step": name, "status": status, "seconds": round(time.time() - t, 1),
-                 "budget": round(step_deadline - t),
-                 "log_tail": d.tail(log, 1500)}
+        entry = {
+            "step": name,
+            "status": status,
+            "seconds": round(time.time() - t, 1),
+            "budget": round(step_deadline - t),
+            "log_tail": d.tail(log, 1500),
+        }
         checks["steps"].append(entry)
         if file in results:
             results[file]["step"] = entry

@@ -30,8 +30,9 @@ DICT_SIZE = 192 * 2**20  # the LZMA window: a whole source's code ids of a milli
 
 def filters(dict_size: int = DICT_SIZE) -> list[dict]:
     """LZMA2 at preset 9 extreme, tuned for 2-byte symbols."""
-    return [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME, "dict_size": dict_size, "lc": 1, "lp": 1,
-             "pb": 1}]
+    return [
+        {"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME, "dict_size": dict_size, "lc": 1, "lp": 1, "pb": 1}
+    ]
 
 
 def _columns(folder: str):
@@ -48,7 +49,7 @@ def _columns(folder: str):
     for name in ("code_ids", "trace_ids"):
         col = pa.concat_arrays(table.column(name).chunks) if table.num_rows else pa.array([], pa.list_(pa.int16()))
         offsets = col.offsets.to_numpy()
-        values = col.values.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]]
+        values = col.values.to_numpy(zero_copy_only=False)[offsets[0] : offsets[-1]]
         out[name] = values.astype(np.uint16 if values.dtype.itemsize == 2 else np.uint32)
         out[name.replace("ids", "len")] = np.diff(offsets).astype(np.uint16)
     fits = table.column("fit").to_pylist()
@@ -70,11 +71,16 @@ def _read_arrow(folder: str):
         with pa.OSFile(os.path.join(folder, name)) as source:  # read into memory: the table outlives the file
             tables.append(pa.ipc.open_stream(source).read_all())
     tables = [t for t in tables if t.num_rows]
-    return pa.concat_tables(tables) if tables else pa.table({"code_ids": [], "trace_ids": [], "fit": pa.array([], pa.string())})
+    return (
+        pa.concat_tables(tables)
+        if tables
+        else pa.table({"code_ids": [], "trace_ids": [], "fit": pa.array([], pa.string())})
+    )
 
 
-def pack_tokenized(folder: str, dest: str, dict_size: int = DICT_SIZE, max_rows: int | None = None,
-                   drop: tuple[str, ...] = ()) -> dict:
+def pack_tokenized(
+    folder: str, dest: str, dict_size: int = DICT_SIZE, max_rows: int | None = None, drop: tuple[str, ...] = ()
+) -> dict:
     """`folder` (a tokenized source) as one `.ids.xz` file at `dest`, written atomically;
     returns its figures (rows, tokens, bytes, bytes a token). `max_rows`: only the first
     rows (whole programs' mutants, in the build's order), where the whole does not fit.
@@ -86,12 +92,20 @@ def pack_tokenized(folder: str, dest: str, dict_size: int = DICT_SIZE, max_rows:
 
         code = int(np.sum(arrays["code_len"][:max_rows], dtype=np.int64))
         trace = int(np.sum(arrays["trace_len"][:max_rows], dtype=np.int64))
-        arrays = {"code_len": arrays["code_len"][:max_rows], "trace_len": arrays["trace_len"][:max_rows],
-                  "fit": arrays["fit"][:max_rows], "code_ids": arrays["code_ids"][:code],
-                  "trace_ids": arrays["trace_ids"][:trace]}
+        arrays = {
+            "code_len": arrays["code_len"][:max_rows],
+            "trace_len": arrays["trace_len"][:max_rows],
+            "fit": arrays["fit"][:max_rows],
+            "code_ids": arrays["code_ids"][:code],
+            "trace_ids": arrays["trace_ids"][:trace],
+        }
         marker = {**marker, "rows": max_rows, "cut_from_rows": marker.get("rows")}
-    header = {"marker": marker, "rows": int(len(arrays["fit"])), "fit_names": fit_names,
-              "arrays": {k: [str(arrays[k].dtype), int(arrays[k].size)] for k in ARRAYS}}
+    header = {
+        "marker": marker,
+        "rows": int(len(arrays["fit"])),
+        "fit_names": fit_names,
+        "arrays": {k: [str(arrays[k].dtype), int(arrays[k].size)] for k in ARRAYS},
+    }
     blob = json.dumps(header).encode()
     tmp = dest + ".tmp"
     with lzma.open(tmp, "wb", format=lzma.FORMAT_XZ, filters=filters(dict_size)) as f:
@@ -101,16 +115,21 @@ def pack_tokenized(folder: str, dest: str, dict_size: int = DICT_SIZE, max_rows:
     os.replace(tmp, dest)
     tokens = int(arrays["code_ids"].size + arrays["trace_ids"].size)
     size = os.path.getsize(dest)
-    return {"rows": header["rows"], "tokens": tokens, "trace_tokens": int(arrays["trace_ids"].size), "bytes": size,
-            "bytes_per_token": round(size / max(tokens, 1), 4)}
+    return {
+        "rows": header["rows"],
+        "tokens": tokens,
+        "trace_tokens": int(arrays["trace_ids"].size),
+        "bytes": size,
+        "bytes_per_token": round(size / max(tokens, 1), 4),
+    }
 
 
 def _header(f, path: str) -> dict:
     """The header of an open ids file, which is left at its first array."""
     head = f.read(len(MAGIC) + 4)
-    if head[:len(MAGIC)] != MAGIC:
+    if head[: len(MAGIC)] != MAGIC:
         raise ValueError(f"{path} is not an ids file of this format")
-    return json.loads(f.read(struct.unpack("<I", head[len(MAGIC):])[0]))
+    return json.loads(f.read(struct.unpack("<I", head[len(MAGIC) :])[0]))
 
 
 def read_header(path: str) -> dict:
@@ -144,8 +163,10 @@ def joined(paths: list[str]) -> tuple[dict, dict, list[str]]:
     arrays = {}
     for k in ARRAYS:
         if k == "fit":
-            parts = [np.array([index[n] for n in h["fit_names"]], dtype=np.uint8)[a["fit"]] if len(a["fit"]) else
-                     a["fit"] for h, a in read]
+            parts = [
+                np.array([index[n] for n in h["fit_names"]], dtype=np.uint8)[a["fit"]] if len(a["fit"]) else a["fit"]
+                for h, a in read
+            ]
         else:
             parts = [a[k] for _, a in read]
         arrays[k] = np.concatenate(parts) if len(parts) > 1 else parts[0]
@@ -183,9 +204,15 @@ def unpack_tokenized(path: str | list[str], folder: str) -> dict:
     names = np.array(header["fit_names"], dtype=object)
     columns["fit"] = pa.array(names[arrays["fit"]].tolist() if header["rows"] else [], pa.string())
     table = pa.table({k: columns[k] for k in ("code_ids", "trace_ids", "code_len", "trace_len", "fit")})
-    features = datasets.Features({
-        "code_ids": datasets.Sequence(datasets.Value(small)), "trace_ids": datasets.Sequence(datasets.Value(small)),
-        "code_len": datasets.Value("int32"), "trace_len": datasets.Value("int32"), "fit": datasets.Value("string")})
+    features = datasets.Features(
+        {
+            "code_ids": datasets.Sequence(datasets.Value(small)),
+            "trace_ids": datasets.Sequence(datasets.Value(small)),
+            "code_len": datasets.Value("int32"),
+            "trace_len": datasets.Value("int32"),
+            "fit": datasets.Value("string"),
+        }
+    )
     tmp = folder + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     datasets.Dataset(table).cast(features).save_to_disk(tmp)

@@ -43,8 +43,12 @@ LIMIT = 64 * 2**20  # what one device call carries, working tree included
 TREE_ALLOWANCE = 16 * 2**20  # the working tree beside the pack where git cannot measure it: a little over today's
 RECIPE = ROOT / "curricula" / "recipes" / "gpu-draw.yaml"
 SMOKE_RECIPE = ROOT / "curricula" / "demo.yaml"
-TEST_SETS = {"codenetmut": ("codenetmut", "errors"), "tutorial": ("tutorial",), "singleline": ("singleline",),
-             "functions": ("functions", "functions_errors")}  # build folder -> its datasets
+TEST_SETS = {
+    "codenetmut": ("codenetmut", "errors"),
+    "tutorial": ("tutorial",),
+    "singleline": ("singleline",),
+    "functions": ("functions", "functions_errors"),
+}  # build folder -> its datasets
 TEST_LIMIT = 300
 WHEELS_ALLOWANCE = int(4.5 * 2**20)  # the wheels every draw carries (4.0 MB measured), counted before the download
 DEEPSPEED_ALLOWANCE = int(5.2 * 2**20)  # DeepSpeed's wheels (5.1 MB), carried where the ids leave room
@@ -59,8 +63,14 @@ def code_hash(root: pathlib.Path = ROOT) -> str:
     h = hashlib.sha256()
     files = [root / f for f in CODE_FILES if (root / f).exists()]
     for d in CODE:
-        files += [p for p in (root / d).rglob("*") if p.suffix in (".py", ".sh", ".yaml", ".json")
-                  and "results" not in p.parts and "__pycache__" not in p.parts and ".campaign" not in p.parts]
+        files += [
+            p
+            for p in (root / d).rglob("*")
+            if p.suffix in (".py", ".sh", ".yaml", ".json")
+            and "results" not in p.parts
+            and "__pycache__" not in p.parts
+            and ".campaign" not in p.parts
+        ]
     for path in sorted(files):
         h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
@@ -70,8 +80,12 @@ def tree_bytes(root: pathlib.Path = ROOT) -> int:
     """What travels with a device call beside the pack: tracked files and untracked ones git
     does not ignore (TREE_ALLOWANCE where git is not there to say)."""
     try:
-        names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
-                               capture_output=True, check=True).stdout.split(b"\0")
+        names = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=root,
+            capture_output=True,
+            check=True,
+        ).stdout.split(b"\0")
     except (OSError, subprocess.CalledProcessError):
         return TREE_ALLOWANCE
     return sum((root / n.decode()).stat().st_size for n in names if n and (root / n.decode()).is_file())
@@ -95,9 +109,8 @@ def test_samples(data: pathlib.Path, out: pathlib.Path, limit: int = TEST_LIMIT)
     datasets in the layout of a build, stats.json beside."""
     import datasets
 
-    from codeexecutor.cli import provided
+    from eval.evaluate import sample  # the rows `evaluate --limit` scores
 
-    sample = provided("test_sample")
     sizes = {}
     for build, names in TEST_SETS.items():
         for name in names:
@@ -138,9 +151,19 @@ def fit_cut(figures: dict[str, dict], room: int) -> dict[str, int]:
     return cut
 
 
-def pack(recipe: str | None = None, out: str | None = None, prep: str | None = None, data: str | None = None,
-         overrides: list[str] = (), smoke: bool = False, assume_python: str | None = None, workers: int | None = None,
-         wheels: bool = True, build: bool = False, committed: pathlib.Path | None = None) -> dict:
+def pack(
+    recipe: str | None = None,
+    out: str | None = None,
+    prep: str | None = None,
+    data: str | None = None,
+    overrides: list[str] = (),
+    smoke: bool = False,
+    assume_python: str | None = None,
+    workers: int | None = None,
+    wheels: bool = True,
+    build: bool = False,
+    committed: pathlib.Path | None = None,
+) -> dict:
     """The draw's pack; returns its manifest. From the committed data (campaign/release.py)
     unless asked to `build`, given `data`, or packing the smoke run's demo data: then
     prepared here (pretrain --until tokenize) and packed."""
@@ -151,8 +174,9 @@ def pack(recipe: str | None = None, out: str | None = None, prep: str | None = N
     return _pack_built(recipe_path, out_dir, prep, data, overrides, smoke, assume_python, workers, wheels)
 
 
-def _pack_committed(recipe_path: pathlib.Path, out_dir: pathlib.Path, overrides: list[str], wheels: bool,
-                    where: pathlib.Path | None) -> dict:
+def _pack_committed(
+    recipe_path: pathlib.Path, out_dir: pathlib.Path, overrides: list[str], wheels: bool, where: pathlib.Path | None
+) -> dict:
     """The pack of the committed data (`where`: curricula/packed): its ids stay in the
     working tree (they travel with it); the pack holds the curriculum, tokenizer, test
     samples and wheels."""
@@ -170,14 +194,26 @@ def _pack_committed(recipe_path: pathlib.Path, out_dir: pathlib.Path, overrides:
         raise UsageError(f"{where}/manifest.json does not say which interpreter traced a build: add it again")
     if len(pythons) > 1:
         raise UsageError(f"the committed builds were traced by Python {', '.join(sorted(pythons))}: add them from one")
-    head = {"committed": str(where.relative_to(ROOT)) if where.is_relative_to(ROOT) else str(where),
-            "fingerprint": committed["fingerprint"], "data_format": committed["data_format"],
-            "python": next(iter(pythons), None)}
+    head = {
+        "committed": str(where.relative_to(ROOT)) if where.is_relative_to(ROOT) else str(where),
+        "fingerprint": committed["fingerprint"],
+        "data_format": committed["data_format"],
+        "python": next(iter(pythons), None),
+    }
     return _finish(out_dir, recipe_path, sources, test, head, wheels, smoke=False, tokenizer=committed["identity"])
 
 
-def _pack_built(recipe_path: pathlib.Path, out_dir: pathlib.Path, prep: str | None, data: str | None, overrides,
-                smoke: bool, assume_python: str | None, workers: int | None, wheels: bool) -> dict:
+def _pack_built(
+    recipe_path: pathlib.Path,
+    out_dir: pathlib.Path,
+    prep: str | None,
+    data: str | None,
+    overrides,
+    smoke: bool,
+    assume_python: str | None,
+    workers: int | None,
+    wheels: bool,
+) -> dict:
     """Prepare (pretrain --until tokenize: build, tokenizer, tokenize, each resumable) and
     pack the ids into the pack itself."""
     import yaml
@@ -185,22 +221,34 @@ def _pack_built(recipe_path: pathlib.Path, out_dir: pathlib.Path, prep: str | No
     from codeexecutor.execution.interpreters import dataset_python
     from codeexecutor.training.data_format import DATA_FORMAT, fingerprint
     from codeexecutor.training.pretrain import Pretrain
-    prep_dir = pathlib.Path(os.path.abspath(prep)) if prep else ROOT / "runs" / ("draw-prep-smoke" if smoke else "draw-prep")
+
+    prep_dir = (
+        pathlib.Path(os.path.abspath(prep)) if prep else ROOT / "runs" / ("draw-prep-smoke" if smoke else "draw-prep")
+    )
     if data:
         if not pathlib.Path(data).is_dir():
-            raise UsageError(f"no built datasets at {data}: build them (codeexecutor pretrain --recipe R --until build) "
-                             "or leave out --data to build the recipe's")
+            raise UsageError(
+                f"no built datasets at {data}: build them (codeexecutor pretrain --recipe R --until build) "
+                "or leave out --data to build the recipe's"
+            )
         raw = rebased_recipe(recipe_path, pathlib.Path(data).resolve())
-        lacking = [src["path"] for st in raw["stages"] for src in st["sources"]
-                   if not (pathlib.Path(data) / src["path"]).is_dir()]
+        lacking = [
+            src["path"]
+            for st in raw["stages"]
+            for src in st["sources"]
+            if not (pathlib.Path(data) / src["path"]).is_dir()
+        ]
         if lacking and not (raw["data"].get("builds")):
-            raise UsageError(f"{data} has no {lacking[0]}: not this recipe's datasets (each source is looked for as "
-                             "BUILD/NAME under --data)")
+            raise UsageError(
+                f"{data} has no {lacking[0]}: not this recipe's datasets (each source is looked for as "
+                "BUILD/NAME under --data)"
+            )
         prep_dir.mkdir(parents=True, exist_ok=True)
         recipe_path = prep_dir / "recipe.yaml"
         recipe_path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    run = Pretrain(str(recipe_path), out=str(prep_dir), resume=True, base_dir=str(ROOT), overrides=list(overrides),
-                   score=False)
+    run = Pretrain(
+        str(recipe_path), out=str(prep_dir), resume=True, base_dir=str(ROOT), overrides=list(overrides), score=False
+    )
     cur = run.cur
     sources = list(dict.fromkeys(s.path for st in cur.stages for s in st.sources))
     missing = [p for p in sources if not (ROOT / p).is_dir() and not cur.data.builds]
@@ -209,14 +257,18 @@ def _pack_built(recipe_path: pathlib.Path, out_dir: pathlib.Path, prep: str | No
     run.run(until="tokenize")
     pythons = {dataset_python(str(ROOT / p)) or assume_python for p in sources}
     if None in pythons:
-        raise UsageError(f"a dataset of {cur.data.dir} does not say which interpreter traced it (built before builds "
-                         "recorded it): rebuild it, or name it with --assume-python X.Y")
+        raise UsageError(
+            f"a dataset of {cur.data.dir} does not say which interpreter traced it (built before builds "
+            "recorded it): rebuild it, or name it with --assume-python X.Y"
+        )
     if len(pythons) > 1:
         raise UsageError(f"{cur.data.dir} mixes builds of Python {', '.join(sorted(pythons))}: rebuild with one")
     tokenized = prep_dir / "tokenized"
     folders = _folders(tokenized)
-    markers = {p: json.loads((tokenized / folder / "tokenized.json").read_text()) | {"folder": folder}
-               for p, folder in folders.items()}
+    markers = {
+        p: json.loads((tokenized / folder / "tokenized.json").read_text()) | {"folder": folder}
+        for p, folder in folders.items()
+    }
     shutil.rmtree(out_dir, ignore_errors=True)
     (out_dir / "ids").mkdir(parents=True)
     jobs = [(str(tokenized / m["folder"]), str(out_dir / "ids" / f"{m['folder']}.ids.xz")) for m in markers.values()]
@@ -232,8 +284,12 @@ def _pack_built(recipe_path: pathlib.Path, out_dir: pathlib.Path, prep: str | No
             figures.update(zip((os.path.basename(src) for src, _, _ in redo), ex.map(_pack_ids, redo)))
     with tempfile.TemporaryDirectory() as tmp:
         stage = pathlib.Path(tmp) / "data"
-        shutil.copytree(prep_dir / "tokenizer" if (prep_dir / "tokenizer").is_dir() else
-                        pathlib.Path(run.record["phases"]["tokenizer"]["tokenizer"]), stage / "tokenizer")
+        shutil.copytree(
+            prep_dir / "tokenizer"
+            if (prep_dir / "tokenizer").is_dir()
+            else pathlib.Path(run.record["phases"]["tokenizer"]["tokenizer"]),
+            stage / "tokenizer",
+        )
         sizes = test_samples(ROOT / cur.data.dir, stage / "test")
         relative = yaml.safe_load((tokenized / "curriculum.yaml").read_text())  # the sources as the pack holds them
         for st in relative["stages"]:
@@ -244,47 +300,78 @@ def _pack_built(recipe_path: pathlib.Path, out_dir: pathlib.Path, prep: str | No
         (stage / "curriculum.yaml").write_text(yaml.safe_dump(relative, sort_keys=False))
         with tarfile.open(out_dir / "data.tar.xz", "w:xz", preset=6) as tar:
             tar.add(stage, arcname="data")
-    ident = {k: next(iter(markers.values()))[k] for k in ("tokenizer", "profile", "max_code_length", "max_trace_length")}
-    sources = {folder: {**markers[p], **figures[folder], "parts": [f"ids/{folder}.ids.xz"], "in": "pack"}
-               for p, folder in folders.items()}
+    ident = {
+        k: next(iter(markers.values()))[k] for k in ("tokenizer", "profile", "max_code_length", "max_trace_length")
+    }
+    sources = {
+        folder: {**markers[p], **figures[folder], "parts": [f"ids/{folder}.ids.xz"], "in": "pack"}
+        for p, folder in folders.items()
+    }
     head = {"fingerprint": fingerprint(ident), "data_format": DATA_FORMAT, "python": next(iter(pythons), None)}
     return _finish(out_dir, recipe_path, sources, sizes, head, wheels, smoke, run.record["phases"].get("tokenizer", {}))
 
 
-def _finish(out_dir: pathlib.Path, recipe_path: pathlib.Path, sources: dict, test: dict, head: dict, wheels: bool,
-            smoke: bool, tokenizer: dict) -> dict:
+def _finish(
+    out_dir: pathlib.Path,
+    recipe_path: pathlib.Path,
+    sources: dict,
+    test: dict,
+    head: dict,
+    wheels: bool,
+    smoke: bool,
+    tokenizer: dict,
+) -> dict:
     """The wheels (where room is) and the manifest, beside the pack's data."""
     ids = sum(f["bytes"] for f in sources.values() if f["in"] == "pack")
     room = LIMIT - tree_bytes() - OTHER_ALLOWANCE - (WHEELS_ALLOWANCE if wheels and not smoke else 0)
     carry_deepspeed = False
     if wheels and not smoke:
-        from codeexecutor.campaign.wheels import download, missing as gaps
+        from codeexecutor.campaign.wheels import download
+        from codeexecutor.campaign.wheels import missing as gaps
 
         carry_deepspeed = ids + DEEPSPEED_ALLOWANCE <= room
         if not carry_deepspeed:
-            print("draw pack: no room for DeepSpeed's wheels beside the data: the draw trains on the torch engine and "
-                  "skips its launcher, ZeRO and fp16 checks", flush=True)
+            print(
+                "draw pack: no room for DeepSpeed's wheels beside the data: the draw trains on the torch engine and "
+                "skips its launcher, ZeRO and fp16 checks",
+                flush=True,
+            )
         (out_dir / "whl").mkdir()
         download(out_dir / "whl", deepspeed=carry_deepspeed)
         lacking = gaps(out_dir / "whl")
         if lacking:
             raise UsageError(f"requirements neither carried nor on the device: {lacking}; add them to wheels.CARRY")
     size = sum(f.stat().st_size for f in out_dir.rglob("*") if f.is_file())
-    parts = {"ids": ids, "ids_in_tree": sum(f["bytes"] for f in sources.values() if f["in"] == "tree"),
-             "data": (out_dir / "data.tar.xz").stat().st_size,
-             "wheels": sum(f.stat().st_size for f in (out_dir / "whl").glob("*.whl")) if (out_dir / "whl").is_dir() else 0}
-    manifest = {**head, "code": code_hash(), "recipe": os.path.relpath(recipe_path, ROOT),
-                "tree_bytes": tree_bytes(), "smoke": smoke, "deepspeed": carry_deepspeed or (smoke or not wheels),
-                "packed": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                "bytes": size, "parts": parts, "tokens": sum(f["tokens"] for f in sources.values()),
-                "tokenizer": tokenizer, "sources": sources, "test": test}
+    parts = {
+        "ids": ids,
+        "ids_in_tree": sum(f["bytes"] for f in sources.values() if f["in"] == "tree"),
+        "data": (out_dir / "data.tar.xz").stat().st_size,
+        "wheels": sum(f.stat().st_size for f in (out_dir / "whl").glob("*.whl")) if (out_dir / "whl").is_dir() else 0,
+    }
+    manifest = {
+        **head,
+        "code": code_hash(),
+        "recipe": os.path.relpath(recipe_path, ROOT),
+        "tree_bytes": tree_bytes(),
+        "smoke": smoke,
+        "deepspeed": carry_deepspeed or (smoke or not wheels),
+        "packed": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "bytes": size,
+        "parts": parts,
+        "tokens": sum(f["tokens"] for f in sources.values()),
+        "tokenizer": tokenizer,
+        "sources": sources,
+        "test": test,
+    }
     for m in manifest["sources"].values():
         m.pop("source_fingerprint", None)
         m["source"] = os.path.relpath(m["source"], ROOT) if m.get("source") else None  # no paths of this machine
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     if size + manifest["tree_bytes"] > LIMIT:
-        raise UsageError(f"the pack is {size / 2**20:.1f} MiB, too large to carry with the working tree's "
-                         f"{manifest['tree_bytes'] / 2**20:.1f} MiB (limit {LIMIT / 2**20:.0f}): pack less data")
+        raise UsageError(
+            f"the pack is {size / 2**20:.1f} MiB, too large to carry with the working tree's "
+            f"{manifest['tree_bytes'] / 2**20:.1f} MiB (limit {LIMIT / 2**20:.0f}): pack less data"
+        )
     return manifest
 
 
@@ -310,18 +397,24 @@ def verify(manifest: dict, pack_dir: pathlib.Path, tree: int | None = None) -> i
 
         committed = read_manifest(ROOT / manifest["committed"]) or {}
         if committed.get("fingerprint") != manifest.get("fingerprint"):
-            raise UsageError(f"{pack_dir} was packed for data {manifest.get('fingerprint')} and {manifest['committed']} "
-                             f"holds {committed.get('fingerprint')}: pack again (codeexecutor draw pack)")
+            raise UsageError(
+                f"{pack_dir} was packed for data {manifest.get('fingerprint')} and {manifest['committed']} "
+                f"holds {committed.get('fingerprint')}: pack again (codeexecutor draw pack)"
+            )
     if not manifest.get("python"):
         raise UsageError(f"{pack_dir} does not say which interpreter traced its data: pack it again")
     lost = [str(f) for n in manifest.get("sources", {}) for f in part_paths(manifest, n, pack_dir) if not f.is_file()]
     if lost or not (pack_dir / "data.tar.xz").is_file():
-        raise UsageError(f"{pack_dir} lacks {lost[0] if lost else 'data.tar.xz'}: pack it again (codeexecutor draw pack)")
+        raise UsageError(
+            f"{pack_dir} lacks {lost[0] if lost else 'data.tar.xz'}: pack it again (codeexecutor draw pack)"
+        )
     size = sum(f.stat().st_size for f in pack_dir.rglob("*") if f.is_file())
     tree = manifest.get("tree_bytes", TREE_ALLOWANCE) if tree is None else tree
     if size + tree > LIMIT:
-        raise UsageError(f"{pack_dir} is {size / 2**20:.1f} MiB beside a working tree of {tree / 2**20:.1f} MiB, over "
-                         f"the {LIMIT / 2**20:.0f} MiB a call carries: pack again with less")
+        raise UsageError(
+            f"{pack_dir} is {size / 2**20:.1f} MiB beside a working tree of {tree / 2**20:.1f} MiB, over "
+            f"the {LIMIT / 2**20:.0f} MiB a call carries: pack again with less"
+        )
     return LIMIT - size - tree
 
 
@@ -341,11 +434,13 @@ def summary(manifest: dict, out: pathlib.Path) -> str:
     """The lines `draw pack` prints: size, tokens, bytes a token."""
     size, tree, parts = manifest["bytes"], manifest["tree_bytes"], manifest["parts"]
     ids = parts["ids"] + parts.get("ids_in_tree", 0)
-    lines = [f"{out}: {size / 2**20:.1f} MiB (ids {parts['ids'] / 2**20:.1f}, wheels {parts['wheels'] / 2**20:.1f}, "
-             f"the rest {parts['data'] / 2**20:.1f}) beside a working tree of {tree / 2**20:.1f} MiB "
-             f"({parts.get('ids_in_tree', 0) / 2**20:.1f} of them committed ids): "
-             f"{(size + tree) / 2**20:.1f} of the {LIMIT / 2**20:.0f} MiB a call carries",
-             f"tokens carried: {manifest['tokens']:,} in {len(manifest['sources'])} sources "
-             f"({ids / max(manifest['tokens'], 1):.3f} bytes a token); data traced by Python {manifest['python']}; "
-             f"data fingerprint {manifest['fingerprint']} (format {manifest['data_format']})"]
+    lines = [
+        f"{out}: {size / 2**20:.1f} MiB (ids {parts['ids'] / 2**20:.1f}, wheels {parts['wheels'] / 2**20:.1f}, "
+        f"the rest {parts['data'] / 2**20:.1f}) beside a working tree of {tree / 2**20:.1f} MiB "
+        f"({parts.get('ids_in_tree', 0) / 2**20:.1f} of them committed ids): "
+        f"{(size + tree) / 2**20:.1f} of the {LIMIT / 2**20:.0f} MiB a call carries",
+        f"tokens carried: {manifest['tokens']:,} in {len(manifest['sources'])} sources "
+        f"({ids / max(manifest['tokens'], 1):.3f} bytes a token); data traced by Python {manifest['python']}; "
+        f"data fingerprint {manifest['fingerprint']} (format {manifest['data_format']})",
+    ]
     return "\n".join(lines)

@@ -40,11 +40,18 @@ def measured_speed(device: str | None = None, results: pathlib.Path = RESULTS) -
             ends[row["stage"]] = row
         tokens = sum(r["stage_tokens"] for r in ends.values())
         seconds = sum(r["stage_seconds"] for r in ends.values())
-        found.append({"file": path.name, "device": name, "date": path.stem[-10:],
-                      "torch": (record.get("checks") or {}).get("preflight", {}).get("torch"),
-                      "attention": (training.get("planned_from") or training.get("trains") or {}).get("attention"),
-                      "example_tokens_per_s": round(tokens / seconds), "steps": max(r["step"] for r in log),
-                      "overhead_seconds": round(training.get("seconds", seconds) - seconds, 1)})
+        found.append(
+            {
+                "file": path.name,
+                "device": name,
+                "date": path.stem[-10:],
+                "torch": (record.get("checks") or {}).get("preflight", {}).get("torch"),
+                "attention": (training.get("planned_from") or training.get("trains") or {}).get("attention"),
+                "example_tokens_per_s": round(tokens / seconds),
+                "steps": max(r["step"] for r in log),
+                "overhead_seconds": round(training.get("seconds", seconds) - seconds, 1),
+            }
+        )
     return max(found, key=lambda f: f["date"]) if found else None
 
 
@@ -64,10 +71,14 @@ def data_plan(manifest: dict, trained: float, curriculum: dict) -> str:
             taken[n] += trained * share * w * per_row[n] / mass
     lines = [f"{'source':<28} {'rows':>10} {'tokens':>12} {'MiB':>6} {'B/token':>8} {'epochs':>7}"]
     for name, s in sorted(sources.items()):
-        lines.append(f"{name:<28} {s['rows']:>10,} {s['tokens']:>12,} {s['bytes'] / 2**20:>6.1f} "
-                     f"{s['bytes'] / max(s['tokens'], 1):>8.3f} {taken[name] / max(s['tokens'], 1):>7.2f}")
-    lines.append(f"{'carried':<28} {sum(s['rows'] for s in sources.values()):>10,} {manifest['tokens']:>12,} "
-                 f"{sum(s['bytes'] for s in sources.values()) / 2**20:>6.1f}")
+        lines.append(
+            f"{name:<28} {s['rows']:>10,} {s['tokens']:>12,} {s['bytes'] / 2**20:>6.1f} "
+            f"{s['bytes'] / max(s['tokens'], 1):>8.3f} {taken[name] / max(s['tokens'], 1):>7.2f}"
+        )
+    lines.append(
+        f"{'carried':<28} {sum(s['rows'] for s in sources.values()):>10,} {manifest['tokens']:>12,} "
+        f"{sum(s['bytes'] for s in sources.values()) / 2**20:>6.1f}"
+    )
     return "\n".join(lines)
 
 
@@ -90,10 +101,12 @@ def print_plan(pack: str | None, device: str | None) -> int:
     manifest = json.loads((pack_dir / "manifest.json").read_text())
     tree = tree_bytes()
     room = verify(manifest, pack_dir, tree)  # refused here, in one line, before any device call
-    print(f"pack: data fingerprint {manifest['fingerprint']} (format {manifest['data_format']}), ready; "
-          f"{(LIMIT - room - tree) / 2**20:.1f} MiB beside a working tree of {tree / 2**20:.1f} MiB "
-          f"({manifest['parts'].get('ids_in_tree', 0) / 2**20:.1f} of it committed ids): "
-          f"{room / 2**20:.1f} MiB of {LIMIT / 2**20:.0f} left")
+    print(
+        f"pack: data fingerprint {manifest['fingerprint']} (format {manifest['data_format']}), ready; "
+        f"{(LIMIT - room - tree) / 2**20:.1f} MiB beside a working tree of {tree / 2**20:.1f} MiB "
+        f"({manifest['parts'].get('ids_in_tree', 0) / 2**20:.1f} of it committed ids): "
+        f"{room / 2**20:.1f} MiB of {LIMIT / 2**20:.0f} left"
+    )
     with tarfile.open(pack_dir / "data.tar.xz") as tar:
         curriculum = yaml.safe_load(tar.extractfile("data/curriculum.yaml").read())
     seconds = steps.BUDGET - sum(s[0] for k, s in steps.STEPS.items() if k != "train")
@@ -104,9 +117,11 @@ def print_plan(pack: str | None, device: str | None) -> int:
     stepping = max(0.0, seconds - speed["overhead_seconds"])
     trained = stepping * speed["example_tokens_per_s"]
     print(data_plan(manifest, trained, curriculum))
-    print(f"trained: {trained / 1e6:.0f} M example tokens in {stepping:.0f} s of steps ({seconds} s less the "
-          f"{speed['overhead_seconds']} s that draw's training spent outside its steps: start-up, compile, stage ends) "
-          f"at {speed['example_tokens_per_s'] / 1e6:.2f} M/s, as the draw of {speed['date']} on {speed['device']} "
-          f"({speed['attention']}, torch {speed['torch']}) trained; epochs count the ids as kept, "
-          "before a run cuts code to its window")
+    print(
+        f"trained: {trained / 1e6:.0f} M example tokens in {stepping:.0f} s of steps ({seconds} s less the "
+        f"{speed['overhead_seconds']} s that draw's training spent outside its steps: start-up, compile, stage ends) "
+        f"at {speed['example_tokens_per_s'] / 1e6:.2f} M/s, as the draw of {speed['date']} on {speed['device']} "
+        f"({speed['attention']}, torch {speed['torch']}) trained; epochs count the ids as kept, "
+        "before a run cuts code to its window"
+    )
     return 0

@@ -67,23 +67,30 @@ def check(cur, release: pathlib.Path = RELEASE) -> dict:
     manifest = read_manifest(release)
     if manifest is None:
         raise UsageError(f"no committed data at {release}: build it (codeexecutor draw pack --build, hours)")
-    problem = format_problem(manifest.get("data_format"), str(release), "check out the commit that made them, or "
-                             "build and add the data anew (codeexecutor draw pack --build, hours)")
+    problem = format_problem(
+        manifest.get("data_format"),
+        str(release),
+        "check out the commit that made them, or build and add the data anew (codeexecutor draw pack --build, hours)",
+    )
     if problem:
         raise UsageError(problem)
     named = cur.model.tokenizer and pathlib.Path(cur.model.tokenizer)
     tokenizer = (named if named.is_absolute() else ROOT / named) if named else release / "tokenizer"
     want = fingerprint(identity(recipe_encoder(cur, tokenizer)))
     if manifest.get("fingerprint") != want:
-        raise UsageError(f"{release} was tokenized as {_identity_line(manifest['identity'])} (fingerprint "
-                         f"{manifest.get('fingerprint')}) and this recipe wants fingerprint {want}: set the recipe's "
-                         "model and tokenizer sections back, or build its data (codeexecutor draw pack --build)")
+        raise UsageError(
+            f"{release} was tokenized as {_identity_line(manifest['identity'])} (fingerprint "
+            f"{manifest.get('fingerprint')}) and this recipe wants fingerprint {want}: set the recipe's "
+            "model and tokenizer sections back, or build its data (codeexecutor draw pack --build)"
+        )
     return manifest
 
 
 def _identity_line(ident: dict) -> str:
-    return (f"profile {ident.get('profile')}, {ident.get('max_code_length')} code and {ident.get('max_trace_length')} "
-            f"trace tokens")
+    return (
+        f"profile {ident.get('profile')}, {ident.get('max_code_length')} code and {ident.get('max_trace_length')} "
+        f"trace tokens"
+    )
 
 
 def missing_sources(cur, manifest: dict) -> list[str]:
@@ -123,9 +130,11 @@ def add(prep: pathlib.Path, part: str, release: pathlib.Path = RELEASE) -> dict:
     record, markers, ident = _prep(prep)
     manifest = read_manifest(release) or _new_manifest(release, record, ident)
     if fingerprint(ident) != manifest["fingerprint"]:
-        raise UsageError(f"{prep} was tokenized as {_identity_line(ident)} with tokenizer {ident['tokenizer']}, the "
-                         f"committed data as {_identity_line(manifest['identity'])} with {manifest['identity']['tokenizer']}: "
-                         "tokenize with the committed tokenizer at the draw recipe's lengths (gpu-draw-part.yaml)")
+        raise UsageError(
+            f"{prep} was tokenized as {_identity_line(ident)} with tokenizer {ident['tokenizer']}, the "
+            f"committed data as {_identity_line(manifest['identity'])} with {manifest['identity']['tokenizer']}: "
+            "tokenize with the committed tokenizer at the draw recipe's lengths (gpu-draw-part.yaml)"
+        )
     taken = [n for n in markers if part in (manifest["sources"].get(n) or {}).get("parts", {})]
     if taken:
         raise UsageError(f"{release} already has part {part} of {taken[0]}: name the new part otherwise")
@@ -136,13 +145,16 @@ def add(prep: pathlib.Path, part: str, release: pathlib.Path = RELEASE) -> dict:
         figures = pack_tokenized(str(prep / "tokenized" / name), str(dest), drop=("source", "source_fingerprint"))
         entry = manifest["sources"].setdefault(name, {"parts": {}})
         entry["parts"][part] = {"file": str(dest.relative_to(release)), **figures, "fits": marker["fits"]}
-        print(f"draw add: {name} part {part}: {figures['rows']:,} rows, {figures['tokens']:,} tokens, "
-              f"{figures['bytes'] / 2**20:.2f} MiB", flush=True)
+        print(
+            f"draw add: {name} part {part}: {figures['rows']:,} rows, {figures['tokens']:,} tokens, "
+            f"{figures['bytes'] / 2**20:.2f} MiB",
+            flush=True,
+        )
     builds = {pathlib.Path(m["source"]).parent for m in markers.values()}  # DATA/BUILD/NAME -> DATA/BUILD
     _add_builds(manifest, release, builds, record["settings"]["recipe"], part)
     if not manifest.get("test"):
         manifest["test"] = _add_test_samples(release, builds)
-    manifest["updated"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    manifest["updated"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     manifest["tokens"] = sum(source_figures(manifest, n)["tokens"] for n in manifest["sources"])
     manifest["bytes"] = sum(source_figures(manifest, n)["bytes"] for n in manifest["sources"])
     _write_manifest(release, manifest)
@@ -154,14 +166,21 @@ def _prep(prep: pathlib.Path) -> tuple[dict, dict, dict]:
     whose tokenize phase finished."""
     record = json.loads((prep / "pretrain.json").read_text()) if (prep / "pretrain.json").is_file() else {}
     if not record.get("phases", {}).get("tokenize", {}).get("done"):
-        raise UsageError(f"{prep} has not finished tokenizing: run codeexecutor pretrain --recipe R --out {prep} "
-                         "--until tokenize first")
+        raise UsageError(
+            f"{prep} has not finished tokenizing: run codeexecutor pretrain --recipe R --out {prep} "
+            "--until tokenize first"
+        )
     tokenized = prep / "tokenized"
-    markers = {d.name: json.loads((d / "tokenized.json").read_text()) for d in sorted(tokenized.iterdir())
-               if (d / "tokenized.json").is_file()}
+    markers = {
+        d.name: json.loads((d / "tokenized.json").read_text())
+        for d in sorted(tokenized.iterdir())
+        if (d / "tokenized.json").is_file()
+    }
     if not markers:
         raise UsageError(f"{tokenized} holds no tokenized source: tokenize again (pretrain --until tokenize)")
-    ident = {k: next(iter(markers.values()))[k] for k in ("tokenizer", "profile", "max_code_length", "max_trace_length")}
+    ident = {
+        k: next(iter(markers.values()))[k] for k in ("tokenizer", "profile", "max_code_length", "max_trace_length")
+    }
     if any({k: m[k] for k in ident} != ident for m in markers.values()):
         raise UsageError(f"the sources of {tokenized} were tokenized differently: tokenize them again in one run")
     return record, markers, ident
@@ -176,8 +195,15 @@ def _new_manifest(release: pathlib.Path, record: dict, ident: dict) -> dict:
     shutil.copytree(pathlib.Path(record["phases"]["tokenizer"]["tokenizer"]), release / "tokenizer", dirs_exist_ok=True)
     (release / "tokenizer" / "training.json").unlink(missing_ok=True)  # the sample's report names this machine's paths
     profile = Curriculum.from_dict(record["settings"]["recipe"], "pretrain.json", None, buildable=True).profile()
-    return {"data_format": DATA_FORMAT, "fingerprint": fingerprint(ident), "identity": ident,
-            "profile": profile.to_config(), "sources": {}, "builds": {}, "test": {}}
+    return {
+        "data_format": DATA_FORMAT,
+        "fingerprint": fingerprint(ident),
+        "identity": ident,
+        "profile": profile.to_config(),
+        "sources": {},
+        "builds": {},
+        "test": {},
+    }
 
 
 MAX_FILE = 45 * 2**20  # a committed file stays well under what git hosts take (50 MB)
@@ -193,11 +219,16 @@ def _check_room(prep: pathlib.Path, markers: dict) -> None:
     if big:
         raise UsageError(f"{big[0]} would pack to a file over {MAX_FILE / 2**20:.0f} MiB: build it in more shards")
     room = LIMIT - tree_bytes() - WHEELS_ALLOWANCE - OTHER_ALLOWANCE
-    print(f"draw add: {room / 2**20:.1f} MiB of a call's {LIMIT / 2**20:.0f} left beside the tree and the wheels "
-          "before this part", flush=True)
+    print(
+        f"draw add: {room / 2**20:.1f} MiB of a call's {LIMIT / 2**20:.0f} left beside the tree and the wheels "
+        "before this part",
+        flush=True,
+    )
     if room <= 0:
-        raise UsageError(f"the working tree already fills what a call carries ({LIMIT / 2**20:.0f} MiB with the wheels): "
-                         "ship the CPU model in int8 or drop a part before adding one")
+        raise UsageError(
+            f"the working tree already fills what a call carries ({LIMIT / 2**20:.0f} MiB with the wheels): "
+            "ship the CPU model in int8 or drop a part before adding one"
+        )
 
 
 def _add_test_samples(release: pathlib.Path, builds: set) -> dict:
@@ -233,8 +264,12 @@ def _add_builds(manifest: dict, release: pathlib.Path, builds: set, recipe: dict
             raise UsageError(f"{folder}/stats.json does not say which interpreter traced it: rebuild it")
         built = json.loads((folder / "build.json").read_text()) if (folder / "build.json").is_file() else {}
         manifest["builds"][f"{folder.name}.{part}"] = {
-            "options": specs.get(folder.name), "python": stats["python"], "corpora": built.get("sources"),
-            "shard": built.get("shard"), "licences": _licences(folder)}
+            "options": specs.get(folder.name),
+            "python": stats["python"],
+            "corpora": built.get("sources"),
+            "shard": built.get("shard"),
+            "licences": _licences(folder),
+        }
 
 
 def _licences(build: pathlib.Path) -> dict | str:
@@ -266,8 +301,10 @@ def to_campaign(cur, out: pathlib.Path, release: pathlib.Path = RELEASE) -> tupl
     manifest = check(cur, release)
     lacking = missing_sources(cur, manifest)
     if lacking:
-        raise UsageError(f"the committed data has no {', '.join(lacking)}: add it (codeexecutor draw add) or leave it "
-                         "out of the recipe")
+        raise UsageError(
+            f"the committed data has no {', '.join(lacking)}: add it (codeexecutor draw add) or leave it "
+            "out of the recipe"
+        )
     lost = [f for n in manifest["sources"] for f in parts(manifest, n, release) if not (ROOT / f).is_file()]
     if lost:
         raise UsageError(f"{lost[0]} is named in {release}/manifest.json and missing: check out the whole repository")
@@ -286,8 +323,16 @@ def to_campaign(cur, out: pathlib.Path, release: pathlib.Path = RELEASE) -> tupl
         with tarfile.open(out / "data.tar.xz", "w:xz", preset=6) as tar:
             tar.add(stage, arcname="data")
     used = {folder_name(src.path) for st in cur.stages for src in st.sources}
-    sources = {n: {**manifest["identity"], "folder": n, **source_figures(manifest, n),
-                   "parts": parts(manifest, n, release), "in": "tree"} for n in sorted(used)}
+    sources = {
+        n: {
+            **manifest["identity"],
+            "folder": n,
+            **source_figures(manifest, n),
+            "parts": parts(manifest, n, release),
+            "in": "tree",
+        }
+        for n in sorted(used)
+    }
     return sources, manifest["test"]
 
 
@@ -320,12 +365,20 @@ def rows(release: pathlib.Path, out: pathlib.Path, names: list[str] | None = Non
                     if limit is not None and n >= limit:
                         break
                     c, t = int(arrays["code_len"][i]), int(arrays["trace_len"][i])
-                    code = arrays["code_ids"][code_at + 3:code_at + c - tail].tolist()
-                    trace = arrays["trace_ids"][trace_at + 1:trace_at + t - 1].tolist()
+                    code = arrays["code_ids"][code_at + 3 : code_at + c - tail].tolist()
+                    trace = arrays["trace_ids"][trace_at + 1 : trace_at + t - 1].tolist()
                     code_at, trace_at = code_at + c, trace_at + t
-                    f.write(json.dumps({"part": part, "code": encoder.decode(code, cut_at_bos=False),
-                                        "trace": encoder.decode(trace, cut_at_bos=False),
-                                        "fit": header["fit_names"][arrays["fit"][i]]}) + "\n")
+                    f.write(
+                        json.dumps(
+                            {
+                                "part": part,
+                                "code": encoder.decode(code, cut_at_bos=False),
+                                "trace": encoder.decode(trace, cut_at_bos=False),
+                                "fit": header["fit_names"][arrays["fit"][i]],
+                            }
+                        )
+                        + "\n"
+                    )
                     n += 1
         os.replace(tmp, out / f"{name}.jsonl")
         written[name] = n

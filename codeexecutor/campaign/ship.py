@@ -29,15 +29,28 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--name", required=True, help="the folder under models/")
     ap.add_argument("--device", default="cpu", help="what it was trained on, for the card")
     ap.add_argument("--command", default="", help="the command that trained it, for the card")
-    ap.add_argument("--recipe", default="curricula/recipes/cpu-hour.yaml", help="the recipe it was trained by, for the card")
+    ap.add_argument(
+        "--recipe", default="curricula/recipes/cpu-hour.yaml", help="the recipe it was trained by, for the card"
+    )
     ap.add_argument("--limit", type=int, default=300)
-    ap.add_argument("--weights", choices=("bf16", "int8"), default="bf16",
-                    help="how the weights are stored: bfloat16, or int8 codes a row at about 0.6 of the bytes (modeling/int8.py)")
-    ap.add_argument("--trace-python", help="the interpreter that traced the training data, where the run's config does "
-                    "not say (a run from before models kept it)")
+    ap.add_argument(
+        "--weights",
+        choices=("bf16", "int8"),
+        default="bf16",
+        help="how the weights are stored: bfloat16, or int8 codes a row at about 0.6 of the bytes (modeling/int8.py)",
+    )
+    ap.add_argument(
+        "--trace-python",
+        help="the interpreter that traced the training data, where the run's config does "
+        "not say (a run from before models kept it)",
+    )
     ap.add_argument("--note", default="", help="a paragraph for the card's scores section")
-    ap.add_argument("--card-only", action="store_true", help="rewrite models/NAME/README.md from the scores already in "
-                    "benchmarks/results/NAME.json (nothing evaluated again)")
+    ap.add_argument(
+        "--card-only",
+        action="store_true",
+        help="rewrite models/NAME/README.md from the scores already in "
+        "benchmarks/results/NAME.json (nothing evaluated again)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,19 +59,25 @@ def run(args: argparse.Namespace) -> int:
 
         saved = json.loads((ROOT / "benchmarks" / "results" / f"{args.name}.json").read_text())
         command = saved.get("training_command") or args.command
-        write_card(ROOT / "models" / args.name, scores=saved, device=saved["device"], recipe=args.recipe,
-                   steps=saved["steps"], minutes=saved["training_minutes"], command=command,
-                   parameters=saved["parameters"], note=args.note)
+        write_card(
+            ROOT / "models" / args.name,
+            scores=saved,
+            device=saved["device"],
+            recipe=args.recipe,
+            steps=saved["steps"],
+            minutes=saved["training_minutes"],
+            command=command,
+            parameters=saved["parameters"],
+            note=args.note,
+        )
         print(f"rewrote {ROOT / 'models' / args.name / 'README.md'}")
         return 0
     if not args.run or not args.data:
         raise UsageError("--run and --data are needed (all but --card-only)")
     from codeexecutor.progress import quiet_libraries
-    from codeexecutor.training.export import save_shipped
-    from codeexecutor.cli import provided
     from codeexecutor.training.card import write_card
-
-    evaluate_model = provided("evaluate_model")
+    from codeexecutor.training.export import save_shipped
+    from eval.evaluate import evaluate_model
 
     quiet_libraries()
     run = pathlib.Path(args.run)
@@ -70,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
     if not config.get("trace_python"):
         from codeexecutor.execution.interpreters import dataset_python
 
-        config["trace_python"] = args.trace_python or dataset_python(str(pathlib.Path(args.data) / "codenetmut" / "codenetmut"))
+        config["trace_python"] = args.trace_python or dataset_python(
+            str(pathlib.Path(args.data) / "codenetmut" / "codenetmut")
+        )
         (dest / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     start = time.perf_counter()
     report = evaluate_model(str(dest), args.data, split="test", limit=args.limit, batch_size=16, progress=True)
@@ -78,21 +99,49 @@ def run(args: argparse.Namespace) -> int:
     report.pop("predictions")
     curriculum = json.loads((run / "curriculum.json").read_text())
     log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
-    train_seconds = sum(max((r.get("stage_seconds", 0) for r in log if r.get("stage") == st["name"]), default=0)
-                        for st in curriculum["stages"])
+    train_seconds = sum(
+        max((r.get("stage_seconds", 0) for r in log if r.get("stage") == st["name"]), default=0)
+        for st in curriculum["stages"]
+    )
     steps = {st["name"]: st["steps"] for st in curriculum["stages"]}
-    scores = {"sets": {name: {"examples": e["examples"], **e["table3"], "aligned": e["aligned"],
-                              "unfinished": (e.get("unfinished") or {}).get("share")}
-                       for name, e in report["datasets"].items()},
-              "runtime_errors": report.get("runtime_errors"), "runtime_errors_functions": report.get("runtime_errors_functions"),
-              "metric": report["metric"], "beam": report["beam"], "limit": args.limit}
-    write_card(dest, scores=scores, device=args.device, recipe=args.recipe, steps=steps,
-               minutes=round(train_seconds / 60, 1), command=args.command or f"codeexecutor ship --run {args.run}",
-               parameters=params, note=args.note)
-    out = {"model": str(dest.relative_to(ROOT)), "parameters": params, "device": args.device, "steps": steps,
-           "training_minutes": round(train_seconds / 60, 1), "eval_seconds": round(seconds, 1), **scores,
-           "training_command": args.command,
-           "command": " ".join(["codeexecutor"] + sys.argv[1:])}
+    scores = {
+        "sets": {
+            name: {
+                "examples": e["examples"],
+                **e["table3"],
+                "aligned": e["aligned"],
+                "unfinished": (e.get("unfinished") or {}).get("share"),
+            }
+            for name, e in report["datasets"].items()
+        },
+        "runtime_errors": report.get("runtime_errors"),
+        "runtime_errors_functions": report.get("runtime_errors_functions"),
+        "metric": report["metric"],
+        "beam": report["beam"],
+        "limit": args.limit,
+    }
+    write_card(
+        dest,
+        scores=scores,
+        device=args.device,
+        recipe=args.recipe,
+        steps=steps,
+        minutes=round(train_seconds / 60, 1),
+        command=args.command or f"codeexecutor ship --run {args.run}",
+        parameters=params,
+        note=args.note,
+    )
+    out = {
+        "model": str(dest.relative_to(ROOT)),
+        "parameters": params,
+        "device": args.device,
+        "steps": steps,
+        "training_minutes": round(train_seconds / 60, 1),
+        "eval_seconds": round(seconds, 1),
+        **scores,
+        "training_command": args.command,
+        "command": " ".join(["codeexecutor"] + sys.argv[1:]),
+    }
     (ROOT / "benchmarks" / "results" / f"{args.name}.json").write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps({k: (v["trace_accuracy"], v["output_accuracy"]) for k, v in scores["sets"].items()}))
     print(f"shipped: {dest} ({sum(f.stat().st_size for f in dest.iterdir()) / 1e6:.1f} MB)")

@@ -27,16 +27,47 @@ SIZES = {
     # speed_runs: what the throughput step measures after the scoring (bench_step.py --speed):
     # the training preset (its graph in inductor's cache by then), then `base` for its MFU.
     # more_runs: measured last, on the time left, beside DeepSpeed's step.
-    False: {"presets": ("small", "base"), "budgets": (12288, 49152), "train_preset": "small",
-            "speed_runs": ("small:49152", "base:49152"), "more_runs": ("small:196608", "base:196608"), "decode": 300,
-            "launch_steps": 6, "fp16_steps": 40, "ds": "zero2_bf16.json", "autocast": None, "score_limit": 100,
-            "batch": 320, "attention": "flex", "launch_need": 110, "fp16_need": 45, "more_need": 90, "tests_need": 90,
-            "save_every": 250},  # a checkpoint of `small` (weights and AdamW) is about 280 MB: a second or two
-    True: {"presets": ("tiny", "mini"), "budgets": (1024, 2048), "train_preset": "tiny",
-           "speed_runs": ("tiny:2048",), "more_runs": (), "decode": 8,
-           "launch_steps": 4, "fp16_steps": 0, "ds": "cpu.json", "autocast": None, "score_limit": 4, "batch": 8,
-           "attention": "sdpa", "launch_need": 0, "fp16_need": 0, "more_need": 10**9, "tests_need": 10**9,
-           "train_minutes_max": 0.4, "save_every": 20},  # a CPU's speed moves with its load: the smoke run stays short
+    False: {
+        "presets": ("small", "base"),
+        "budgets": (12288, 49152),
+        "train_preset": "small",
+        "speed_runs": ("small:49152", "base:49152"),
+        "more_runs": ("small:196608", "base:196608"),
+        "decode": 300,
+        "launch_steps": 6,
+        "fp16_steps": 40,
+        "ds": "zero2_bf16.json",
+        "autocast": None,
+        "score_limit": 100,
+        "batch": 320,
+        "attention": "flex",
+        "launch_need": 110,
+        "fp16_need": 45,
+        "more_need": 90,
+        "tests_need": 90,
+        "save_every": 250,
+    },  # a checkpoint of `small` (weights and AdamW) is about 280 MB: a second or two
+    True: {
+        "presets": ("tiny", "mini"),
+        "budgets": (1024, 2048),
+        "train_preset": "tiny",
+        "speed_runs": ("tiny:2048",),
+        "more_runs": (),
+        "decode": 8,
+        "launch_steps": 4,
+        "fp16_steps": 0,
+        "ds": "cpu.json",
+        "autocast": None,
+        "score_limit": 4,
+        "batch": 8,
+        "attention": "sdpa",
+        "launch_need": 0,
+        "fp16_need": 0,
+        "more_need": 10**9,
+        "tests_need": 10**9,
+        "train_minutes_max": 0.4,
+        "save_every": 20,
+    },  # a CPU's speed moves with its load: the smoke run stays short
 }[SMOKE]
 # step: (seconds on the accelerator, seconds in the CPU smoke run, the file it writes, what it does),
 # in the order they run: what a draw exists for (a trained model, back here, scored) first, then
@@ -50,11 +81,26 @@ STEPS = {
     "unpack": (20, 30, "checks.json", "the packed tokenizer, test samples and each source's ids, as tokenized folders"),
     "train": (230, 120, "training.json", "the recipe on the packed data, in the time the steps after it leave"),
     "export": (10, 60, "model-meta.tar", "the model in bf16 safetensors pieces of 16 MiB"),
-    "score": (60, 240, "scores.json", "the six test samples, greedy, batched, cheapest first, in a child stopped at the limit"),
-    "throughput": (90, 300, "throughput.json", "bench_step.py --speed: small and base at 48 k tokens a step (compile "
-                   "seconds, tokens/s, MFU), greedy decoding at a batch of 300"),
-    "checks": (100, 400, "checks.json", "tests/test_gpu.py (90 s: flex against tiles on the GPU), then on the time "
-               "left: 192 k-token steps and DeepSpeed's, run_pretrain.sh stopped and resumed, fp16's loss scale"),
+    "score": (
+        60,
+        240,
+        "scores.json",
+        "the six test samples, greedy, batched, cheapest first, in a child stopped at the limit",
+    ),
+    "throughput": (
+        90,
+        300,
+        "throughput.json",
+        "bench_step.py --speed: small and base at 48 k tokens a step (compile "
+        "seconds, tokens/s, MFU), greedy decoding at a batch of 300",
+    ),
+    "checks": (
+        100,
+        400,
+        "checks.json",
+        "tests/test_gpu.py (90 s: flex against tiles on the GPU), then on the time "
+        "left: 192 k-token steps and DeepSpeed's, run_pretrain.sh stopped and resumed, fp16's loss scale",
+    ),
 }
 RESERVED_AFTER_TRAIN = ("export", "score", "throughput")  # steps the training leaves their time to; `checks` takes
 # its own (the GPU tests' 90 s) and what the others leave
@@ -87,8 +133,14 @@ def sh(args: list[str], timeout: float, log: pathlib.Path, env: dict | None = No
     with open(log, "a") as f:
         f.write(f"$ {' '.join(map(str, args))}\n")
         f.flush()
-        proc = subprocess.Popen(list(map(str, args)), stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
-                                env={**os.environ, **(env or {})}, start_new_session=True)
+        proc = subprocess.Popen(
+            list(map(str, args)),
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
         try:
             return proc.wait(timeout=max(1.0, timeout))
         except subprocess.TimeoutExpired:
@@ -116,16 +168,20 @@ def check_pack() -> dict:
 
     manifest_path = PACK / "manifest.json"
     if not manifest_path.is_file():
-        raise Refused(f"no pack at {PACK}: run codeexecutor draw pack{' --smoke' if SMOKE else ''} where the data "
-                      "is and carry .campaign with the call")
+        raise Refused(
+            f"no pack at {PACK}: run codeexecutor draw pack{' --smoke' if SMOKE else ''} where the data "
+            "is and carry .campaign with the call"
+        )
     manifest = json.loads(manifest_path.read_text())
     try:
         verify(manifest, PACK)  # the working tree beside it as the pack measured it: git may not be here
     except UsageError as exc:
         raise Refused(str(exc)) from None
     if bool(manifest.get("smoke")) != SMOKE:
-        raise Refused(f"{PACK} is a {'smoke' if manifest.get('smoke') else 'full'} pack and this is "
-                      f"{'the CPU smoke run' if SMOKE else 'a GPU draw'}: pack with{'out' if not SMOKE else ''} --smoke")
+        raise Refused(
+            f"{PACK} is a {'smoke' if manifest.get('smoke') else 'full'} pack and this is "
+            f"{'the CPU smoke run' if SMOKE else 'a GPU draw'}: pack with{'out' if not SMOKE else ''} --smoke"
+        )
     if not manifest.get("python"):
         raise Refused(f"{PACK} does not say which interpreter traced its data: pack it again")
     return manifest
@@ -137,8 +193,13 @@ def preflight(checks: dict, log: pathlib.Path) -> None:
 
     import torch
 
-    info = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
-            "cuda_available": torch.cuda.is_available(), "smoke": SMOKE}
+    info = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+        "smoke": SMOKE,
+    }
     for name in ("transformers", "tokenizers", "datasets", "deepspeed", "safetensors", "yaml"):
         try:
             info[name] = getattr(__import__(name), "__version__", "present")
@@ -146,19 +207,32 @@ def preflight(checks: dict, log: pathlib.Path) -> None:
             if name == "deepspeed" and isinstance(exc, ModuleNotFoundError):  # a pack without room for it
                 info[name] = None
                 continue
-            raise Refused(f"cannot import {name} ({type(exc).__name__}: {exc}); carry its wheel (campaign/wheels.py)")
+            raise Refused(
+                f"cannot import {name} ({type(exc).__name__}: {exc}); carry its wheel (campaign/wheels.py)"
+            ) from exc
     import codeexecutor.training.loop  # noqa: F401  (the training loop imports: a broken one stops here)
 
     if not SMOKE and not torch.cuda.is_available():
         raise Refused("no CUDA device here: run the draw on the lent GPU machine, or set CAMPAIGN_SMOKE=1 on a CPU")
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
-        info.update(device=props.name, memory_gib=round(props.total_memory / 2**30, 1), sms=props.multi_processor_count,
-                    bf16=torch.cuda.is_bf16_supported(),
-                    sdpa={"flash": torch.backends.cuda.flash_sdp_enabled(), "efficient":
-                          torch.backends.cuda.mem_efficient_sdp_enabled(), "math": torch.backends.cuda.math_sdp_enabled()})
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version,clocks.max.sm", "--format=csv"],
-                             capture_output=True, text=True, timeout=20)
+        info.update(
+            device=props.name,
+            memory_gib=round(props.total_memory / 2**30, 1),
+            sms=props.multi_processor_count,
+            bf16=torch.cuda.is_bf16_supported(),
+            sdpa={
+                "flash": torch.backends.cuda.flash_sdp_enabled(),
+                "efficient": torch.backends.cuda.mem_efficient_sdp_enabled(),
+                "math": torch.backends.cuda.math_sdp_enabled(),
+            },
+        )
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version,clocks.max.sm", "--format=csv"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         info["nvidia_smi"] = smi.stdout.strip()
     else:
         info["device"] = "cpu"
@@ -212,21 +286,38 @@ def unpack(checks: dict, manifest: dict) -> None:
         rows = {n: header["rows"] for n, header in zip(names, ex.map(unpack_tokenized, *zip(*jobs)))} if jobs else {}
     for name in names:
         if rows[name] != manifest["sources"][name]["rows"]:
-            raise Refused(f"the ids of {name} hold {rows[name]} rows, the manifest {manifest['sources'][name]['rows']}: "
-                          "pack it again")
-    checks["unpack"] = {"sources": rows, "tokens": manifest.get("tokens"), "test": manifest["test"],
-                        "python": manifest["python"], "seconds": round(time.time() - t, 1)}
+            raise Refused(
+                f"the ids of {name} hold {rows[name]} rows, the manifest {manifest['sources'][name]['rows']}: "
+                "pack it again"
+            )
+    checks["unpack"] = {
+        "sources": rows,
+        "tokens": manifest.get("tokens"),
+        "test": manifest["test"],
+        "python": manifest["python"],
+        "seconds": round(time.time() - t, 1),
+    }
 
 
-def curriculum(name: str, stages: list[dict], preset: str, max_tokens: int, model: dict | None = None,
-               **train) -> pathlib.Path:
+def curriculum(
+    name: str, stages: list[dict], preset: str, max_tokens: int, model: dict | None = None, **train
+) -> pathlib.Path:
     """A curriculum over the packed data: the pack's model settings (and `model`'s), these stages."""
     import yaml
 
     raw = yaml.safe_load((WORK / "data" / "curriculum.yaml").read_text())
     raw["model"].update(preset=preset, tokenizer=str(WORK / "data" / "tokenizer"), **(model or {}))
-    raw["train"].update({"output_dir": str(WORK / name), "max_tokens": max_tokens, "log_every": 1, "save_every": 10**9,
-                         "eval_examples": 0, **({"autocast": SIZES["autocast"]} if SIZES["autocast"] else {}), **train})
+    raw["train"].update(
+        {
+            "output_dir": str(WORK / name),
+            "max_tokens": max_tokens,
+            "log_every": 1,
+            "save_every": 10**9,
+            "eval_examples": 0,
+            **({"autocast": SIZES["autocast"]} if SIZES["autocast"] else {}),
+            **train,
+        }
+    )
     for st in stages:
         for src in st["sources"]:
             src["path"] = str(WORK / "data" / src["path"]) if not os.path.isabs(src["path"]) else src["path"]
@@ -255,9 +346,26 @@ def speed(name: str, runs, deadline: float, log: pathlib.Path, decode: int = 0, 
     cur = curriculum(name, [stage], SIZES["train_preset"], SIZES["budgets"][-1])
     out = WORK / f"{name}.json"
     out.unlink(missing_ok=True)
-    code = sh([sys.executable, ROOT / "benchmarks" / "bench_step.py", "--speed", "--runs", *runs, "--decode", decode,
-               *([] if deepspeed else ["--no-deepspeed"]), "--curriculum", cur, "--budget", max(5, deadline - time.time() - 5),
-               "--out", out], deadline - time.time(), log)
+    code = sh(
+        [
+            sys.executable,
+            ROOT / "benchmarks" / "bench_step.py",
+            "--speed",
+            "--runs",
+            *runs,
+            "--decode",
+            decode,
+            *([] if deepspeed else ["--no-deepspeed"]),
+            "--curriculum",
+            cur,
+            "--budget",
+            max(5, deadline - time.time() - 5),
+            "--out",
+            out,
+        ],
+        deadline - time.time(),
+        log,
+    )
     report = json.loads(out.read_text()) if out.exists() else {}
     return {"exit_code": code, **report}
 
@@ -294,15 +402,39 @@ def train(result: dict, log: pathlib.Path, deadline: float) -> None:
                 src["mine_from"] = min(src.get("mine_from") or 4096, 4096)
                 src["hardest"] = min(src["hardest"], src["mine_from"] // 3)
     trains = {"preset": SIZES["train_preset"], "max_tokens": SIZES["budgets"][-1], "attention": SIZES["attention"]}
-    cur = curriculum("run", stages, trains["preset"], trains["max_tokens"], {"attention": trains["attention"]},
-                     log_every=20, save_every=SIZES["save_every"])  # a process that dies resumes from its last save
+    cur = curriculum(
+        "run",
+        stages,
+        trains["preset"],
+        trains["max_tokens"],
+        {"attention": trains["attention"]},
+        log_every=20,
+        save_every=SIZES["save_every"],
+    )  # a process that dies resumes from its last save
     shutil.rmtree(WORK / "run", ignore_errors=True)
     result.update(curriculum=str(cur), minutes=round(minutes, 2), trains=trains)
     write_json("training.json", result)
     start = time.time()
-    code = sh([sys.executable, "-m", "codeexecutor", "pretrain", "--recipe", cur, "--out", WORK / "run", "--minutes",
-               f"{minutes:.3f}", "--no-score", "--ds-config", f"ds_configs/{SIZES['ds']}"], deadline - time.time(), log,
-             {"TORCH_LOGS": "recompiles"})  # each recompile and the guard that failed, in the log's tail
+    code = sh(
+        [
+            sys.executable,
+            "-m",
+            "codeexecutor",
+            "pretrain",
+            "--recipe",
+            cur,
+            "--out",
+            WORK / "run",
+            "--minutes",
+            f"{minutes:.3f}",
+            "--no-score",
+            "--ds-config",
+            f"ds_configs/{SIZES['ds']}",
+        ],
+        deadline - time.time(),
+        log,
+        {"TORCH_LOGS": "recompiles"},
+    )  # each recompile and the guard that failed, in the log's tail
     rows = train_log(WORK / "run" / "run")
     result.update(exit_code=code, seconds=round(time.time() - start, 1), log=rows)
     plan = WORK / "run" / "run" / "plan.json"
@@ -316,10 +448,13 @@ def train(result: dict, log: pathlib.Path, deadline: float) -> None:
     if ends:  # what the run did, for the next draw's plan
         steps = max(r["step"] for r in ends.values())
         result["steps"] = {name: r["step"] for name, r in ends.items()}
-        result["measured"] = {"steps": steps, "stepping_seconds": round(stepped, 1),
-                              "seconds_per_step": round(stepped / steps, 4),
-                              "overhead_seconds": round(result["seconds"] - stepped, 1),
-                              "tokens": sum(r["stage_tokens"] for r in ends.values())}
+        result["measured"] = {
+            "steps": steps,
+            "stepping_seconds": round(stepped, 1),
+            "seconds_per_step": round(stepped / steps, 4),
+            "overhead_seconds": round(result["seconds"] - stepped, 1),
+            "tokens": sum(r["stage_tokens"] for r in ends.values()),
+        }
     setup = WORK / "run" / "run" / "curriculum.json"
     if setup.exists():  # the path the last training process took: precision, attention, compile, fallbacks
         result["setup"] = json.loads(setup.read_text()).get("setup")
@@ -347,8 +482,9 @@ def score(result: dict, model: pathlib.Path, log: pathlib.Path, deadline: float)
     parts.mkdir(parents=True)
     builds = [p.name for p in test_builds()]
     code = sh([sys.executable, "-m", "codeexecutor.campaign.steps", "score", model, parts], deadline - time.time(), log)
-    result.update(model=model.name, metric=None, decoding=f"greedy (beam 1), batches of {SIZES['batch']}", sets={},
-                  exit_code=code)
+    result.update(
+        model=model.name, metric=None, decoding=f"greedy (beam 1), batches of {SIZES['batch']}", sets={}, exit_code=code
+    )
     done = []
     for build in builds:
         path = parts / f"{build}.json"
@@ -358,9 +494,14 @@ def score(result: dict, model: pathlib.Path, log: pathlib.Path, deadline: float)
         done.append(build)
         result["metric"] = report["metric"]
         for name, e in report["datasets"].items():
-            result["sets"][name] = {"examples": e["examples"], **e["table3"], "aligned": e.get("aligned"),
-                                    "unfinished": (e.get("unfinished") or {}).get("share"), "traced_by": e.get("traced_by"),
-                                    "decode_seconds": report.get("decode_seconds")}
+            result["sets"][name] = {
+                "examples": e["examples"],
+                **e["table3"],
+                "aligned": e.get("aligned"),
+                "unfinished": (e.get("unfinished") or {}).get("share"),
+                "traced_by": e.get("traced_by"),
+                "decode_seconds": report.get("decode_seconds"),
+            }
         for key in ("runtime_errors", "runtime_errors_functions"):
             if report.get(key):
                 result[key] = report[key]
@@ -368,7 +509,9 @@ def score(result: dict, model: pathlib.Path, log: pathlib.Path, deadline: float)
     write_json("scores.json", result)
     if code == 124:
         return f"cut at its time limit: {len(done)} of {len(builds)} test builds scored"
-    return "ok" if code == 0 and len(done) == len(builds) else f"failed: exit {code}, {len(done)} of {len(builds)} scored"
+    return (
+        "ok" if code == 0 and len(done) == len(builds) else f"failed: exit {code}, {len(done)} of {len(builds)} scored"
+    )
 
 
 def test_builds() -> list[pathlib.Path]:
@@ -382,13 +525,19 @@ def test_builds() -> list[pathlib.Path]:
 def score_sets(model: str, parts: str) -> None:
     """The child of `score`: each test build scored in turn, its report written as soon
     as it is done (`parts/BUILD.json`, without the predictions)."""
-    from codeexecutor.cli import provided
+    from eval.evaluate import evaluate_model
 
-    evaluate_model = provided("evaluate_model")
     for build in test_builds():
         t = time.time()
-        report = evaluate_model(model, str(build), split="test", limit=SIZES["score_limit"], beam=1,
-                                batch_size=SIZES["batch"], progress=False)
+        report = evaluate_model(
+            model,
+            str(build),
+            split="test",
+            limit=SIZES["score_limit"],
+            beam=1,
+            batch_size=SIZES["batch"],
+            progress=False,
+        )
         report.pop("predictions", None)
         report["decode_seconds"] = round(time.time() - t, 1)
         tmp = pathlib.Path(parts) / f"{build.name}.json.tmp"

@@ -22,20 +22,32 @@ DEEPSPEED = ["hjson", "pydantic", "pydantic_core", "annotated-types", "typing-in
 # transformers without the model families this project never loads: 13.3 MB -> about 2.6 MB
 SLIM = {"transformers": ("transformers/models/", ("auto", "roberta", "bart", "bert", "encoder_decoder", "__init__.py"))}
 BUILD = ["deepspeed"]  # published as a source distribution only: built here into a pure-Python wheel
-DEVICE_HAS = set("""absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build certifi
-charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core cuda-pathfinder cuda-toolkit
-cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock flatbuffers flax fonttools formulaic frozenlist
-fsspec gpytorch grpcio h11 h5py hf-xet httpcore httpx huggingface-hub humanize hypothesis idna imageio iniconfig interface-meta
-jax jaxlib jaxtyping jinja2 joblib kiwisolver lazy-loader lightning lightning-utilities linear-operator lineax llvmlite lxml
-markdown markdown-it-py markupsafe matplotlib mdurl meson ml-dtypes mpi4py mpmath msgpack multidict multipledispatch
-mypy-extensions nanobind narwhals networkx ninja numba numba-cuda numpy numpyro nvidia-ml-py onnx opencv-python-headless
-optax opt-einsum packaging pandas pathspec patsy peft pillow pip pluggy portalocker prometheus-client propcache protobuf psutil
-pyarrow pybind11 py-cpuinfo pygments pyparsing pyproject-hooks pytest python-dateutil pyyaml regex requests rich sacrebleu
-safetensors scikit-learn scipy seaborn sentencepiece setuptools shellingham simplejson six sortedcontainers statsmodels sympy
-tabulate tensorboard tensorboard-data-server threadpoolctl tiktoken tokenizers toolz torch tqdm transformers triton typer
-typing-extensions typing-inspect urllib3 werkzeug wheel wrapt xarray xxhash yarl zipp""".split())
-PLATFORMS = ["manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_24_x86_64", "manylinux_2_27_x86_64",
-             "manylinux_2_28_x86_64", "manylinux_2_31_x86_64", "manylinux_2_34_x86_64", "manylinux_2_35_x86_64", "any"]
+DEVICE_HAS = set(
+    """absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build certifi
+charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core cuda-pathfinder
+cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock flatbuffers flax fonttools
+formulaic frozenlist fsspec gpytorch grpcio h11 h5py hf-xet httpcore httpx huggingface-hub humanize hypothesis idna
+imageio iniconfig interface-meta jax jaxlib jaxtyping jinja2 joblib kiwisolver lazy-loader lightning lightning-utilities
+linear-operator lineax llvmlite lxml markdown markdown-it-py markupsafe matplotlib mdurl meson ml-dtypes mpi4py mpmath
+msgpack multidict multipledispatch mypy-extensions nanobind narwhals networkx ninja numba numba-cuda numpy numpyro
+nvidia-ml-py onnx opencv-python-headless optax opt-einsum packaging pandas pathspec patsy peft pillow pip pluggy
+portalocker prometheus-client propcache protobuf psutil pyarrow pybind11 py-cpuinfo pygments pyparsing pyproject-hooks
+pytest python-dateutil pyyaml regex requests rich sacrebleu safetensors scikit-learn scipy seaborn sentencepiece
+setuptools shellingham simplejson six sortedcontainers statsmodels sympy tabulate tensorboard tensorboard-data-server
+threadpoolctl tiktoken tokenizers toolz torch tqdm transformers triton typer typing-extensions typing-inspect urllib3
+werkzeug wheel wrapt xarray xxhash yarl zipp""".split()
+)
+PLATFORMS = [
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_28_x86_64",
+    "manylinux_2_31_x86_64",
+    "manylinux_2_34_x86_64",
+    "manylinux_2_35_x86_64",
+    "any",
+]
 
 
 def norm(name: str) -> str:
@@ -57,11 +69,43 @@ def download(dest: pathlib.Path, deepspeed: bool = True) -> None:
     names = CARRY + (DEEPSPEED if deepspeed else [])
     specs = [f"{n}=={versions[norm(n)]}" if norm(n) in versions else n for n in names]
     platforms = [a for p in PLATFORMS for a in ("--platform", p)]
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
-                    "--implementation", "cp", *platforms, "-d", str(dest), *specs], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.12",
+            "--implementation",
+            "cp",
+            *platforms,
+            "-d",
+            str(dest),
+            *specs,
+        ],
+        check=True,
+    )
     if deepspeed:
-        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dest),
-                        *[f"{n}=={versions[norm(n)]}" for n in BUILD]], check=True, env={**os.environ, "DS_BUILD_OPS": "0"})
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "-q",
+                "--no-deps",
+                "--no-build-isolation",
+                "-w",
+                str(dest),
+                *[f"{n}=={versions[norm(n)]}" for n in BUILD],
+            ],
+            check=True,
+            env={**os.environ, "DS_BUILD_OPS": "0"},
+        )
     for name, (folder, keep) in SLIM.items():
         for wheel in dest.glob(f"{name}-*.whl"):
             slim(wheel, folder, keep)
@@ -74,7 +118,7 @@ def slim(wheel: pathlib.Path, folder: str, keep: tuple[str, ...]) -> dict:
     tmp = wheel.with_suffix(".tmp")
 
     def kept(name: str) -> bool:
-        return not name.startswith(folder) or name[len(folder):].split("/", 1)[0] in keep
+        return not name.startswith(folder) or name[len(folder) :].split("/", 1)[0] in keep
 
     with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as out:
         for info in src.infolist():
@@ -82,7 +126,9 @@ def slim(wheel: pathlib.Path, folder: str, keep: tuple[str, ...]) -> dict:
                 continue
             data = src.read(info)
             if info.filename.endswith(".dist-info/RECORD"):
-                data = "".join(line + "\n" for line in data.decode().splitlines() if kept(line.split(",", 1)[0])).encode()
+                data = "".join(
+                    line + "\n" for line in data.decode().splitlines() if kept(line.split(",", 1)[0])
+                ).encode()
             out.writestr(info, data)
     os.replace(tmp, wheel)
     return {"before": before, "after": wheel.stat().st_size}
@@ -95,8 +141,16 @@ def requirements(wheel: pathlib.Path) -> list[str]:
     with zipfile.ZipFile(wheel) as z:
         meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
         lines = z.read(meta).decode().splitlines()
-    env = {"python_version": "3.12", "python_full_version": "3.12.3", "sys_platform": "linux", "platform_system": "Linux",
-           "platform_machine": "x86_64", "implementation_name": "cpython", "os_name": "posix", "extra": ""}
+    env = {
+        "python_version": "3.12",
+        "python_full_version": "3.12.3",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "platform_machine": "x86_64",
+        "implementation_name": "cpython",
+        "os_name": "posix",
+        "extra": "",
+    }
     out = []
     for line in lines:
         if line.startswith("Requires-Dist:"):

@@ -11,8 +11,16 @@ handlers) makes each fork slower.
 from importlib import import_module
 
 _WHERE = {
-    "ExecutorPool": "pool", "Program": "pool", "compile_program": "pool", "execute": "pool", "execute_many": "pool",
-    "ExecError": "records", "ExecResult": "records", "ExecStatus": "status", "Limits": "records", "Step": "records",
+    "ExecutorPool": "pool",
+    "Program": "pool",
+    "compile_program": "pool",
+    "execute": "pool",
+    "execute_many": "pool",
+    "ExecError": "records",
+    "ExecResult": "records",
+    "ExecStatus": "status",
+    "Limits": "records",
+    "Step": "records",
     "render": "render",
 }
 __all__ = sorted(_WHERE)

@@ -29,8 +29,9 @@ FIELDS = ("status", "steps", "stdout", "error")  # what must agree across interp
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def trace_all(programs: list[dict], workers: int = 2, untraced: bool = False,
-              warm_numpy: bool = False) -> tuple[dict[str, dict], float]:
+def trace_all(
+    programs: list[dict], workers: int = 2, untraced: bool = False, warm_numpy: bool = False
+) -> tuple[dict[str, dict], float]:
     """Results by id, and the seconds the traced runs took (the pool warm; with
     `warm_numpy` its numpy workers started before the clock too)."""
     from codeexecutor.execution import ExecutorPool, Program
@@ -41,8 +42,11 @@ def trace_all(programs: list[dict], workers: int = 2, untraced: bool = False,
         start = time.perf_counter()
         for key, r in pool.execute_many(Program(p["source"], p.get("stdin", ""), key=p["id"]) for p in programs):
             results[key] = {
-                "id": key, "status": r.status.value, "steps": [[s.line, s.state, s.output, s.depth] for s in r.steps],
-                "stdout": r.stdout, "stderr": r.stderr,
+                "id": key,
+                "status": r.status.value,
+                "steps": [[s.line, s.state, s.output, s.depth] for s in r.steps],
+                "stdout": r.stdout,
+                "stderr": r.stderr,
                 "error": None if r.error is None else [r.error.type, r.error.message, r.error.line],
             }
         seconds = time.perf_counter() - start
@@ -55,13 +59,20 @@ def trace_all(programs: list[dict], workers: int = 2, untraced: bool = False,
             with cf.ThreadPoolExecutor(workers) as ex:
                 for key, r in ex.map(plain, finished):
                     traced = results[key]
-                    traced["untraced_same"] = stable([r.status.value, r.stdout, r.stderr]) == \
-                        stable([traced["status"], traced["stdout"], traced["stderr"]])
+                    traced["untraced_same"] = stable([r.status.value, r.stdout, r.stderr]) == stable(
+                        [traced["status"], traced["stdout"], traced["stderr"]]
+                    )
     return results, seconds
 
 
-def run_under(python: str, programs: list[dict], workers: int = 2, untraced: bool = False, warm_numpy: bool = False,
-              timeout: float | None = None) -> tuple[dict[str, dict], dict]:
+def run_under(
+    python: str,
+    programs: list[dict],
+    workers: int = 2,
+    untraced: bool = False,
+    warm_numpy: bool = False,
+    timeout: float | None = None,
+) -> tuple[dict[str, dict], dict]:
     """Trace `programs` under the interpreter `python` (this checkout's code on its path);
     returns the results by id and the summary. Raises RuntimeError when it fails."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -73,8 +84,7 @@ def run_under(python: str, programs: list[dict], workers: int = 2, untraced: boo
         args = [python, "-m", "codeexecutor.execution.crosscheck", src, out, "--workers", str(workers)]
         args += ["--untraced"] if untraced else []
         args += ["--warm-numpy"] if warm_numpy else []
-        proc = subprocess.run(args, capture_output=True, text=True, env=env,
-                              cwd=ROOT, timeout=timeout)
+        proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)
         if proc.returncode != 0:
             raise RuntimeError(f"{python} could not trace the programs:\n{proc.stderr[-3000:]}")
         with open(out, encoding="utf-8") as f:
@@ -107,8 +117,13 @@ def first_difference(a: dict, b: dict) -> dict:
                 return {"field": field, "reference": a[field], "other": b[field]}
             sa, sb = a["steps"], b["steps"]
             k = next((i for i, (x, y) in enumerate(zip(sa, sb)) if x != y), min(len(sa), len(sb)))
-            return {"field": "steps", "step": k, "steps": [len(sa), len(sb)],
-                    "reference": sa[k] if k < len(sa) else None, "other": sb[k] if k < len(sb) else None}
+            return {
+                "field": "steps",
+                "step": k,
+                "steps": [len(sa), len(sb)],
+                "reference": sa[k] if k < len(sa) else None,
+                "other": sb[k] if k < len(sb) else None,
+            }
     return {}
 
 
@@ -126,8 +141,16 @@ def main() -> None:
     with open(args.out, "w", encoding="utf-8") as f:
         for p in programs:
             f.write(json.dumps(results[p["id"]]) + "\n")
-    print(json.dumps({"python": sys.version.split()[0], "programs": len(programs), "traced_seconds": round(seconds, 2),
-                      "traced_per_s": round(len(programs) / max(seconds, 1e-9), 1)}))
+    print(
+        json.dumps(
+            {
+                "python": sys.version.split()[0],
+                "programs": len(programs),
+                "traced_seconds": round(seconds, 2),
+                "traced_per_s": round(len(programs) / max(seconds, 1e-9), 1),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

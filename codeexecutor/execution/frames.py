@@ -45,15 +45,37 @@ if INLINED:
     # The accumulator of an inlined comprehension (BUILD_LIST/SET/MAP 0), moved under the
     # iterator (SWAP 2), right before the loop (FOR_ITER): no other construct compiles so.
     _COMP_START = re.compile(
-        b"[" + b"".join(re.escape(bytes([o])) for o in sorted(_BUILD)) + b"]\x00" + re.escape(bytes([_SWAP]))
-        + b"\x02(?:" + re.escape(bytes([_EXTENDED_ARG])) + b".)?" + re.escape(bytes([_FOR_ITER])),
+        b"["
+        + b"".join(re.escape(bytes([o])) for o in sorted(_BUILD))
+        + b"]\x00"
+        + re.escape(bytes([_SWAP]))
+        + b"\x02(?:"
+        + re.escape(bytes([_EXTENDED_ARG]))
+        + b".)?"
+        + re.escape(bytes([_FOR_ITER])),
         re.DOTALL,
     )
     # Instructions naming one local, cell or free variable by its index, and those naming two.
-    _ONE = frozenset(_OP[n] for n in ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "STORE_FAST", "DELETE_FAST",
-                                      "LOAD_DEREF", "STORE_DEREF", "DELETE_DEREF", "MAKE_CELL", "LOAD_CLOSURE",
-                                      "LOAD_FROM_DICT_OR_DEREF") if n in _OP and _OP[n] < 256)
-    _TWO = frozenset(_OP[n] for n in ("LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST") if n in _OP)
+    _ONE = frozenset(
+        _OP[n]
+        for n in (
+            "LOAD_FAST",
+            "LOAD_FAST_CHECK",
+            "LOAD_FAST_AND_CLEAR",
+            "STORE_FAST",
+            "DELETE_FAST",
+            "LOAD_DEREF",
+            "STORE_DEREF",
+            "DELETE_DEREF",
+            "MAKE_CELL",
+            "LOAD_CLOSURE",
+            "LOAD_FROM_DICT_OR_DEREF",
+        )
+        if n in _OP and _OP[n] < 256
+    )
+    _TWO = frozenset(
+        _OP[n] for n in ("LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST") if n in _OP
+    )
     _STORES = frozenset(_OP[n] for n in ("STORE_FAST", "STORE_FAST_STORE_FAST") if n in _OP)
     _RESTORE_OPS = _STORES | {_SWAP, _POP_TOP}
     _CLEANUP_OPS = _RESTORE_OPS | {_RERAISE}
@@ -206,7 +228,7 @@ def _exception_entries(code) -> list[tuple[int, int, int]]:
     return out
 
 
-def _regions(code, starts: list[int]) -> tuple[list[_Region], "_Code"]:
+def _regions(code, starts: list[int]) -> tuple[list[_Region], _Code]:
     c = _Code(code)
     ops = c.ops
     entries = _exception_entries(code)
@@ -268,7 +290,7 @@ def _regions(code, starts: list[int]) -> tuple[list[_Region], "_Code"]:
     return regions, c
 
 
-def _references(c: "_Code", regions: list[_Region]) -> tuple[set[str], set[str]]:
+def _references(c: _Code, regions: list[_Region]) -> tuple[set[str], set[str]]:
     """Names referenced outside every comprehension, and the enclosing code's names that a
     comprehension's body reads or writes (3.11 made them cells, to pass them in)."""
     outside: set[str] = set()

@@ -39,8 +39,14 @@ SEQUENCE_NAME = "__inputs__"
 _DIRECT = {"input", "readline", "read", "readlines", "eof"}
 _ITER = {"next", "eof"}
 REASONS = (
-    "syntax_error", "newer_python", "run_failed", "eof_read", "unmapped_read", "overlapping_reads",
-    "no_place_for_sequence", "verify_mismatch",
+    "syntax_error",
+    "newer_python",
+    "run_failed",
+    "eof_read",
+    "unmapped_read",
+    "overlapping_reads",
+    "no_place_for_sequence",
+    "verify_mismatch",
 )
 
 
@@ -53,7 +59,7 @@ class InlineError(Exception):
         self.detail = detail
 
 
-def syntax_error(source: str, exc: SyntaxError) -> "InlineError":
+def syntax_error(source: str, exc: SyntaxError) -> InlineError:
     """The InlineError of a program that does not parse: `newer_python` where it is written
     for a newer interpreter (codeexecutor/source.py), else `syntax_error`."""
     from codeexecutor.source import newer_python
@@ -103,7 +109,12 @@ def _is_stream(node: ast.AST) -> bool:
     """sys.stdin, sys.stdin.buffer, open(0...), open('/dev/stdin'...), io.open(0)."""
     if isinstance(node, ast.Attribute) and node.attr == "buffer":
         node = node.value
-    if isinstance(node, ast.Attribute) and node.attr == "stdin" and isinstance(node.value, ast.Name) and node.value.id == "sys":
+    if (
+        isinstance(node, ast.Attribute)
+        and node.attr == "stdin"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "sys"
+    ):
         return True
     if isinstance(node, ast.Call) and node.args:
         func = node.func
@@ -152,8 +163,9 @@ def inline_stdin(
     return result
 
 
-def inline_reads(source: str, tree: ast.Module, reads: list, sequence_sites: frozenset = frozenset(),
-                 sequence: list | None = None) -> InlineResult:
+def inline_reads(
+    source: str, tree: ast.Module, reads: list, sequence_sites: frozenset = frozenset(), sequence: list | None = None
+) -> InlineResult:
     """The source with the given reads replaced (module docstring, steps 2-3). `reads` are
     records as inline_record.py makes them, in program order. The static inliner
     (inline_static.py), which cannot tell how often a site runs, names the sites that read
@@ -195,7 +207,7 @@ def inline_reads(source: str, tree: ast.Module, reads: list, sequence_sites: fro
         else:
             raise InlineError("unmapped_read", f"line {line}: {'/'.join(sorted(kinds))} read in a form not recognised")
     ordered = sorted(edits)
-    for (a0, a1, _), (b0, b1, _) in zip(ordered, ordered[1:]):
+    for (_a0, a1, _), (b0, _b1, _) in zip(ordered, ordered[1:]):
         if b0 < a1:
             raise InlineError("overlapping_reads", "two reads share one expression")
 
@@ -213,7 +225,6 @@ def inline_reads(source: str, tree: ast.Module, reads: list, sequence_sites: fro
         replacements.append(_sequence_definition(src, source, tree, sequence))
     inlined, spans = _apply(src.data, replacements)
     return InlineResult(inlined, len(reads), len(edits), len(sequence), tuple(spans))
-
 
 
 def _first_simple(body: list[ast.stmt]) -> ast.stmt | None:

@@ -46,7 +46,11 @@ class _Shared:
 
     def record(self, kind: str, value, is_bytes: bool) -> None:
         if is_bytes:
-            value = [v.decode("utf-8", "surrogateescape") for v in value] if isinstance(value, list) else value.decode("utf-8", "surrogateescape")
+            value = (
+                [v.decode("utf-8", "surrogateescape") for v in value]
+                if isinstance(value, list)
+                else value.decode("utf-8", "surrogateescape")
+            )
         self.reads.append([kind, value, is_bytes, *_site()])
 
     def line(self, limit: int = -1) -> str:
@@ -110,7 +114,7 @@ class RecordingStream:
         return self._rec("next", self._out(line))
 
     @property
-    def buffer(self) -> "RecordingStream":
+    def buffer(self) -> RecordingStream:
         return RecordingStream(self._s, binary=True)
 
     def fileno(self) -> int:

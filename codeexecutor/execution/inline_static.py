@@ -84,7 +84,9 @@ class _Finder:
         self.plain_calls = {name for name, n in self.calls.items() if n == 1 and self._only_called(name)}
 
     def _only_called(self, name: str) -> bool:
-        loads = sum(1 for n in ast.walk(self.tree) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load))
+        loads = sum(
+            1 for n in ast.walk(self.tree) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+        )
         return loads == 1
 
     # -- execution order --------------------------------------------------------------
@@ -164,7 +166,7 @@ class _Finder:
                 self._expr(gen.iter, False, iteration=True)
                 for cond in gen.ifs:
                     self._expr(cond, False)
-            for part in ((node.key, node.value) if isinstance(node, ast.DictComp) else (node.elt,)):
+            for part in (node.key, node.value) if isinstance(node, ast.DictComp) else (node.elt,):
                 self._expr(part, False)
             return
         if isinstance(node, ast.Call):
@@ -173,19 +175,38 @@ class _Finder:
                 self.sites.append((kind[0], kind[1], node, once))
                 return
             self._expr(node.func, once)
-            consumers = isinstance(node.func, ast.Name) and node.func.id in ("list", "tuple", "map", "sorted", "set", "enumerate", "zip", "iter")
+            consumers = isinstance(node.func, ast.Name) and node.func.id in (
+                "list",
+                "tuple",
+                "map",
+                "sorted",
+                "set",
+                "enumerate",
+                "zip",
+                "iter",
+            )
             for arg in node.args:
-                self._expr(arg.value if isinstance(arg, ast.Starred) else arg, once, iteration=consumers or isinstance(arg, ast.Starred))
+                self._expr(
+                    arg.value if isinstance(arg, ast.Starred) else arg,
+                    once,
+                    iteration=consumers or isinstance(arg, ast.Starred),
+                )
             for kw in node.keywords:
                 self._expr(kw.value, once)
-            if isinstance(node.func, ast.Name) and node.func.id in self.plain_calls and node.func.id in self.functions \
-                    and node.func.id not in self.expanded:
+            if (
+                isinstance(node.func, ast.Name)
+                and node.func.id in self.plain_calls
+                and node.func.id in self.functions
+                and node.func.id not in self.expanded
+            ):
                 self.expanded.add(node.func.id)
                 self._body(self.functions[node.func.id].body, once)
             return
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
             for elt in node.elts:
-                self._expr(elt.value if isinstance(elt, ast.Starred) else elt, once, iteration=isinstance(elt, ast.Starred))
+                self._expr(
+                    elt.value if isinstance(elt, ast.Starred) else elt, once, iteration=isinstance(elt, ast.Starred)
+                )
             return
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.expr):
@@ -206,9 +227,15 @@ class _Finder:
 
 
 def _is_main_guard(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
-            and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq) and isinstance(test.comparators[0], ast.Constant)
-            and test.comparators[0].value == "__main__")
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Eq)
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
+    )
 
 
 def _lines(text: str) -> list[str]:
@@ -249,7 +276,9 @@ def inline_static(source: str, stdin: str) -> InlineResult:
             reads.append([kind, _lines(rest), binary, *span(node)])
             rest = ""
         else:  # iteration: every remaining line
-            reads += [["next", line, binary, *span(node)] for line in _lines(rest)] or [["eof", "", binary, *span(node)]]
+            reads += [["next", line, binary, *span(node)] for line in _lines(rest)] or [
+                ["eof", "", binary, *span(node)]
+            ]
             rest = ""
     sequence = None
     unknown = sites[first_unknown:]
@@ -259,7 +288,9 @@ def inline_static(source: str, stdin: str) -> InlineResult:
             kind, binary, node, _ = unknown[0]
             value = rest if kind == "read" else _lines(rest)
             if kind == "next":
-                reads += [["next", line, binary, *span(node)] for line in _lines(rest)] or [["eof", "", binary, *span(node)]]
+                reads += [["next", line, binary, *span(node)] for line in _lines(rest)] or [
+                    ["eof", "", binary, *span(node)]
+                ]
             else:
                 reads.append([kind, value, binary, *span(node)])
         elif len(kinds) == 1 and next(iter(kinds))[0] in ("input", "readline"):
@@ -274,6 +305,8 @@ def inline_static(source: str, stdin: str) -> InlineResult:
                 sequence_sites.add(span(node))
                 reads.append([kind, "", binary, *span(node)])
         else:
-            raise InlineError("static_ambiguous", "reads that may run several times are of different kinds: "
-                              + ", ".join(sorted(k for k, _ in kinds)))
+            raise InlineError(
+                "static_ambiguous",
+                "reads that may run several times are of different kinds: " + ", ".join(sorted(k for k, _ in kinds)),
+            )
     return inline_reads(source, tree, reads, frozenset(sequence_sites), sequence)

@@ -26,8 +26,12 @@ def version_of(python: str, needs: tuple[str, ...] = ()) -> str | None:
     every module of `needs`)."""
     check = "".join(f"import {m}; " for m in needs)
     try:
-        out = subprocess.run([python, "-c", check + "import sys; print('%d.%d' % sys.version_info[:2])"],
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [python, "-c", check + "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None

@@ -33,8 +33,9 @@ import sys
 import threading
 import types
 import warnings
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import codeexecutor
 from codeexecutor.execution.framing import REQUEST, recv, recv_bytes, send_bytes
@@ -49,7 +50,6 @@ except ImportError:  # optional: json does the same, slower
     orjson = None
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,10 @@ def compile_program(source: str) -> bytes | ExecResult:
 
 def _compile(source: str) -> types.CodeType | ExecResult:
     if "\x00" in source:
-        return ExecResult(ExecStatus.SYNTAX_ERROR, error=ExecError("ValueError", "source contains NUL bytes (is this a binary file?)", None))
+        return ExecResult(
+            ExecStatus.SYNTAX_ERROR,
+            error=ExecError("ValueError", "source contains NUL bytes (is this a binary file?)", None),
+        )
     try:
         with warnings.catch_warnings():  # a program's own syntax warnings are not the caller's to see
             warnings.simplefilter("ignore")
@@ -102,14 +105,23 @@ def _compile(source: str) -> types.CodeType | ExecResult:
         else:
             newer = newer_python(source, exc)
             if newer is not None:
-                here = "%d.%d" % sys.version_info[:2]
-                return ExecResult(ExecStatus.NEWER_PYTHON, error=ExecError(
-                    type(exc).__name__, f"uses {newer[1]}: needs Python {newer[0]}, this is {here}", exc.lineno))
+                here = "{}.{}".format(*sys.version_info[:2])
+                return ExecResult(
+                    ExecStatus.NEWER_PYTHON,
+                    error=ExecError(
+                        type(exc).__name__, f"uses {newer[1]}: needs Python {newer[0]}, this is {here}", exc.lineno
+                    ),
+                )
         return ExecResult(ExecStatus.SYNTAX_ERROR, error=ExecError(type(exc).__name__, message, exc.lineno))
     except UnicodeError as exc:  # lone surrogates (undecodable bytes read with surrogateescape)
-        return ExecResult(ExecStatus.SYNTAX_ERROR, error=ExecError(type(exc).__name__, "source is not valid UTF-8 text (is this a binary file?)", None))
+        return ExecResult(
+            ExecStatus.SYNTAX_ERROR,
+            error=ExecError(type(exc).__name__, "source is not valid UTF-8 text (is this a binary file?)", None),
+        )
     except (RecursionError, MemoryError) as exc:  # absurdly nested source
-        return ExecResult(ExecStatus.SYNTAX_ERROR, error=ExecError(type(exc).__name__, "source too deeply nested to compile", None))
+        return ExecResult(
+            ExecStatus.SYNTAX_ERROR, error=ExecError(type(exc).__name__, "source too deeply nested to compile", None)
+        )
     return code
 
 
@@ -126,7 +138,10 @@ def _result_from_dict(d: dict | bytes | None) -> ExecResult:
     """A worker answers with a dict, or with the child's JSON bytes passed through;
     None stands for a worker that died while running the program."""
     if d is None:
-        return ExecResult(ExecStatus.ERROR, error=ExecError("SandboxError", "the sandbox worker died while running this program", None))
+        return ExecResult(
+            ExecStatus.ERROR,
+            error=ExecError("SandboxError", "the sandbox worker died while running this program", None),
+        )
     try:
         return ExecResult.from_json(_loads(d) if isinstance(d, bytes) else d)
     except (KeyError, TypeError, ValueError) as exc:
@@ -172,7 +187,7 @@ class _Worker:
         if wait:
             self.wait_ready()
 
-    def wait_ready(self) -> "_Worker":
+    def wait_ready(self) -> _Worker:
         """Read the worker's hello (it has imported everything and is ready to fork)."""
         try:
             hello = recv(self.proc.stdout.fileno())
@@ -304,7 +319,13 @@ class ExecutorPool:
         return all(w.network_isolated for w in self._all)
 
     def execute(
-        self, source: str, stdin: str = "", limits: Limits | None = None, *, trace: bool = True, record_reads: bool = False
+        self,
+        source: str,
+        stdin: str = "",
+        limits: Limits | None = None,
+        *,
+        trace: bool = True,
+        record_reads: bool = False,
     ) -> ExecResult:
         """Run one program in the sandbox and return its result.
 
@@ -374,7 +395,7 @@ class ExecutorPool:
         for w in workers:
             w.close()
 
-    def __enter__(self) -> "ExecutorPool":
+    def __enter__(self) -> ExecutorPool:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -6,8 +6,9 @@ compared, hashed, pickled between processes and written as JSON.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from codeexecutor.execution.status import ExecStatus
 
@@ -66,7 +67,7 @@ class ExecResult:
         }
 
     @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> "ExecResult":
+    def from_json(cls, obj: Mapping[str, Any]) -> ExecResult:
         err = obj.get("error")
         return cls(
             status=ExecStatus(obj["status"]),
@@ -132,6 +133,10 @@ class Limits:
     def to_wire(self) -> dict[str, Any]:
         """Plain dict for the sandbox processes (which do not import this module)."""
         return {
-            "timeout": self.timeout, "wall": self.wall, "memory_mb": self.memory_mb,
-            "max_steps": self.max_steps, "max_output": self.max_output, "value_limit": self.value_limit,
+            "timeout": self.timeout,
+            "wall": self.wall,
+            "memory_mb": self.memory_mb,
+            "max_steps": self.max_steps,
+            "max_output": self.max_output,
+            "value_limit": self.value_limit,
         }

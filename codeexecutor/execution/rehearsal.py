@@ -22,10 +22,9 @@ import types
 
 from codeexecutor.execution.limits import WireLimits
 from codeexecutor.execution.result import to_json
-from codeexecutor.execution.sandbox import _Run, _real_close, prepare_zygote
+from codeexecutor.execution.sandbox import _real_close, _Run, prepare_zygote
 from codeexecutor.execution.status import ExecStatus
 from codeexecutor.execution.tracer import PROGRAM_FILENAME
-
 
 # The program the worker runs in-process, under a throwaway run's tracer, before it forks
 # (see `rehearse`): the usual shapes of contest code (reading input, loops, calls,
@@ -102,7 +101,14 @@ print(f"{best:>4}|{s!r}|{divmod(n, 3)}|{round(total / 3, 2)}|{'YES' if n > 3 els
 sys.stdout.write(str(round(3.5)) + "\\n")
 """
 _REHEARSAL_INPUT = b"5\n3 1 4 1 5\nhello sandbox world\n#.#\n.#.\n"
-_REHEARSAL_LIMITS = {"timeout": 1.0, "wall": 2.0, "memory_mb": 1024, "max_steps": 1024, "max_output": 1 << 20, "value_limit": 100}
+_REHEARSAL_LIMITS = {
+    "timeout": 1.0,
+    "wall": 2.0,
+    "memory_mb": 1024,
+    "max_steps": 1024,
+    "max_output": 1 << 20,
+    "value_limit": 100,
+}
 
 
 def rehearse() -> bool:
@@ -133,7 +139,12 @@ def rehearse() -> bool:
     run = _Run()
     run.scratch = os.path.join(os.sep, "nonexistent", "rehearsal")  # _read_fd1 finds nothing
     try:
-        request = (marshal.dumps(compile(_REHEARSAL, PROGRAM_FILENAME, "exec")), _REHEARSAL_INPUT, _REHEARSAL_LIMITS, {})
+        request = (
+            marshal.dumps(compile(_REHEARSAL, PROGRAM_FILENAME, "exec")),
+            _REHEARSAL_INPUT,
+            _REHEARSAL_LIMITS,
+            {},
+        )
         send(write, request)
         code_bytes, stdin, wire, _ = recv(read)
         run.configure(WireLimits(wire))

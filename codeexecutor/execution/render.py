@@ -87,7 +87,13 @@ def _emit(obj: object, out: _Out, active: set[int]) -> None:
         return
     if t in (list, tuple, set, frozenset, dict, collections.deque, collections.defaultdict):
         if id(obj) in active:  # self-reference, as repr does it
-            out.put("[...]" if t in (list, collections.deque) else "{...}" if t in (dict, collections.defaultdict) else "(...)")
+            out.put(
+                "[...]"
+                if t in (list, collections.deque)
+                else "{...}"
+                if t in (dict, collections.defaultdict)
+                else "(...)"
+            )
             return
         active.add(id(obj))
         try:

@@ -83,7 +83,9 @@ class _Run:
         self.stdout_text = io.TextIOWrapper(self.stdout, encoding="utf-8", errors="replace", write_through=True)
         self.stderr_text = io.TextIOWrapper(self.stderr, encoding="utf-8", errors="replace", write_through=True)
         # Over fd 0, which each child points at its program's input before the run.
-        self.stdin_text = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "rb", closefd=False)), encoding="utf-8", errors="replace")
+        self.stdin_text = io.TextIOWrapper(
+            io.BufferedReader(io.FileIO(0, "rb", closefd=False)), encoding="utf-8", errors="replace"
+        )
         self.tracer = make_tracer(1024, self.stdout, self._on_step_limit)
         self.policy = Policy()
         self.recorder = None
@@ -146,8 +148,13 @@ class _Run:
         try:
             payload = self._payload(status, error_type, message, line)
         except BaseException as exc:  # never leave without a result
-            payload = {"status": ExecStatus.ERROR.value, "steps": [], "stdout": "", "stderr": "",
-                       "error": {"type": "SandboxError", "message": f"building the result failed: {exc!r}", "line": None}}
+            payload = {
+                "status": ExecStatus.ERROR.value,
+                "steps": [],
+                "stdout": "",
+                "stderr": "",
+                "error": {"type": "SandboxError", "message": f"building the result failed: {exc!r}", "line": None},
+            }
         data = to_json(payload)
         view = memoryview(data)
         try:
@@ -193,7 +200,11 @@ class _Run:
         self.finish(ExecStatus.TRACE_LIMIT)
 
     def _on_flood(self) -> None:
-        self.finish(ExecStatus.VIOLATION, "OutputLimitExceeded", f"program wrote more than {self.limits.max_output} bytes to stdout")
+        self.finish(
+            ExecStatus.VIOLATION,
+            "OutputLimitExceeded",
+            f"program wrote more than {self.limits.max_output} bytes to stdout",
+        )
 
     def _on_alarm(self, signum, frame) -> None:
         self.finish(ExecStatus.TIMEOUT, "Timeout", f"wall-clock limit of {self.limits.wall:g} s")
@@ -299,8 +310,16 @@ def prepare_zygote() -> _Run:
     # here, so that replacing it frees nothing in the child: freeing an object the worker
     # made writes to its memory (and an io object's finalizer runs), each write a
     # copy-on-write page fault (~40 for the standard streams alone).
-    run.kept = (sys.stdin, sys.stdout, sys.stderr, sys.__stdin__, sys.__stdout__, sys.__stderr__,
-                sys.argv, sys.modules.get("__main__"))
+    run.kept = (
+        sys.stdin,
+        sys.stdout,
+        sys.stderr,
+        sys.__stdin__,
+        sys.__stdout__,
+        sys.__stderr__,
+        sys.argv,
+        sys.modules.get("__main__"),
+    )
     _seed_random_on_import()
     _signal(signal.SIGALRM, run._on_alarm)
     _signal(signal.SIGPROF, run._on_cpu)
@@ -431,5 +450,3 @@ def _guarded_closerange(low: int, high: int) -> None:
         _real_closerange(RESULT_FD + 1, high)
     else:
         _real_closerange(low, high)
-
-

@@ -4,7 +4,7 @@
 import enum
 
 
-class ExecStatus(str, enum.Enum):
+class ExecStatus(str, enum.Enum):  # noqa: UP042  (StrEnum would change str() and format() of a member)
     """How one traced execution ended."""
 
     OK = "ok"  # ran to the end (or exited with code 0 / None)

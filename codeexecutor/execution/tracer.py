@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from codeexecutor.execution.frames import INLINED, MODULE, analyse
 from codeexecutor.execution.render import render
@@ -53,7 +54,7 @@ class Tracer:
     def __init__(
         self,
         max_steps: int,
-        sink: "OutputSink",
+        sink: OutputSink,
         on_limit: Callable[[], None],
         value_limit: int = 100,
         filename: str = PROGRAM_FILENAME,
@@ -214,9 +215,16 @@ class MonitoringTracer(Tracer):
         if _MON.get_tool(self.TOOL) is None:
             _MON.use_tool_id(self.TOOL, "codeexecutor")
         E = _MON.events
-        for event, callback in ((E.PY_START, self._on_start), (E.PY_RESUME, self._on_start), (E.PY_THROW, self._on_throw),
-                                (E.PY_RETURN, self._on_return), (E.PY_YIELD, self._on_return), (E.PY_UNWIND, self._on_unwind),
-                                (E.LINE, self._on_line), (E.JUMP, self._on_jump)):
+        for event, callback in (
+            (E.PY_START, self._on_start),
+            (E.PY_RESUME, self._on_start),
+            (E.PY_THROW, self._on_throw),
+            (E.PY_RETURN, self._on_return),
+            (E.PY_YIELD, self._on_return),
+            (E.PY_UNWIND, self._on_unwind),
+            (E.LINE, self._on_line),
+            (E.JUMP, self._on_jump),
+        ):
             _MON.register_callback(self.TOOL, event, callback)
         local = E.PY_START | E.PY_RESUME | E.PY_RETURN | E.PY_YIELD | E.LINE | E.JUMP
         todo = [code]
@@ -373,8 +381,13 @@ _getframe = sys._getframe
 _CodeType = types.CodeType
 
 
-def make_tracer(max_steps: int, sink: "OutputSink", on_limit: Callable[[], None], value_limit: int = 100,
-                filename: str = PROGRAM_FILENAME) -> Tracer:
+def make_tracer(
+    max_steps: int,
+    sink: OutputSink,
+    on_limit: Callable[[], None],
+    value_limit: int = 100,
+    filename: str = PROGRAM_FILENAME,
+) -> Tracer:
     """The tracer for this interpreter (see the module docstring)."""
     cls = MonitoringTracer if INLINED else Tracer
     return cls(max_steps, sink, on_limit, value_limit, filename)

@@ -53,11 +53,24 @@ GRACE = 0.5  # seconds past the wall limit before the worker kills the child
 # every child) and numpy (+0.3 ms a fork: programs importing it go to a worker started
 # with `--flavor numpy` instead; see FLAVORS and pool.flavor_of).
 PREIMPORT = (
-    "collections", "itertools", "heapq", "bisect", "functools", "operator", "math",
-    "fractions", "decimal", "typing", "string", "datetime", "copy",
+    "collections",
+    "itertools",
+    "heapq",
+    "bisect",
+    "functools",
+    "operator",
+    "math",
+    "fractions",
+    "decimal",
+    "typing",
+    "string",
+    "datetime",
+    "copy",
 )
 # Extra modules a worker of each flavor pre-imports (the pool routes programs by them).
 FLAVORS = {"base": (), "numpy": ("numpy",)}
+
+
 def isolate_network() -> bool:
     """Enter a new, empty network namespace (needs root). True when it worked."""
     try:
@@ -290,7 +303,13 @@ def _kill(pid: int) -> None:
 
 
 def _error(kind: str, message: str, status: str = "error") -> dict:
-    return {"status": status, "steps": [], "stdout": "", "error": {"type": kind, "message": message, "line": None}, "stderr": ""}
+    return {
+        "status": status,
+        "steps": [],
+        "stdout": "",
+        "error": {"type": kind, "message": message, "line": None},
+        "stderr": "",
+    }
 
 
 def _parse(data: bytes) -> dict | None:
@@ -317,7 +336,10 @@ def _interpret(data: bytes, wstatus: int, killed: bool, wall: float, cpu: float)
             return _error("Timeout", f"CPU limit of {cpu:g} s ({name})", "timeout")
         return _error(name, f"the program crashed with signal {name}")
     code = os.WEXITSTATUS(wstatus) if os.WIFEXITED(wstatus) else -1
-    return _error("SandboxError", f"the run ended (exit code {code}) without a result; did the program close its file descriptors?")
+    return _error(
+        "SandboxError",
+        f"the run ended (exit code {code}) without a result; did the program close its file descriptors?",
+    )
 
 
 _FILLERS: list = []  # see fill_free_blocks
@@ -396,8 +418,8 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.clear()  # once per worker; children inherit it
     os.environ.update(SAFE_ENV)
     os.environ["HOME"] = os.environ["TMPDIR"] = scratch_base()
-    import codeexecutor.execution.sandbox as sandbox  # import once, before forking
     import codeexecutor.execution.inline_record  # noqa: F401
+    import codeexecutor.execution.sandbox as sandbox  # import once, before forking
 
     sandbox.prepare_zygote()  # the seeded-random finder is in place before any import below
     loaded = []
@@ -418,9 +440,19 @@ def main(argv: list[str] | None = None) -> None:
     global _FILLERS
     _FILLERS = fill_free_blocks()
     gc.freeze()  # keep the imported heap out of the collector: fewer copy-on-write faults per fork
-    send(proto_out, {"ready": True, "network_isolated": isolated, "pid": os.getpid(), "flavor": flavor,
-                     "preimported": loaded, "rehearsed": rehearsed, "scratch_prefix": server.prefix,
-                     "unprivileged_children": sandbox.CAN_DROP})
+    send(
+        proto_out,
+        {
+            "ready": True,
+            "network_isolated": isolated,
+            "pid": os.getpid(),
+            "flavor": flavor,
+            "preimported": loaded,
+            "rehearsed": rehearsed,
+            "scratch_prefix": server.prefix,
+            "unprivileged_children": sandbox.CAN_DROP,
+        },
+    )
     server.serve()
 
 

@@ -15,22 +15,53 @@ DEFAULT_MODEL = os.path.join("demo_out", "pretrain", "final")
 def decoding_arguments(p, beam: int | None = 10) -> None:
     """The decoding options `trace` and `evaluate` share (argparse); `beam`: the default
     beam size (None: `default_beam` of the model)."""
-    p.add_argument("--beam", type=int, default=beam, help="beam size (1 is greedy; the release: 10" +
-                   ("" if beam else "; default: 1 for our own trace formats, 10 for the released checkpoint") + ")")
-    p.add_argument("--max-length", type=int, help="trace tokens to generate at most (default and cap: the model's, 768)")
-    p.add_argument("--constrain-names", action=argparse.BooleanOptionalAction, help="states may only name the "
-                   "program's identifiers (stops a small model's name loops; generation/constraints.py; default: on in "
-                   "`trace` for our own trace formats, off for the release's and in `evaluate`)")
-    p.add_argument("--constrain-values", action=argparse.BooleanOptionalAction, help="a value ends at the tracer's "
-                   "length limit (100 characters, then '...'; stops growing-value loops; default as --constrain-names)")
-    p.add_argument("--exception-bias", type=float, default=0.0, metavar="B",
-                   help="favour <exception> by B nats where a step may end, so that a model that ranks a crash second "
-                        "reports it (not in the release's decoding; generation/verdict.py)")
-    p.add_argument("--exception-at", choices=("step", "end"), default="step",
-                   help="where the bias acts: every step end, or only where the trace would end (</s>)")
-    p.add_argument("--length-penalty", type=float, default=0.0, metavar="A",
-                   help="rank the beam's finished traces by log-probability over ((5 + length) / 6) ** A, so that a "
-                        "trace is not preferred for stopping early (not in the release's decoding; default 0)")
+    p.add_argument(
+        "--beam",
+        type=int,
+        default=beam,
+        help="beam size (1 is greedy; the release: 10"
+        + ("" if beam else "; default: 1 for our own trace formats, 10 for the released checkpoint")
+        + ")",
+    )
+    p.add_argument(
+        "--max-length", type=int, help="trace tokens to generate at most (default and cap: the model's, 768)"
+    )
+    p.add_argument(
+        "--constrain-names",
+        action=argparse.BooleanOptionalAction,
+        help="states may only name the "
+        "program's identifiers (stops a small model's name loops; generation/constraints.py; default: on in "
+        "`trace` for our own trace formats, off for the release's and in `evaluate`)",
+    )
+    p.add_argument(
+        "--constrain-values",
+        action=argparse.BooleanOptionalAction,
+        help="a value ends at the tracer's "
+        "length limit (100 characters, then '...'; stops growing-value loops; default as --constrain-names)",
+    )
+    p.add_argument(
+        "--exception-bias",
+        type=float,
+        default=0.0,
+        metavar="B",
+        help="favour <exception> by B nats where a step may end, so that a model that ranks a crash second "
+        "reports it (not in the release's decoding; generation/verdict.py)",
+    )
+    p.add_argument(
+        "--exception-at",
+        choices=("step", "end"),
+        default="step",
+        help="where the bias acts: every step end, or only where the trace would end (</s>)",
+    )
+    p.add_argument(
+        "--length-penalty",
+        type=float,
+        default=0.0,
+        metavar="A",
+        help="rank the beam's finished traces by log-probability over ((5 + length) / 6) ** A, so that a "
+        "trace is not preferred for stopping early (not in the release's decoding; default 0)",
+    )
+
 
 _GENERATORS: dict = {}
 
@@ -82,10 +113,22 @@ def default_beam(generator) -> int:
     return 10 if generator.profile.official else 1
 
 
-def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam: int | None = None, max_length: int | None = None,
-                  compare: bool = False, html_out: str | None = None, docstring: str | None = None,
-                  names: bool | None = None, exception_bias: float = 0.0, values: bool | None = None,
-                  exception_at: str = "step", length_penalty: float = 0.0, **kw) -> dict:
+def trace_program(
+    source: str,
+    stdin: str = "",
+    model: str = DEFAULT_MODEL,
+    beam: int | None = None,
+    max_length: int | None = None,
+    compare: bool = False,
+    html_out: str | None = None,
+    docstring: str | None = None,
+    names: bool | None = None,
+    exception_bias: float = 0.0,
+    values: bool | None = None,
+    exception_at: str = "step",
+    length_penalty: float = 0.0,
+    **kw,
+) -> dict:
     """Predict one program's trace; returns the JSON report (plus 'text', the readable
     form). `html_out`: write the viewer page there (generation/html.py); `names`,
     `values`: as `trace_programs`."""
@@ -93,9 +136,21 @@ def trace_program(source: str, stdin: str = "", model: str = DEFAULT_MODEL, beam
 
     html_out = html_out or kw.get("html")
     try:
-        report = trace_programs([{"code": source, "stdin": stdin}], model, beam, max_length, compare, docstring, names,
-                                exception_bias, values, exception_at, strict=True, pages=bool(html_out),
-                                length_penalty=length_penalty)[0]
+        report = trace_programs(
+            [{"code": source, "stdin": stdin}],
+            model,
+            beam,
+            max_length,
+            compare,
+            docstring,
+            names,
+            exception_bias,
+            values,
+            exception_at,
+            strict=True,
+            pages=bool(html_out),
+            length_penalty=length_penalty,
+        )[0]
     except FormatError as exc:
         raise UsageError(f"cannot trace this program: {exc}") from exc
     if html_out:
@@ -114,19 +169,32 @@ def interpreter_note(config, data_python: str | None = None) -> str | None:
     import sys
 
     trained = getattr(config, "trace_python", None)
-    now = data_python or "%d.%d" % sys.version_info[:2]
+    now = data_python or "{}.{}".format(*sys.version_info[:2])
     if not trained or trained == now:
         return None
     where = f"the test data was traced by Python {now}" if data_python else f"this run is Python {now}"
-    return (f"the model learned traces made by Python {trained} and {where}: the tracer gives the same traces on "
-            "3.11, 3.12 and 3.13 (docs/sandbox.md)")
+    return (
+        f"the model learned traces made by Python {trained} and {where}: the tracer gives the same traces on "
+        "3.11, 3.12 and 3.13 (docs/sandbox.md)"
+    )
 
 
-def trace_programs(programs: list[dict], model: str = DEFAULT_MODEL, beam: int | None = None, max_length: int | None = None,
-                   compare: bool = False, docstring: str | None = None, names: bool | None = None,
-                   exception_bias: float = 0.0, values: bool | None = None, exception_at: str = "step",
-                   batch_size: int | None = None, strict: bool = False, pages: bool = False,
-                   length_penalty: float = 0.0) -> list[dict]:
+def trace_programs(
+    programs: list[dict],
+    model: str = DEFAULT_MODEL,
+    beam: int | None = None,
+    max_length: int | None = None,
+    compare: bool = False,
+    docstring: str | None = None,
+    names: bool | None = None,
+    exception_bias: float = 0.0,
+    values: bool | None = None,
+    exception_at: str = "step",
+    batch_size: int | None = None,
+    strict: bool = False,
+    pages: bool = False,
+    length_penalty: float = 0.0,
+) -> list[dict]:
     """Predict the traces of many programs ({"code", "stdin"?, "id"?}), decoded in batches
     of `batch_size` as `evaluate` does. Each report is `trace_program`'s; with `pages`,
     plus `_page`, the viewer's data (generation/html.py page_data). A program the model
@@ -156,18 +224,35 @@ def trace_programs(programs: list[dict], model: str = DEFAULT_MODEL, beam: int |
         n, unseen = generator.encoder.unseen_lines(inputs[-1])
         unseen = [k + 1 - offset for k in unseen if k >= offset]  # the user's 1-based lines
         if unseen:
-            notes = notes + [f"the program is {n} code tokens and the model reads {generator.encoder.code_body} "
-                             f"(code_window {generator.profile.window}): lines {_spans(unseen)} are predicted without "
-                             "being read"]
+            notes = notes + [
+                f"the program is {n} code tokens and the model reads {generator.encoder.code_body} "
+                f"(code_window {generator.profile.window}): lines {_spans(unseen)} are predicted without "
+                "being read"
+            ]
         prepared.append((i, code, offset, notes))
-    gens = generator.generate(inputs, beam=beam, max_length=max_length, batch_size=batch_size or programs_per_batch(beam),
-                              names=names, values=values,
-                              exception_bias=exception_bias, exception_at=exception_at, length_penalty=length_penalty)
+    gens = generator.generate(
+        inputs,
+        beam=beam,
+        max_length=max_length,
+        batch_size=batch_size or programs_per_batch(beam),
+        names=names,
+        values=values,
+        exception_bias=exception_bias,
+        exception_at=exception_at,
+        length_penalty=length_penalty,
+    )
     limit = generator.model.config.max_trace_length
-    settings = {"beam": beam, "exception_bias": exception_bias, "exception_at": exception_at,
-                "length_penalty": length_penalty, "constrained": {"names": names, "values": values},
-                "length_cap": min(max_length or limit, limit), "model_limit": limit, "format_profile": generator.profile.label,
-                "step_order": generator.profile.order}
+    settings = {
+        "beam": beam,
+        "exception_bias": exception_bias,
+        "exception_at": exception_at,
+        "length_penalty": length_penalty,
+        "constrained": {"names": names, "values": values},
+        "length_cap": min(max_length or limit, limit),
+        "model_limit": limit,
+        "format_profile": generator.profile.label,
+        "step_order": generator.profile.order,
+    }
     reports: list[dict] = [{"problem": skipped[i]} if i in skipped else {} for i in range(len(programs))]
     truths = _run_all([code for _, code, _, _ in prepared]) if compare else [None] * len(prepared)
     mismatch = interpreter_note(generator.model.config) if compare else None
@@ -265,16 +350,19 @@ def format_report(lines: list[str], report: dict, offset: int = 0) -> str:
     else:
         out.append("predicted runtime error: unknown (the trace is unfinished)")
     if not report.get("finished", True):
-        out.append(f"warning: the trace hit the length cap ({report['length_cap']} tokens) before it ended (a value "
-                   "repeated in a loop, or a long run); its output is partial"
-                   + ("." if report.get("length_cap") == report.get("model_limit") else "; --max-length raises the cap."))
+        out.append(
+            f"warning: the trace hit the length cap ({report['length_cap']} tokens) before it ended (a value "
+            "repeated in a loop, or a long run); its output is partial"
+            + ("." if report.get("length_cap") == report.get("model_limit") else "; --max-length raises the cap.")
+        )
     if report.get("ground_truth"):
         gt = report["ground_truth"]
         gerr = gt["error"]
-        out.append(f"real run: {gt['status']}, output {gt['stdout']!r}" + (f", {gerr['type']} at line {gerr['line']}" if gerr else ""))
+        out.append(
+            f"real run: {gt['status']}, output {gt['stdout']!r}"
+            + (f", {gerr['type']} at line {gerr['line']}" if gerr else "")
+        )
     if report["problems"]:
         out.append(f"unparsed parts of the generation: {len(report['problems'])} (see --json)")
     out.append(f"sequence log-probability: {report['logprob']:.3f}")
     return "\n".join(out)
-
-

@@ -82,8 +82,14 @@ class Beam:
         self.record(best[0].tolist(), back[0].tolist(), token[0].tolist(), margin, back[0])
         return back[0]
 
-    def record(self, scores: list[float], back: list[int], tokens: list[int], margin: torch.Tensor | None = None,
-               back_t: torch.Tensor | None = None) -> None:
+    def record(
+        self,
+        scores: list[float],
+        back: list[int],
+        tokens: list[int],
+        margin: torch.Tensor | None = None,
+        back_t: torch.Tensor | None = None,
+    ) -> None:
         """Take one step's survivors as `select` chose them: their summed log-probabilities,
         the hypothesis each extends, their new tokens; `margin` (size,) and `back_t`, the
         same back-pointers as a tensor on margin's device, when margins are tracked."""

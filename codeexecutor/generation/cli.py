@@ -8,7 +8,6 @@ import json
 import os
 import sys
 
-from codeexecutor.cli import register
 from codeexecutor.errors import UsageError
 from codeexecutor.generation.api import DEFAULT_MODEL, decoding_arguments, trace_program, trace_programs
 
@@ -16,18 +15,34 @@ from codeexecutor.generation.api import DEFAULT_MODEL, decoding_arguments, trace
 def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("program", nargs="?", help="Python 3 source file")
     p.add_argument("--stdin", metavar="FILE", help="its input (inlined before the model sees the program)")
-    p.add_argument("--model", default=DEFAULT_MODEL, help=f"model folder or hub id (default {DEFAULT_MODEL}, made by `make demo`)")
+    p.add_argument(
+        "--model", default=DEFAULT_MODEL, help=f"model folder or hub id (default {DEFAULT_MODEL}, made by `make demo`)"
+    )
     decoding_arguments(p, beam=None)
     p.add_argument("--json", action="store_true", help="print the JSON report")
-    p.add_argument("--html", metavar="OUT", help="write the trace viewer page (with --batch: a folder, one page per "
-                   "program and index.html)")
-    p.add_argument("--compare", action="store_true", help="also run the program in the sandbox and show the real trace "
-                   "beside the predicted one (without it, nothing is run)")
+    p.add_argument(
+        "--html",
+        metavar="OUT",
+        help="write the trace viewer page (with --batch: a folder, one page per program and index.html)",
+    )
+    p.add_argument(
+        "--compare",
+        action="store_true",
+        help="also run the program in the sandbox and show the real trace "
+        "beside the predicted one (without it, nothing is run)",
+    )
     p.add_argument("--docstring", metavar="FILE", help="resource description (input spec) prepended as a docstring")
-    p.add_argument("--batch", metavar="FILE.jsonl", help="many programs, decoded in batches: lines of {\"code\", "
-                   "\"stdin\"?, \"id\"?}; JSON lines out")
-    p.add_argument("--batch-size", type=int, default=None, help="programs decoded together with "
-                   "--batch (default: 64 hypotheses, so 64 programs greedy, 6 at beam 10)")
+    p.add_argument(
+        "--batch",
+        metavar="FILE.jsonl",
+        help='many programs, decoded in batches: lines of {"code", "stdin"?, "id"?}; JSON lines out',
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="programs decoded together with --batch (default: 64 hypotheses, so 64 programs greedy, 6 at beam 10)",
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -44,9 +59,21 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("give a PROGRAM (or --batch FILE.jsonl)")
     source = read_program(args.program)
     stdin = read_text_file(args.stdin, "stdin file") if args.stdin else ""
-    report = trace_program(source, stdin, args.model, args.beam, args.max_length, args.compare, args.html, doc,
-                           args.constrain_names, args.exception_bias, args.constrain_values, args.exception_at,
-                           length_penalty=args.length_penalty)
+    report = trace_program(
+        source,
+        stdin,
+        args.model,
+        args.beam,
+        args.max_length,
+        args.compare,
+        args.html,
+        doc,
+        args.constrain_names,
+        args.exception_bias,
+        args.constrain_values,
+        args.exception_at,
+        length_penalty=args.length_penalty,
+    )
     text = report.pop("text")
     print(json.dumps(report, ensure_ascii=False) if args.json else text)
     return 0
@@ -63,15 +90,27 @@ def _run_batch(args: argparse.Namespace, doc: str | None) -> int:
         try:
             item = json.loads(line)
             if not isinstance(item.get("code"), str):
-                raise ValueError("no \"code\" string")
+                raise ValueError('no "code" string')
         except (ValueError, AttributeError) as exc:
-            raise UsageError(f"{args.batch}:{n}: expected a JSON object with a \"code\" field ({exc})") from None
+            raise UsageError(f'{args.batch}:{n}: expected a JSON object with a "code" field ({exc})') from None
         items.append({**item, "id": item.get("id", n)})
     if (args.batch_size or 1) < 1:
         raise UsageError("--batch-size must be >= 1")
-    reports = trace_programs(items, args.model, args.beam, args.max_length, args.compare, doc, args.constrain_names,
-                             args.exception_bias, args.constrain_values, args.exception_at, batch_size=args.batch_size,
-                             pages=bool(args.html), length_penalty=args.length_penalty)
+    reports = trace_programs(
+        items,
+        args.model,
+        args.beam,
+        args.max_length,
+        args.compare,
+        doc,
+        args.constrain_names,
+        args.exception_bias,
+        args.constrain_values,
+        args.exception_at,
+        batch_size=args.batch_size,
+        pages=bool(args.html),
+        length_penalty=args.length_penalty,
+    )
     pages = []
     for item, rep in zip(items, reports):
         rep.pop("text", None)
@@ -89,4 +128,7 @@ def _run_batch(args: argparse.Namespace, doc: str | None) -> int:
     return 0
 
 
-register("trace", "predict a program's execution trace, output and runtime error with a trained model", _args, _run)
+# The subcommands this module defines, by name: (help, add_arguments, run); codeexecutor/cli.py lists them.
+COMMANDS = {
+    "trace": ("predict a program's execution trace, output and runtime error with a trained model", _args, _run),
+}

@@ -110,8 +110,16 @@ class StateRule:
     once; `scopes`: the name rule also follows the program's scopes, and with `params`
     a function's whole states start with its parameters."""
 
-    def __init__(self, tok, code: str, names: bool = True, value_chars: int | None = None,
-                 chars: list[int] | None = None, scopes: bool = True, params: bool = True) -> None:
+    def __init__(
+        self,
+        tok,
+        code: str,
+        names: bool = True,
+        value_chars: int | None = None,
+        chars: list[int] | None = None,
+        scopes: bool = True,
+        params: bool = True,
+    ) -> None:
         from codeexecutor.generation.scopes import Scopes, source_of
 
         vocab = tok.get_vocab()

@@ -39,8 +39,19 @@ class DeviceSearch:
     """The search of one batch of programs: `run()` gives each program's (score, token
     ids, finished, exception peak, exception end)."""
 
-    def __init__(self, model, encoder, codes: list[list[int]], size: int, max_length: int, rules=None, ends=None,
-                 length_penalty: float = 0.0, check_every: int | None = None, graphs: bool | None = None) -> None:
+    def __init__(
+        self,
+        model,
+        encoder,
+        codes: list[list[int]],
+        size: int,
+        max_length: int,
+        rules=None,
+        ends=None,
+        length_penalty: float = 0.0,
+        check_every: int | None = None,
+        graphs: bool | None = None,
+    ) -> None:
         from codeexecutor.modeling.tokenizer import pad
 
         self.model, self.enc, self.size, self.max_length = model, encoder, size, max_length
@@ -50,7 +61,9 @@ class DeviceSearch:
         self.check_every = check_every or (8 if cuda and rules is None else 1)
         self.graphs = (cuda and size == 1 and rules is None) if graphs is None else graphs
         self.graph_fallback: str | None = None  # why a capture failed, where one did
-        self.full_cache = cuda and size == 1  # each step attends over the whole cache (fixed shapes), not the written part
+        self.full_cache = (
+            cuda and size == 1
+        )  # each step attends over the whole cache (fixed shapes), not the written part
         batch = pad(codes, encoder.pad, "code")
         code_ids, code_mask = batch["code_ids"].to(dev), batch["code_mask"].to(dev)
         B, S = code_ids.shape
@@ -119,7 +132,7 @@ class DeviceSearch:
         self.best_step = torch.where(better, self.step, self.best_step)
         self.best_slot = torch.where(better, slot, self.best_slot)
         if margin is not None:
-            at = (slot + self.rows_base[:B, 0])
+            at = slot + self.rows_base[:B, 0]
             self.best_peak = torch.where(better, self.peak[at], self.best_peak)
             self.best_end = torch.where(better, self.end[at], self.best_end)
         self.n_finished += eos.sum(1) * alive
@@ -152,8 +165,9 @@ class DeviceSearch:
             if constraint:
                 host = torch.stack([self.back_hist[t], self.token_hist[t]]).cpu()
                 backs = host[0].view(-1, self.size)
-                constraint.advance([int(o) + a * self.size for a in range(backs.shape[0]) for o in backs[a]],
-                                   host[1].tolist())
+                constraint.advance(
+                    [int(o) + a * self.size for a in range(backs.shape[0]) for o in backs[a]], host[1].tolist()
+                )
             if (t + 1) % self.check_every == 0 or t + 1 == self.max_length:
                 alive = self.alive.cpu()
                 if not bool(alive.any()):
@@ -220,8 +234,16 @@ class DeviceSearch:
         if len(which) == 0:
             return
         size = self.size
-        fields = [self.best_score, self.best_step, self.best_slot, self.top_score, self.steps_taken, self.n_finished,
-                  self.best_peak, self.best_end]
+        fields = [
+            self.best_score,
+            self.best_step,
+            self.best_slot,
+            self.top_score,
+            self.steps_taken,
+            self.n_finished,
+            self.best_peak,
+            self.best_end,
+        ]
         cols = (which[:, None] * size + torch.arange(size)).reshape(-1).to(self.dev)
         host = [f.index_select(0, which.to(self.dev)).cpu().tolist() for f in fields]
         back = self.back_hist[:, cols].cpu()
@@ -247,6 +269,19 @@ class DeviceSearch:
 
 _ROWS = ("fed", "tokens", "code_len", "peak", "end")  # per hypothesis
 _HIST = ("back_hist", "token_hist")  # per step and hypothesis
-_PROGRAMS = ("scores", "ended", "alive", "steps_taken", "n_finished", "eos_top", "best_key", "best_score", "best_step",
-             "best_slot", "top_score", "best_peak", "best_end")  # per program
+_PROGRAMS = (
+    "scores",
+    "ended",
+    "alive",
+    "steps_taken",
+    "n_finished",
+    "eos_top",
+    "best_key",
+    "best_score",
+    "best_step",
+    "best_slot",
+    "top_score",
+    "best_peak",
+    "best_end",
+)  # per program
 _STATE = _ROWS + _PROGRAMS + ("back_hist", "token_hist", "step")

@@ -46,13 +46,27 @@ def first_divergence(pred: list[dict], real: list[dict]) -> int | None:
 
 
 def _side(label: str, steps: list[dict], error: dict | None, finished: bool = True, status: str | None = None) -> dict:
-    return {"label": label, "steps": [{"line": s["line"], "state": dict(s["state"]), "output": s.get("output", "")} for s in steps],
-            "error": {"type": error["type"], "line": error.get("line")} if error else None, "finished": finished, "status": status}
+    return {
+        "label": label,
+        "steps": [{"line": s["line"], "state": dict(s["state"]), "output": s.get("output", "")} for s in steps],
+        "error": {"type": error["type"], "line": error.get("line")} if error else None,
+        "finished": finished,
+        "status": status,
+    }
 
 
-def page_data(code: str, pred_steps: list[dict], pred_error: dict | None = None, finished: bool = True,
-              real_steps: list[dict] | None = None, real_error: dict | None = None, real_label: str = "real run",
-              real_status: str | None = None, title: str = "", cap: int | None = None) -> dict:
+def page_data(
+    code: str,
+    pred_steps: list[dict],
+    pred_error: dict | None = None,
+    finished: bool = True,
+    real_steps: list[dict] | None = None,
+    real_error: dict | None = None,
+    real_label: str = "real run",
+    real_status: str | None = None,
+    title: str = "",
+    cap: int | None = None,
+) -> dict:
     """What a page shows, as plain data (steps as {line, state, output} dicts, 1-based
     lines of `code`), with its summary: steps of each side, the first divergence (1-based),
     whether output and runtime error agree, and `score`, the share of steps that agree
@@ -63,6 +77,7 @@ def page_data(code: str, pred_steps: list[dict], pred_error: dict | None = None,
     div = None
     if real is not None:
         div = first_divergence(pred["steps"], real["steps"])
+
         def out(side):
             return "".join(st["output"] for st in side["steps"])
 
@@ -70,11 +85,23 @@ def page_data(code: str, pred_steps: list[dict], pred_error: dict | None = None,
             return (side["error"] or {}).get("type"), (side["error"] or {}).get("line")
 
         agree = len(real["steps"]) if div is None else div  # real steps matched before the traces part
-        summary.update(real_steps=len(real["steps"]), first_divergence=None if div is None else div + 1,
-                       same_trace=div is None, output_equal=out(pred) == out(real), error_equal=err(pred) == err(real),
-                       score=round(agree / max(1, len(real["steps"]), len(pred["steps"])), 3))
-    return {"title": title, "code": code.splitlines(), "functions": {str(k): v for k, v in functions_of(code).items()},
-            "pred": pred, "real": real, "first_divergence": div, "summary": summary}
+        summary.update(
+            real_steps=len(real["steps"]),
+            first_divergence=None if div is None else div + 1,
+            same_trace=div is None,
+            output_equal=out(pred) == out(real),
+            error_equal=err(pred) == err(real),
+            score=round(agree / max(1, len(real["steps"]), len(pred["steps"])), 3),
+        )
+    return {
+        "title": title,
+        "code": code.splitlines(),
+        "functions": {str(k): v for k, v in functions_of(code).items()},
+        "pred": pred,
+        "real": real,
+        "first_divergence": div,
+        "summary": summary,
+    }
 
 
 def _json_for_script(data: dict) -> str:
@@ -86,14 +113,33 @@ def _badges(data: dict) -> str:
     s, out = data["summary"], []
     pred, real = data["pred"], data["real"]
     perr = pred["error"]
-    out.append(("bad" if perr else "good", "predicted: " + (f"{perr['type']} at line {perr['line']}" if perr else
-                                                             "no runtime error" if pred["finished"] else "no verdict")))
+    out.append(
+        (
+            "bad" if perr else "good",
+            "predicted: "
+            + (
+                f"{perr['type']} at line {perr['line']}"
+                if perr
+                else "no runtime error"
+                if pred["finished"]
+                else "no verdict"
+            ),
+        )
+    )
     if real is not None:
         rerr = real["error"]
-        out.append(("bad" if rerr else "good", f"{real['label']}: " + (real["status"] + ", " if real["status"] else "")
-                    + (f"{rerr['type']} at line {rerr['line']}" if rerr else "no runtime error")))
+        out.append(
+            (
+                "bad" if rerr else "good",
+                f"{real['label']}: "
+                + (real["status"] + ", " if real["status"] else "")
+                + (f"{rerr['type']} at line {rerr['line']}" if rerr else "no runtime error"),
+            )
+        )
         out.append(("", f"{s['predicted_steps']} predicted / {s['real_steps']} real steps"))
-        out.append(("good", "same trace") if s["same_trace"] else ("bad", f"first divergence: step {s['first_divergence']}"))
+        out.append(
+            ("good", "same trace") if s["same_trace"] else ("bad", f"first divergence: step {s['first_divergence']}")
+        )
         out.append(("good" if s["output_equal"] else "bad", "output " + ("equal" if s["output_equal"] else "differs")))
         out.append(("good" if s["error_equal"] else "bad", "error " + ("equal" if s["error_equal"] else "differs")))
     else:
@@ -108,10 +154,17 @@ def render_page(data: dict) -> str:
     """One self-contained HTML page for a trace (`page_data`)."""
     css, js = (STATIC / "viewer.css").read_text(), (STATIC / "viewer.js").read_text()
     real = data["real"] is not None
-    head = "<tr><th>name</th><th>predicted</th>" + (f"<th>{html.escape(data['real']['label'])}</th>" if real else "") + "</tr>"
+    head = (
+        "<tr><th>name</th><th>predicted</th>"
+        + (f"<th>{html.escape(data['real']['label'])}</th>" if real else "")
+        + "</tr>"
+    )
     outputs = "<div><h2>Predicted output so far</h2><div class='out' id='out-pred'></div></div>"
     if real:
-        outputs += f"<div><h2>{html.escape(data['real']['label'].capitalize())} output so far</h2><div class='out' id='out-real'></div></div>"
+        outputs += (
+            f"<div><h2>{html.escape(data['real']['label'].capitalize())} output so far</h2>"
+            "<div class='out' id='out-real'></div></div>"
+        )
     title = html.escape(data["title"] or "codeexecutor trace")
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title}</title><style>{css}</style></head>
 <body><header><h1>{title}</h1><div id="summary">{_badges(data)}</div></header>
@@ -130,7 +183,7 @@ def render_page(data: dict) -> str:
 </section></main>
 <script type="application/json" id="trace-data">{_json_for_script(data)}</script>
 <script>{js}</script></body></html>
-"""
+"""  # noqa: E501  (the page's HTML: long lines kept as the page has them)
 
 
 def report_page(code: str, report: dict, truth=None, offset: int = 0, title: str = "") -> dict:
@@ -138,13 +191,27 @@ def report_page(code: str, report: dict, truth=None, offset: int = 0, title: str
     the real run of the same code (`offset` docstring lines before the program)."""
     real_steps = real_error = status = None
     if truth is not None:
-        real_steps = [{"line": s.line - offset, "state": dict(s.state), "output": s.output} for s in truth.steps if s.line > offset]
+        real_steps = [
+            {"line": s.line - offset, "state": dict(s.state), "output": s.output}
+            for s in truth.steps
+            if s.line > offset
+        ]
         status = truth.status.value
         if truth.error is not None:
             real_error = {"type": truth.error.type, "line": truth.error.line - offset if truth.error.line else None}
     program = "\n".join(code.splitlines()[offset:])
-    return page_data(program, report["steps"], report["error"], report.get("finished", True), real_steps, real_error,
-                     "real run", status, title, report.get("length_cap"))
+    return page_data(
+        program,
+        report["steps"],
+        report["error"],
+        report.get("finished", True),
+        real_steps,
+        real_error,
+        "real run",
+        status,
+        title,
+        report.get("length_cap"),
+    )
 
 
 def render_html(code: str, report: dict, truth=None, offset: int = 0, title: str = "") -> str:
@@ -165,8 +232,18 @@ def page_name(key) -> str:
     return (safe or "trace") + ".html"
 
 
-INDEX_COLUMNS = ("id", "dataset", "predicted_steps", "real_steps", "first_divergence", "same_trace", "output_equal",
-                 "error_equal", "finished", "score")
+INDEX_COLUMNS = (
+    "id",
+    "dataset",
+    "predicted_steps",
+    "real_steps",
+    "first_divergence",
+    "same_trace",
+    "output_equal",
+    "error_equal",
+    "finished",
+    "score",
+)
 
 
 def render_index(rows: list[dict], title: str = "codeexecutor traces") -> str:
@@ -180,7 +257,11 @@ def render_index(rows: list[dict], title: str = "codeexecutor traces") -> str:
         for c in cols:
             v = r.get(c)
             key = "" if v is None else str(int(v) if isinstance(v, bool) else v)
-            text = f"<a href='{html.escape(r['page'], quote=True)}'>{html.escape(fmt(v))}</a>" if c == "id" else html.escape(fmt(v))
+            text = (
+                f"<a href='{html.escape(r['page'], quote=True)}'>{html.escape(fmt(v))}</a>"
+                if c == "id"
+                else html.escape(fmt(v))
+            )
             cells.append(f"<td data-key='{html.escape(key, quote=True)}'>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     head = "".join(f"<th data-col='{i}'>{html.escape(c.replace('_', ' '))}</th>" for i, c in enumerate(cols))
@@ -189,7 +270,7 @@ body{{font-family:system-ui,sans-serif;margin:16px}} table{{border-collapse:coll
 td,th{{border:1px solid #ddd;padding:3px 8px;text-align:left}} th{{background:#f0f0f0;cursor:pointer}}
 th.asc::after{{content:" \\25B2"}} th.desc::after{{content:" \\25BC"}}</style></head>
 <body><h1>{html.escape(title)}</h1><p>{len(rows)} traces; click a column to sort by it.</p>
-<table id="index"><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>
+<table id="index"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>
 <script>
 (function () {{
   const table = document.getElementById("index"), tbody = table.tBodies[0];
@@ -208,7 +289,7 @@ th.asc::after{{content:" \\25B2"}} th.desc::after{{content:" \\25BC"}}</style></
   if (score) sort(score, 1);
 }})();
 </script></body></html>
-"""
+"""  # noqa: E501  (the index page's HTML and script, kept as written)
 
 
 def write_pages(out_dir: str, pages: list[tuple[str, dict, dict]], title: str = "codeexecutor traces") -> str:

@@ -83,7 +83,7 @@ def source_of(formatted: str) -> str:
         level += m.group(2).count("<indent>") - m.group(2).count("<dedent>")
         lines += [""] * (k - len(lines))
         if k == len(lines):
-            lines.append("    " * max(level, 0) + text[m.end():end])
+            lines.append("    " * max(level, 0) + text[m.end() : end])
     return "\n".join(lines) + "\n"
 
 
@@ -110,8 +110,11 @@ class Scopes:
             cells = [c for c in obj.co_cellvars if c not in obj.co_varnames]
             lines = {line for _, _, line in obj.co_lines() if line is not None}
             n = obj.co_argcount + obj.co_kwonlyargcount + bool(obj.co_flags & 4) + bool(obj.co_flags & 8)  # *args, **kw
-            functions[(qual, frozenset(lines))] = Function(tuple(obj.co_varnames) + tuple(cells) + tuple(obj.co_freevars),
-                                                           tuple(obj.co_varnames[:n]), loose or "DELETE_FAST" in _opnames(obj))
+            functions[(qual, frozenset(lines))] = Function(
+                tuple(obj.co_varnames) + tuple(cells) + tuple(obj.co_freevars),
+                tuple(obj.co_varnames[:n]),
+                loose or "DELETE_FAST" in _opnames(obj),
+            )
         if not dynamic:
             self.module = _module(tree)
         for node, qual, first, last in _scoped(tree):

@@ -20,6 +20,7 @@ import functools
 from dataclasses import dataclass
 
 import torch
+
 from codeexecutor.generation.beam import Beam
 from codeexecutor.generation.constraints import RowConstraints, StateRule, token_chars
 from codeexecutor.generation.verdict import StepEnds
@@ -46,7 +47,9 @@ class TraceGenerator:
 
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         path = resolve(model)
-        if dtype is None:  # bf16 on CUDA; a bf16 checkpoint decoded 1.75x slower in bf16 on an AVX2 CPU (docs/decoding.md)
+        if (
+            dtype is None
+        ):  # bf16 on CUDA; a bf16 checkpoint decoded 1.75x slower in bf16 on an AVX2 CPU (docs/decoding.md)
             dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
         self.model = load_model(path, dtype=dtype).to(self.device).eval()
         cfg = self.model.config
@@ -54,15 +57,19 @@ class TraceGenerator:
         try:
             self.tok = load_tokenizer(path, exception=self.profile.exception_step, delta=self.profile.delta)
         except (OSError, ValueError) as exc:
-            raise UsageError(f"{path}: no usable tokenizer ({str(exc).splitlines()[0]}); copy the model folder with its "
-                             "tokenizer files") from None
+            raise UsageError(
+                f"{path}: no usable tokenizer ({str(exc).splitlines()[0]}); copy the model folder with its "
+                "tokenizer files"
+            ) from None
         if len(self.tok) > cfg.vocab_size:
-            raise UsageError(f"{path}: the tokenizer has {len(self.tok)} tokens but the model only {cfg.vocab_size}; "
-                             "they do not belong together")
+            raise UsageError(
+                f"{path}: the tokenizer has {len(self.tok)} tokens but the model only {cfg.vocab_size}; "
+                "they do not belong together"
+            )
         self.encoder = Encoder(self.tok, cfg.max_code_length, cfg.max_trace_length, self.profile)
 
     @classmethod
-    def from_model(cls, model, encoder, device) -> "TraceGenerator":
+    def from_model(cls, model, encoder, device) -> TraceGenerator:
         """A generator over a model in memory (evaluation while training)."""
         gen = cls.__new__(cls)
         gen.model, gen.encoder, gen.tok, gen.profile = model, encoder, encoder.tok, encoder.profile
@@ -77,10 +84,20 @@ class TraceGenerator:
         return self.profile.parse(text)
 
     @torch.no_grad()
-    def generate(self, inputs: list[str], beam: int = 10, max_length: int | None = None, batch_size: int = 8,
-                 cache: bool = True, names: bool = False, values: bool = False,
-                 exception_bias: float = 0.0, exception_at: str = "step", length_penalty: float = 0.0,
-                 sort: bool = True) -> list[Generated]:
+    def generate(
+        self,
+        inputs: list[str],
+        beam: int = 10,
+        max_length: int | None = None,
+        batch_size: int = 8,
+        cache: bool = True,
+        names: bool = False,
+        values: bool = False,
+        exception_bias: float = 0.0,
+        exception_at: str = "step",
+        length_penalty: float = 0.0,
+        sort: bool = True,
+    ) -> list[Generated]:
         """Best hypothesis for each model-format code string, in input order. At most
         `max_length` tokens are generated (</s> included; default and cap: the model's
         max_trace_length, 768 as in the release). `names`: states may only name the
@@ -103,15 +120,22 @@ class TraceGenerator:
             except ValueError as exc:
                 raise UsageError(f"{exc}; pass a number such as --exception-bias 2") from None
         elif exception_bias:
-            raise UsageError("this model has no <exception> step (the release's format), so an exception bias has "
-                             "nothing to act on; leave --exception-bias out")
+            raise UsageError(
+                "this model has no <exception> step (the release's format), so an exception bias has "
+                "nothing to act on; leave --exception-bias out"
+            )
         else:
             ends = None
         rule = self._rules(names, values)
         if not cache:
-            return self._expanded([self._beam_no_cache(self.encoder.code(text), beam, max_length,
-                                                       rule(text) if rule else None, ends, length_penalty)
-                                   for text in inputs])
+            return self._expanded(
+                [
+                    self._beam_no_cache(
+                        self.encoder.code(text), beam, max_length, rule(text) if rule else None, ends, length_penalty
+                    )
+                    for text in inputs
+                ]
+            )
         codes = [self.encoder.code(t) for t in inputs]
         # Batches of programs of similar code length (longest first): less padding in each
         # step's attention, and fewer rows left decoding alone at the end of a batch.
@@ -120,7 +144,9 @@ class TraceGenerator:
         for i in range(0, len(order), batch_size):
             chunk = order[i : i + batch_size]
             rules = [rule(inputs[j]) for j in chunk] if rule else None
-            for j, g in zip(chunk, self._beam([codes[j] for j in chunk], beam, max_length, rules, ends, length_penalty)):
+            for j, g in zip(
+                chunk, self._beam([codes[j] for j in chunk], beam, max_length, rules, ends, length_penalty)
+            ):
                 out[j] = g
         return self._expanded(out)
 
@@ -150,32 +176,51 @@ class TraceGenerator:
         if not (names or values):
             return None
         if values and self.profile.official:
-            raise UsageError("the release's format writes values as lexical tokens, whose length the tracer does not "
-                             "bound; leave --constrain-values out for this model")
+            raise UsageError(
+                "the release's format writes values as lexical tokens, whose length the tracer does not "
+                "bound; leave --constrain-values out for this model"
+            )
         chars = None
         if values:
             if getattr(self, "_chars", None) is None:
                 self._chars = token_chars(self.tok)
             chars = self._chars
         if not self._one_colon():
-            raise UsageError("this model's tokenizer splits ' :' in two, so the state rules cannot find a name's end; "
-                             "leave --constrain-names and --constrain-values out for it")
+            raise UsageError(
+                "this model's tokenizer splits ' :' in two, so the state rules cannot find a name's end; "
+                "leave --constrain-names and --constrain-values out for it"
+            )
         limit = DEFAULT_LIMIT + len(ELLIPSIS) if values else None
         return functools.partial(StateRule, self.tok, names=names, value_chars=limit, chars=chars)
 
     # -- cached, batched -------------------------------------------------------------------
-    def _beam(self, codes: list[list[int]], size: int, max_length: int,
-              rules: list[StateRule] | None = None, ends: StepEnds | None = None,
-              length_penalty: float = 0.0) -> list[Generated]:
+    def _beam(
+        self,
+        codes: list[list[int]],
+        size: int,
+        max_length: int,
+        rules: list[StateRule] | None = None,
+        ends: StepEnds | None = None,
+        length_penalty: float = 0.0,
+    ) -> list[Generated]:
         from codeexecutor.generation.device_search import DeviceSearch
 
         search = DeviceSearch(self.model, self.encoder, codes, size, max_length, rules, ends, length_penalty)
-        return [Generated(self.encoder.decode(ids), float(score), len(ids), ended, peak, end)
-                for score, ids, ended, peak, end in search.run()]
+        return [
+            Generated(self.encoder.decode(ids), float(score), len(ids), ended, peak, end)
+            for score, ids, ended, peak, end in search.run()
+        ]
 
     # -- reference: no cache, one program at a time ---------------------------------------------
-    def _beam_no_cache(self, code: list[int], size: int, max_length: int, rule: StateRule | None = None,
-                       ends: StepEnds | None = None, length_penalty: float = 0.0) -> Generated:
+    def _beam_no_cache(
+        self,
+        code: list[int],
+        size: int,
+        max_length: int,
+        rule: StateRule | None = None,
+        ends: StepEnds | None = None,
+        length_penalty: float = 0.0,
+    ) -> Generated:
         m, enc = self.model, self.encoder
         code_ids = torch.tensor([code], device=self.device)
         beam = Beam(size, enc.eos, length_penalty)
@@ -183,7 +228,9 @@ class TraceGenerator:
         constraint = RowConstraints([rule], size) if rule else None
         for _ in range(max_length):
             trace = torch.tensor([r + [enc.pad] for r in rows], device=self.device)  # one slot for the next token
-            out = m(code_ids.expand(size, -1), torch.ones_like(code_ids).expand(size, -1), trace, torch.ones_like(trace))
+            out = m(
+                code_ids.expand(size, -1), torch.ones_like(code_ids).expand(size, -1), trace, torch.ones_like(trace)
+            )
             logp = m.log_probs(out.logits[:, -1])  # (size, V)
             if constraint:
                 logp = constraint.mask(logp)

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+
 from codeexecutor.source import parse_quietly
 
 DELTA = "<delta>"  # opens a step that lists only the changed names; closed by </state>
@@ -61,7 +62,9 @@ def frames(code: str) -> dict[int, tuple[int, str]]:
                     out[line] = (inner, name)
                 visit(stmt.body, name + ".")
                 continue
-            for field in stmt._fields:  # the bodies of if, for, while, with, try (its handlers), match (its cases)
+            # the bodies of if, for, while, with, try (its handlers), match (its cases); the name
+            # `field` stays: this module's syntax tree is in data_format.ID_MODULES' digest
+            for field in stmt._fields:  # noqa: F402
                 value = getattr(stmt, field, None)
                 if isinstance(value, list) and value:
                     if isinstance(value[0], ast.stmt):
@@ -80,7 +83,9 @@ def line_scopes(code: str) -> dict[int, int]:
     return {line: first for line, (first, _) in frames(code).items()}
 
 
-def delta_names(previous: Mapping[str, str] | None, state: Mapping[str, str], same_frame: bool = True) -> list[str] | None:
+def delta_names(
+    previous: Mapping[str, str] | None, state: Mapping[str, str], same_frame: bool = True
+) -> list[str] | None:
     """The names a compact step writes after `previous` (None: the whole state)."""
     if previous is None or not same_frame:
         return None
@@ -102,6 +107,7 @@ def compact_plan(steps: Sequence, code: str | None = None) -> list[list[str] | N
 
 
 # -- expansion ------------------------------------------------------------------------------
+
 
 @dataclass
 class Expansion:
@@ -157,15 +163,15 @@ def expand(text: str) -> Expansion:
     starts = [m.start() for m in _STEP.finditer(text)]
     parts = [text[: starts[0]] if starts else text]
     for i, start in enumerate(starts):
-        segment = text[start: starts[i + 1] if i + 1 < len(starts) else len(text)]
+        segment = text[start : starts[i + 1] if i + 1 < len(starts) else len(text)]
         head = _HEAD.match(segment) if segment.startswith("<line>") else None
-        body = segment[head.end():] if head else ""
+        body = segment[head.end() :] if head else ""
         opener = DELTA if body.startswith(DELTA) else "<state>" if body.startswith("<state>") else None
         end = body.find("</state>")
         if opener is None or end < 0:  # output, exception, no state, or one left open (a cut generation)
             parts.append(segment)
             continue
-        pairs = read_pairs(body[len(opener): end], result.problems, f"step {i}")
+        pairs = read_pairs(body[len(opener) : end], result.problems, f"step {i}")
         if opener == "<state>":
             current = dict(pairs)
             result.wholes += 1
@@ -176,6 +182,6 @@ def expand(text: str) -> Expansion:
             result.problems.append(f"step {i}: a delta before any whole state")
             current = {}
         current.update(pairs)  # a changed name keeps its place, a new one goes last
-        parts.append(head.group(0) + state_text(list(current.items())) + body[end + len("</state>"):])
+        parts.append(head.group(0) + state_text(list(current.items())) + body[end + len("</state>") :])
     result.text = "".join(parts)
     return result

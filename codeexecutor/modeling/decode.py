@@ -43,7 +43,9 @@ class StaticCache:
             self.values.append(v)
         self.minimum = torch.finfo(dtype).min
         self.bias = torch.full((N, 1, 1, capacity), self.minimum, dtype=dtype, device=device)
-        self.bias[:, 0, 0, :S] = torch.zeros((N, S), dtype=dtype, device=device).masked_fill(~code_mask.bool(), self.minimum)
+        self.bias[:, 0, 0, :S] = torch.zeros((N, S), dtype=dtype, device=device).masked_fill(
+            ~code_mask.bool(), self.minimum
+        )
         self.code, self.capacity = S, capacity
         self.column = torch.full((1,), S, dtype=torch.long, device=device)  # the next column a step writes
 
@@ -72,8 +74,9 @@ class StaticCache:
         self.bias[..., S:written] = self.bias[..., S:written].index_select(0, order)
 
 
-def decode_step(model, cache: StaticCache, tokens: torch.Tensor, positions: torch.Tensor, real: torch.Tensor,
-                window: int | None) -> torch.Tensor:
+def decode_step(
+    model, cache: StaticCache, tokens: torch.Tensor, positions: torch.Tensor, real: torch.Tensor, window: int | None
+) -> torch.Tensor:
     """(N, V) float32 log-probabilities of the next token for N rows, each fed `tokens`
     at `positions` (-1: a generated `<pad>`, placed as RoBERTa places padding); `real`:
     which of them are keys later tokens may see. Writes the cache's next column and

@@ -24,17 +24,27 @@ Which options a model uses is its profile (modeling/profiles.py).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from codeexecutor.execution.records import ExecResult, ExecStatus, Step
 from codeexecutor.modeling.compact import DELTA, compact_plan, expand, read_pairs
-from codeexecutor.modeling.lexical import code_lines as lexical_lines, indented_lines, lexical_value
+from codeexecutor.modeling.lexical import code_lines as lexical_lines
+from codeexecutor.modeling.lexical import indented_lines, lexical_value
 
 # Official order first (CodeExecutor release), then ours.
 OFFICIAL_SPECIAL_TOKENS = (
-    "<line>", "<state>", "</state>", "<dictsep>", "<output>", "<function>",
-    "<singleline>", "<tutorial>", "<codenet>", "<indent>", "<dedent>",
+    "<line>",
+    "<state>",
+    "</state>",
+    "<dictsep>",
+    "<output>",
+    "<function>",
+    "<singleline>",
+    "<tutorial>",
+    "<codenet>",
+    "<indent>",
+    "<dedent>",
 )
 MAX_LINES = 200
 LINE_TOKENS = tuple(f"<{i}>" for i in range(MAX_LINES))
@@ -48,6 +58,7 @@ class FormatError(ValueError):
 
 
 # -- code side ----------------------------------------------------------------------------
+
 
 def format_code(source: str, task: str = "codenet", lexical: bool = False) -> str:
     """Model-format code: task token, then per line `<k>`, indentation tokens, the line.
@@ -105,6 +116,7 @@ def _value(text: str, quotes: bool, lexical: bool) -> str:
 
 # -- trace side -------------------------------------------------------------------------------
 
+
 def format_state(state: Mapping[str, str], quotes: bool = True, lexical: bool = False) -> str:
     items = [f"{name} : {_value(value, quotes, lexical)}" for name, value in state.items()]
     return "<state> " + " <dictsep> ".join(items) + (" </state>" if items else "</state>")
@@ -138,8 +150,15 @@ def finish_order(steps: Sequence[Step], crashed: bool = False) -> list[Step]:
     return out
 
 
-def format_trace(result: ExecResult | Sequence[Step], quotes: bool = True, error=None, exception_step: bool = True,
-                 lexical: bool = False, compact: bool = False, code: str | None = None) -> str:
+def format_trace(
+    result: ExecResult | Sequence[Step],
+    quotes: bool = True,
+    error=None,
+    exception_step: bool = True,
+    lexical: bool = False,
+    compact: bool = False,
+    code: str | None = None,
+) -> str:
     """Serialize a trace; a result that ended in an exception gets the exception step
     (unless exception_step=False, as the release's format has none). `compact`: a step
     writes only the names that changed (modeling/compact.py; `code` tells where a
@@ -164,8 +183,9 @@ def format_trace(result: ExecResult | Sequence[Step], quotes: bool = True, error
     return " ".join(parts)
 
 
-def format_singleline_target(state: Mapping[str, str], line: int, quotes: bool = True, lexical: bool = False,
-                             line_info: bool = True) -> str:
+def format_singleline_target(
+    state: Mapping[str, str], line: int, quotes: bool = True, lexical: bool = False, line_info: bool = True
+) -> str:
     """SingleLine targets are the one state after the last line (the release: the state
     alone, `line_info=False`)."""
     body = format_state(dict(state), quotes, lexical)
@@ -173,6 +193,7 @@ def format_singleline_target(state: Mapping[str, str], line: int, quotes: bool =
 
 
 # -- parsing generated text back --------------------------------------------------------------
+
 
 @dataclass
 class ParsedTrace:

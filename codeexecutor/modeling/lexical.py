@@ -22,14 +22,17 @@ import tokenize
 
 _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.ENCODING, tokenize.ENDMARKER}
 
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     <[A-Za-z_][\w ]*>                                          # <function>, <class>, <Foo object>
   | (?:[rRbBuUfF]{1,2})?(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")  # a string literal
   | (?:\d[\d_]*\.?[\d_]*|\.\d[\d_]*)(?:[eE][+-]?\d+)?[jJ]?     # a number
   | \w+                                                         # a name
   | \.\.\.|\*\*=?|//=?|<<=?|>>=?|->|:=|[-+*/%@&|^<>=!]=         # multi-character operators
   | \S                                                          # anything else, one character
-""", re.VERBOSE)
+""",
+    re.VERBOSE,
+)
 _STRING = re.compile(r"""^([rRbBuUfF]{0,2})('|")(.*)\2$""", re.DOTALL)
 
 

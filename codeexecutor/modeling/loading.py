@@ -23,10 +23,24 @@ import re
 from codeexecutor.errors import UsageError
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
-_NOT_CARRIED = {"model_type", "architectures", "transformers_version", "is_decoder", "add_cross_attention", "_name_or_path",
-                "auto_map", "dtype", "torch_dtype"}
-_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json",
-            "model.int8.safetensors")  # the last: int8 codes a row (modeling/int8.py), what the repository ships
+_NOT_CARRIED = {
+    "model_type",
+    "architectures",
+    "transformers_version",
+    "is_decoder",
+    "add_cross_attention",
+    "_name_or_path",
+    "auto_map",
+    "dtype",
+    "torch_dtype",
+}
+_WEIGHTS = (
+    "model.safetensors",
+    "pytorch_model.bin",
+    "model.safetensors.index.json",
+    "pytorch_model.bin.index.json",
+    "model.int8.safetensors",
+)  # the last: int8 codes a row (modeling/int8.py), what the repository ships
 
 
 def resolve(name: str) -> str:
@@ -34,21 +48,31 @@ def resolve(name: str) -> str:
     if os.path.isdir(name):
         return name
     if os.path.exists(name):
-        raise UsageError(f"{name} is a file; --model takes a model folder (config.json, weights, tokenizer) or a hub id")
+        raise UsageError(
+            f"{name} is a file; --model takes a model folder (config.json, weights, tokenizer) or a hub id"
+        )
     head = name.split("/", 1)[0]
     if not _HUB_ID.match(name) or os.path.isdir(head) or name.startswith("."):
-        raise UsageError(f"no model at {name}: run `make demo` (it trains a demo model into demo_out/pretrain/final), "
-                         "pass --model DIR (a folder saved by codeexecutor training or a released checkpoint) or a hub id")
+        raise UsageError(
+            f"no model at {name}: run `make demo` (it trains a demo model into demo_out/pretrain/final), "
+            "pass --model DIR (a folder saved by codeexecutor training or a released checkpoint) or a hub id"
+        )
     try:
         from huggingface_hub import snapshot_download
 
         offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")  # read now, not at import
-        return snapshot_download(name, cache_dir=os.environ.get("HF_HUB_CACHE") or None, local_files_only=offline,
-                                 allow_patterns=["*.json", "*.txt", "*.safetensors", "*.bin", "*.model"])
+        return snapshot_download(
+            name,
+            cache_dir=os.environ.get("HF_HUB_CACHE") or None,
+            local_files_only=offline,
+            allow_patterns=["*.json", "*.txt", "*.safetensors", "*.bin", "*.model"],
+        )
     except Exception as exc:  # offline, unreachable, unknown repo: all end the same way for the user
-        raise UsageError(f"cannot get {name} from the Hugging Face hub ({type(exc).__name__}): on a connected machine run "
-                         f"`hf download {name} --local-dir {name.split('/')[-1]}`, copy that folder here and pass "
-                         f"--model {name.split('/')[-1]}") from None
+        raise UsageError(
+            f"cannot get {name} from the Hugging Face hub ({type(exc).__name__}): on a connected machine run "
+            f"`hf download {name} --local-dir {name.split('/')[-1]}`, copy that folder here and pass "
+            f"--model {name.split('/')[-1]}"
+        ) from None
 
 
 def read_config(path: str) -> dict:
@@ -86,7 +110,8 @@ def _int8_only(path: str) -> bool:
     from codeexecutor.modeling.int8 import INT8_FILE
 
     return os.path.isfile(os.path.join(path, INT8_FILE)) and not any(
-        os.path.exists(os.path.join(path, w)) for w in _WEIGHTS if w != INT8_FILE)
+        os.path.exists(os.path.join(path, w)) for w in _WEIGHTS if w != INT8_FILE
+    )
 
 
 def _load_int8(path: str, dtype):
@@ -121,10 +146,14 @@ def load_model(name: str, dtype=None, vocab_size: int | None = None, overrides: 
                 model, info = CodeExecutorModel.from_pretrained(path, dtype=dtype, output_loading_info=True)
         except (OSError, ValueError, RuntimeError) as exc:
             raise UsageError(f"cannot load the model in {path}: {str(exc).splitlines()[0]}") from None
-        missing = [k for k in info.get("missing_keys", ()) if not k.startswith("lm_head.") and not k.endswith("position_ids")]
+        missing = [
+            k for k in info.get("missing_keys", ()) if not k.startswith("lm_head.") and not k.endswith("position_ids")
+        ]
         if missing:
-            raise UsageError(f"{path}: weights that generation uses are missing ({', '.join(sorted(missing)[:4])}); "
-                             "the checkpoint is incomplete: copy it again")
+            raise UsageError(
+                f"{path}: weights that generation uses are missing ({', '.join(sorted(missing)[:4])}); "
+                "the checkpoint is incomplete: copy it again"
+            )
         if vocab_size and vocab_size != model.config.vocab_size:
             model.resize_token_embeddings(vocab_size)
             model.tie_lm_head()
@@ -132,23 +161,29 @@ def load_model(name: str, dtype=None, vocab_size: int | None = None, overrides: 
             setattr(model.config, k, v)
         return model
     if kind not in ("roberta",):
-        raise UsageError(f"{path}: model_type {kind!r} is not supported; expected codeexecutor or roberta "
-                         "(microsoft/codeexecutor, microsoft/unixcoder-base)")
+        raise UsageError(
+            f"{path}: model_type {kind!r} is not supported; expected codeexecutor or roberta "
+            "(microsoft/codeexecutor, microsoft/unixcoder-base)"
+        )
     from transformers import RobertaModel
     from transformers.utils import logging as hf_logging
 
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the pooler is unused and not loaded: no load report for it
     try:
-        encoder, info = RobertaModel.from_pretrained(path, add_pooling_layer=False, output_loading_info=True, dtype=dtype)
+        encoder, info = RobertaModel.from_pretrained(
+            path, add_pooling_layer=False, output_loading_info=True, dtype=dtype
+        )
     except (OSError, ValueError, RuntimeError) as exc:
         raise UsageError(f"cannot load the RoBERTa checkpoint in {path}: {str(exc).splitlines()[0]}") from None
     finally:
         hf_logging.set_verbosity(level)
     missing = [k for k in info.get("missing_keys", ()) if not k.endswith("position_ids")]
     if missing:
-        raise UsageError(f"{path}: weights that generation uses are missing ({', '.join(sorted(missing)[:4])}); "
-                         "the checkpoint is incomplete: copy it again")
+        raise UsageError(
+            f"{path}: weights that generation uses are missing ({', '.join(sorted(missing)[:4])}); "
+            "the checkpoint is incomplete: copy it again"
+        )
     profile = folder_profile(path, cfg)
     settings = {"format_profile": profile or "exact", **(overrides or {})}
     base = {k: v for k, v in encoder.config.to_dict().items() if k not in _NOT_CARRIED}
@@ -156,4 +191,3 @@ def load_model(name: str, dtype=None, vocab_size: int | None = None, overrides: 
     config._attn_implementation = "sdpa"
     model = CodeExecutorModel.from_encoder(encoder, config)
     return model.to(dtype) if dtype is not None else model
-

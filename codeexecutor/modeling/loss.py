@@ -59,8 +59,9 @@ class _WeightedCE(torch.autograd.Function):
         return (grad_h * grad_out.to(grad_h.dtype), (grad_w * grad_out).to(ctx.weight_dtype), None, None, None)
 
 
-def weighted_ce(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor,
-                chunk: int = CHUNK) -> torch.Tensor:
+def weighted_ce(
+    hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor, chunk: int = CHUNK
+) -> torch.Tensor:
     """sum over positions of weights x cross-entropy(hidden @ weight.T, labels): hidden
     (N, H), weight (V, H), labels and weights (N,). Differentiable in hidden and weight."""
     return _WeightedCE.apply(hidden, weight, labels, weights, chunk)

@@ -50,12 +50,26 @@ class CodeExecutorConfig(RobertaConfig):
 
     model_type = "codeexecutor"
 
-    def __init__(self, max_code_length: int = 256, max_trace_length: int = 768, structural_weight: float = 1.0,
-                 other_weight: float = 10.0, structural_token_ids: list[int] | None = None, mask0_token_id: int | None = None,
-                 format_profile: str = "exact", exception_step: bool | None = None, positions: str = "absolute",
-                 rotary_base: float = 10000.0, trace_state: str = "full", step_order: str = "start", code_window: str = "head",
-                 exception_weight: float | None = None, exception_token_id: int | None = None, attention: str = "sdpa",
-                 **kwargs) -> None:
+    def __init__(
+        self,
+        max_code_length: int = 256,
+        max_trace_length: int = 768,
+        structural_weight: float = 1.0,
+        other_weight: float = 10.0,
+        structural_token_ids: list[int] | None = None,
+        mask0_token_id: int | None = None,
+        format_profile: str = "exact",
+        exception_step: bool | None = None,
+        positions: str = "absolute",
+        rotary_base: float = 10000.0,
+        trace_state: str = "full",
+        step_order: str = "start",
+        code_window: str = "head",
+        exception_weight: float | None = None,
+        exception_token_id: int | None = None,
+        attention: str = "sdpa",
+        **kwargs,
+    ) -> None:
         kwargs.setdefault("is_decoder", True)  # self-attention with a key/value cache
         kwargs.setdefault("add_cross_attention", False)
         super().__init__(**kwargs)
@@ -70,22 +84,30 @@ class CodeExecutorConfig(RobertaConfig):
         self.format_profile = format_profile  # modeling/profiles.py
         self.exception_step = (format_profile == "exact") if exception_step is None else bool(exception_step)
         self.trace_state = trace_state  # full | delta: how a trace step writes its state (modeling/compact.py)
-        self.step_order = step_order  # start | end: a calling line's step before or after its call's (modeling/profiles.py)
-        self.code_window = code_window  # head | ends: which tokens of a too-long program the model reads (modeling/tokenizer.py)
+        self.step_order = (
+            step_order  # start | end: a calling line's step before or after its call's (modeling/profiles.py)
+        )
+        self.code_window = (
+            code_window  # head | ends: which tokens of a too-long program the model reads (modeling/tokenizer.py)
+        )
         if positions not in POSITIONS:
             raise ValueError(f"unknown positions {positions!r}; one of {', '.join(POSITIONS)}")
         self.positions = positions  # absolute: the release's learned table; rotary: modeling/rotary.py
         self.rotary_base = rotary_base
         if attention not in ATTENTIONS:
             raise ValueError(f"unknown attention {attention!r}; one of {', '.join(ATTENTIONS)}")
-        self.attention = attention  # of packed training rows: key tiles through SDPA, or FlexAttention's block mask (CUDA)
+        self.attention = (
+            attention  # of packed training rows: key tiles through SDPA, or FlexAttention's block mask (CUDA)
+        )
 
     @classmethod
-    def preset(cls, name: str, vocab_size: int, **kwargs) -> "CodeExecutorConfig":
+    def preset(cls, name: str, vocab_size: int, **kwargs) -> CodeExecutorConfig:
         """A model of one of the PRESETS sizes, with RoBERTa's special ids and positions."""
         if name not in PRESETS:
             raise ValueError(f"unknown model preset {name!r}; one of {', '.join(PRESETS)}")
-        defaults = dict(max_position_embeddings=1026, type_vocab_size=10, pad_token_id=1, bos_token_id=0, eos_token_id=2)
+        defaults = dict(
+            max_position_embeddings=1026, type_vocab_size=10, pad_token_id=1, bos_token_id=0, eos_token_id=2
+        )
         return cls(vocab_size=vocab_size, **{**defaults, **PRESETS[name], **kwargs})
 
 
@@ -102,7 +124,9 @@ def prefix_lm_mask(code_mask: torch.Tensor, trace_mask: torch.Tensor) -> torch.T
     code = code_mask.bool()  # (B, S)
     trace = trace_mask.bool()  # (B, T)
     causal = torch.ones(T, T, dtype=torch.bool, device=code.device).tril()  # (T, T)
-    top = torch.cat([code[:, None, :].expand(B, S, S), torch.zeros(B, S, T, dtype=torch.bool, device=code.device)], dim=2)
+    top = torch.cat(
+        [code[:, None, :].expand(B, S, S), torch.zeros(B, S, T, dtype=torch.bool, device=code.device)], dim=2
+    )
     bottom = torch.cat([code[:, None, :].expand(B, T, S), causal[None] & trace[:, None, :]], dim=2)
     mask = torch.cat([top, bottom], dim=1)  # (B, S+T, S+T)
     eye = torch.eye(S + T, dtype=torch.bool, device=code.device)[None]  # (1, L, L)
@@ -179,8 +203,14 @@ class CodeExecutorModel(PreTrainedModel):
         from codeexecutor.modeling.rows import loss_weights
 
         c = self.config
-        return loss_weights(c.vocab_size, c.other_weight, c.structural_weight, c.structural_token_ids, c.exception_weight,
-                            c.exception_token_id)
+        return loss_weights(
+            c.vocab_size,
+            c.other_weight,
+            c.structural_weight,
+            c.structural_token_ids,
+            c.exception_weight,
+            c.exception_token_id,
+        )
 
     def compile_rows(self, fullgraph: bool = True, backend="inductor") -> None:
         """Compile the packed-row forward and loss whole (`torch.compile(fullgraph=True,
@@ -192,9 +222,15 @@ class CodeExecutorModel(PreTrainedModel):
 
         self._row_loss = torch.compile(masked_row_loss, fullgraph=fullgraph, dynamic=False, backend=backend)
 
-    def forward(self, code_ids: torch.Tensor | None = None, code_mask: torch.Tensor | None = None,
-                trace_ids: torch.Tensor | None = None, trace_mask: torch.Tensor | None = None, reduction: str = "mean",
-                row: dict | None = None) -> Seq2SeqLMOutput:
+    def forward(
+        self,
+        code_ids: torch.Tensor | None = None,
+        code_mask: torch.Tensor | None = None,
+        trace_ids: torch.Tensor | None = None,
+        trace_mask: torch.Tensor | None = None,
+        reduction: str = "mean",
+        row: dict | None = None,
+    ) -> Seq2SeqLMOutput:
         """Prefix-LM training forward. trace_ids start with <mask0>; the loss is on
         predicting trace_ids[:, 1:] (weighted; padding ignored). reduction="none" gives
         one loss per example (hard-example mining). `row`: a packed micro-step row
@@ -211,16 +247,26 @@ class CodeExecutorModel(PreTrainedModel):
         T = trace_ids.shape[1]
         ids = torch.cat([code_ids, trace_ids], dim=1)  # (B, S+T)
         code_len = code_mask.sum(1, keepdim=True)  # (B, 1)
-        positions = torch.cat([
-            torch.arange(S, device=ids.device)[None].expand(B, S),
-            code_len + torch.arange(T, device=ids.device)[None],  # (B, T): right after the real code
-        ], dim=1).clamp(max=self.config.max_position_embeddings - POSITION_OFFSET - 1) + POSITION_OFFSET
+        positions = (
+            torch.cat(
+                [
+                    torch.arange(S, device=ids.device)[None].expand(B, S),
+                    code_len + torch.arange(T, device=ids.device)[None],  # (B, T): right after the real code
+                ],
+                dim=1,
+            ).clamp(max=self.config.max_position_embeddings - POSITION_OFFSET - 1)
+            + POSITION_OFFSET
+        )
         mask = additive(prefix_lm_mask(code_mask, trace_mask), self.dtype)  # (B, 1, L, L)
-        hidden = self.roberta(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
+        hidden = self.roberta(
+            input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False
+        ).last_hidden_state
         logits = self.logits(hidden[:, S:-1])  # (B, T-1, V): predicts trace tokens 1..T-1
         labels = trace_ids[:, 1:]  # (B, T-1)
         valid = trace_mask[:, 1:].bool()
-        ce = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1), reduction="none").view_as(labels)
+        ce = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1), reduction="none").view_as(
+            labels
+        )
         w = self.token_weights(labels) * valid
         per_example = (ce * w).sum(1) / w.sum(1).clamp(min=1e-9)  # (B,)
         loss = per_example if reduction == "none" else (ce * w).sum() / w.sum().clamp(min=1e-9)
@@ -230,17 +276,25 @@ class CodeExecutorModel(PreTrainedModel):
     def encode(self, code_ids: torch.Tensor, code_mask: torch.Tensor):
         """Encode the code once; returns (cache, code_mask, next positions (B,))."""
         B, S = code_ids.shape
-        mask = code_mask.bool()[:, None, :].expand(B, S, S) | torch.eye(S, dtype=torch.bool, device=code_ids.device)[None]
+        mask = (
+            code_mask.bool()[:, None, :].expand(B, S, S) | torch.eye(S, dtype=torch.bool, device=code_ids.device)[None]
+        )
         positions = torch.arange(S, device=code_ids.device)[None].expand(B, S) + POSITION_OFFSET
-        out = self.roberta(input_ids=code_ids, attention_mask=additive(mask, self.dtype), position_ids=positions, use_cache=True)
+        out = self.roberta(
+            input_ids=code_ids, attention_mask=additive(mask, self.dtype), position_ids=positions, use_cache=True
+        )
         return out.past_key_values, code_mask.sum(1)
 
-    def decode_step(self, token_ids: torch.Tensor, cache, key_mask: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def decode_step(
+        self, token_ids: torch.Tensor, cache, key_mask: torch.Tensor, positions: torch.Tensor
+    ) -> torch.Tensor:
         """One decoding step for (N,) tokens. key_mask: (N, K+1) bool over cached keys and
         the new one; positions: (N,) position of the new token. Returns (N, V) log-probs."""
         mask = additive(key_mask[:, None, :], self.dtype)  # (N, 1, 1, K+1)
         pos = positions.clamp(max=self.config.max_position_embeddings - POSITION_OFFSET - 1)[:, None] + POSITION_OFFSET
-        out = self.roberta(input_ids=token_ids[:, None], attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True)
+        out = self.roberta(
+            input_ids=token_ids[:, None], attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True
+        )
         return self.log_probs(self.logits(out.last_hidden_state[:, -1]))  # (N, V)
 
     @staticmethod
@@ -251,7 +305,7 @@ class CodeExecutorModel(PreTrainedModel):
         return F.log_softmax(logits, dim=-1)
 
     @classmethod
-    def from_encoder(cls, encoder: RobertaModel, config: CodeExecutorConfig) -> "CodeExecutorModel":
+    def from_encoder(cls, encoder: RobertaModel, config: CodeExecutorConfig) -> CodeExecutorModel:
         """Our model around the weights of a RoBERTa encoder (UniXcoder, the released
         CodeExecutor), its architecture kept and its embeddings resized to
         `config.vocab_size` (new tokens get fresh rows)."""
@@ -271,9 +325,19 @@ class CodeExecutorModel(PreTrainedModel):
         return model
 
 
-ARCHITECTURE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                     "max_position_embeddings", "type_vocab_size", "layer_norm_eps", "hidden_act", "pad_token_id",
-                     "bos_token_id", "eos_token_id")
+ARCHITECTURE_KEYS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "layer_norm_eps",
+    "hidden_act",
+    "pad_token_id",
+    "bos_token_id",
+    "eos_token_id",
+)
 
 
 # So that Auto* classes (AutoTokenizer reads config.json to pick a tokenizer) know the type.

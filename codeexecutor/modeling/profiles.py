@@ -33,13 +33,19 @@ are the input, stays in view.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from codeexecutor.execution.records import ExecError, Step
 from codeexecutor.modeling.compact import STATE_KINDS, expand
-from codeexecutor.modeling.format import (STEP_ORDERS, finish_order, format_code, format_singleline_target, format_trace,
-                                          parse_trace)
+from codeexecutor.modeling.format import (
+    STEP_ORDERS,
+    finish_order,
+    format_code,
+    format_singleline_target,
+    format_trace,
+    parse_trace,
+)
 
 PROFILES = ("official", "exact")
 RELEASE_SOURCE_BODY = 251  # max_source_length 256 - 5 (inference/dataset.py)
@@ -73,7 +79,7 @@ class Profile:
         return self.state == "delta"
 
     @property
-    def full(self) -> "Profile":
+    def full(self) -> Profile:
         """The same profile writing whole states: what references are scored in."""
         return Profile(self.name, self.exception_step, order=self.order, window=self.window)
 
@@ -83,8 +89,13 @@ class Profile:
 
     @property
     def label(self) -> str:
-        return (self.name + ("+exception" if self.official and self.exception_step else "") + ("+delta" if self.delta else "")
-                + ("+end" if self.order == "end" else "") + ("+ends" if self.window == "ends" else ""))
+        return (
+            self.name
+            + ("+exception" if self.official and self.exception_step else "")
+            + ("+delta" if self.delta else "")
+            + ("+end" if self.order == "end" else "")
+            + ("+ends" if self.window == "ends" else "")
+        )
 
     # -- code and targets ---------------------------------------------------------------
     def code(self, source: str, task: str = "codenet") -> str:
@@ -93,12 +104,20 @@ class Profile:
     def trace(self, steps, error: ExecError | None = None, code: str | None = None) -> str:
         """A trace's target text; `code` (the program) tells a compact trace where frames change."""
         steps = finish_order(list(steps), crashed=error is not None) if self.order == "end" else list(steps)
-        return format_trace(steps, quotes=not self.official, error=error, exception_step=self.exception_step,
-                            lexical=self.official, compact=self.delta, code=code)
+        return format_trace(
+            steps,
+            quotes=not self.official,
+            error=error,
+            exception_step=self.exception_step,
+            lexical=self.official,
+            compact=self.delta,
+            code=code,
+        )
 
     def singleline(self, state: Mapping[str, str], line: int) -> str:
-        return format_singleline_target(state, line, quotes=not self.official, lexical=self.official,
-                                        line_info=not self.official)
+        return format_singleline_target(
+            state, line, quotes=not self.official, lexical=self.official, line_info=not self.official
+        )
 
     def expand(self, text: str):
         """Full-state text of generated text (modeling/compact.Expansion; unchanged for a full-state model)."""
@@ -111,7 +130,10 @@ class Profile:
 
     def example(self, row: Mapping) -> tuple[str, str]:
         """(model input, model target) of one dataset row, from its structured columns."""
-        steps = [Step(s["line"], s["state"], s.get("output", ""), s.get("depth", 0)) for s in json.loads(row["steps"] or "[]")]
+        steps = [
+            Step(s["line"], s["state"], s.get("output", ""), s.get("depth", 0))
+            for s in json.loads(row["steps"] or "[]")
+        ]
         if row["task"] == "singleline":
             last = steps[-1]
             return self.code(row["code"], "singleline"), self.singleline(last.state, last.line)
@@ -127,8 +149,13 @@ class Profile:
         return [self.example({k: batch[k][i] for k in keys}) for i in range(len(batch[keys[0]]))]
 
     def to_config(self) -> dict:
-        return {"format_profile": self.name, "exception_step": self.exception_step, "trace_state": self.state,
-                "step_order": self.order, "code_window": self.window}
+        return {
+            "format_profile": self.name,
+            "exception_step": self.exception_step,
+            "trace_state": self.state,
+            "step_order": self.order,
+            "code_window": self.window,
+        }
 
 
 def lacks_depth(rows, limit: int = 2000) -> bool:
@@ -155,5 +182,10 @@ def profile_of(config) -> Profile:
     """The profile a model config names; the released checkpoint's config names none."""
     name = getattr(config, "format_profile", None) or "official"
     step = getattr(config, "exception_step", None)
-    return Profile(name, (name == "exact") if step is None else bool(step), getattr(config, "trace_state", None) or "full",
-                   getattr(config, "step_order", None) or "start", getattr(config, "code_window", None) or "head")
+    return Profile(
+        name,
+        (name == "exact") if step is None else bool(step),
+        getattr(config, "trace_state", None) or "full",
+        getattr(config, "step_order", None) or "start",
+        getattr(config, "code_window", None) or "head",
+    )

@@ -16,7 +16,11 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-from transformers.models.roberta.modeling_roberta import EncoderDecoderCache, RobertaSelfAttention, eager_attention_forward
+from transformers.models.roberta.modeling_roberta import (
+    EncoderDecoderCache,
+    RobertaSelfAttention,
+    eager_attention_forward,
+)
 
 POSITIONS = ("absolute", "rotary")
 
@@ -41,8 +45,14 @@ class RotarySelfAttention(RobertaSelfAttention):
     """RoBERTa's self-attention with queries and keys rotated by `position_ids` (which the
     RoBERTa model hands every layer along with its other keyword arguments)."""
 
-    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, past_key_values=None,
-                position_ids: torch.Tensor | None = None, **kwargs):
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values=None,
+        position_ids: torch.Tensor | None = None,
+        **kwargs,
+    ):
         if position_ids is None:
             raise ValueError("rotary positions need position_ids in every forward pass")
         kwargs.pop("encoder_hidden_states", None)
@@ -54,11 +64,23 @@ class RotarySelfAttention(RobertaSelfAttention):
         cos, sin = rotary_tables(position_ids, self.attention_head_size, self.config.rotary_base, query.dtype)
         query, key = rotate(query, cos, sin), rotate(key, cos, sin)
         if past_key_values is not None:
-            cache = past_key_values.self_attention_cache if isinstance(past_key_values, EncoderDecoderCache) else past_key_values
+            cache = (
+                past_key_values.self_attention_cache
+                if isinstance(past_key_values, EncoderDecoderCache)
+                else past_key_values
+            )
             key, value = cache.update(key, value, self.layer_idx)
         attend = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
-        out, weights = attend(self, query, key, value, attention_mask, dropout=self.dropout.p if self.training else 0.0,
-                              scaling=self.scaling, **kwargs)
+        out, weights = attend(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.dropout.p if self.training else 0.0,
+            scaling=self.scaling,
+            **kwargs,
+        )
         return out.reshape(*input_shape, -1).contiguous(), weights
 
 

@@ -32,8 +32,9 @@ def row_mask(model, row: dict):
     """The attention mask of a row on its device: FlexAttention's BlockMask where the
     row carries block lists (`kv_num`...), else the CPU path's `TileMask`."""
     if "kv_num" in row:
-        return flex_block_mask(row["doc"], row["code"], row["kv_num"], row["kv_index"], row["full_num"], row["full_index"],
-                               row["block"])
+        return flex_block_mask(
+            row["doc"], row["code"], row["kv_num"], row["kv_index"], row["full_num"], row["full_index"], row["block"]
+        )
     device = row["ids"].device
     dtype = torch.get_autocast_dtype(device.type) if torch.is_autocast_enabled(device.type) else model.dtype
     return tile_mask(row["doc"], row["code"], row["kv_lo"], row["kv_span"], row["tile"], dtype)
@@ -105,6 +106,7 @@ def check_flex_dropout(model) -> None:
     """FlexAttention has no attention dropout: refuse a model that asks for it in training."""
     p = model.config.attention_probs_dropout_prob
     if model.training and p > 0:
-        raise ValueError(f"FlexAttention takes no attention dropout and this model's is {p}: train with model.dropout: 0, "
-                         "or with model.attention: sdpa")
-
+        raise ValueError(
+            f"FlexAttention takes no attention dropout and this model's is {p}: train with model.dropout: 0, "
+            "or with model.attention: sdpa"
+        )

@@ -104,8 +104,14 @@ class RowSpec:
         return row
 
 
-def loss_weights(vocab_size: int, other: float, structural: float, structural_ids, exception: float | None = None,
-                 exception_id: int | None = None) -> np.ndarray:
+def loss_weights(
+    vocab_size: int,
+    other: float,
+    structural: float,
+    structural_ids,
+    exception: float | None = None,
+    exception_id: int | None = None,
+) -> np.ndarray:
     """(vocab_size,) the loss weight of predicting each token (the release's weighting:
     structural tokens `structural`, all others `other`; `<exception>` its own if set)."""
     table = np.full(vocab_size, float(other), dtype=np.float32)
@@ -128,8 +134,12 @@ def pack_row(codes: list, traces: list, length: int, pad_id: int, weight_of: np.
     starts = np.concatenate([[0], np.cumsum(total)[:-1]]).astype(np.int64)
     ids = np.full(length, pad_id, dtype=np.int64)
     if n:
-        ids[:used] = np.concatenate([np.concatenate([np.asarray(c, dtype=np.int64), np.asarray(t, dtype=np.int64)])
-                                     for c, t in zip(codes, traces)])
+        ids[:used] = np.concatenate(
+            [
+                np.concatenate([np.asarray(c, dtype=np.int64), np.asarray(t, dtype=np.int64)])
+                for c, t in zip(codes, traces)
+            ]
+        )
     doc = np.arange(length, dtype=np.int64) - used + n  # padding: a document of one token each
     doc[:used] = np.repeat(np.arange(n), total)
     within = np.arange(length) - np.concatenate([starts, np.arange(used, length)])[doc]  # position inside its example
@@ -143,8 +153,16 @@ def pack_row(codes: list, traces: list, length: int, pad_id: int, weight_of: np.
     trained = np.zeros(length, dtype=bool)
     trained[:used] = (within[:used] >= np.repeat(lc, total)) & (within[:used] <= np.repeat(total, total) - 2)
     weights = np.where(trained, weight_of[labels], 0.0).astype(np.float32)
-    return {"ids": ids, "positions": positions, "doc": doc, "code": code, "labels": labels, "weights": weights,
-            "code_len": lc, "total_len": total}
+    return {
+        "ids": ids,
+        "positions": positions,
+        "doc": doc,
+        "code": code,
+        "labels": labels,
+        "weights": weights,
+        "code_len": lc,
+        "total_len": total,
+    }
 
 
 def head_positions(row: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -176,8 +194,13 @@ def kv_tiles(doc: np.ndarray, code: np.ndarray, block: int) -> Tiles:
     one_doc = head == tail  # the tile holds one example only
     jj = np.minimum(j, nt - 1)
     all_code = np.add.reduceat(code.astype(np.int64), tile_start) == block  # (nt,) every key of the tile is code
-    full = (j <= hi[:, None]) & one_doc[:, None] & one_doc[jj] & (head[jj] == head[:, None]) & (
-        (j < np.arange(nt)[:, None]) | all_code[jj])
+    full = (
+        (j <= hi[:, None])
+        & one_doc[:, None]
+        & one_doc[jj]
+        & (head[jj] == head[:, None])
+        & ((j < np.arange(nt)[:, None]) | all_code[jj])
+    )
     return Tiles(block, lo.astype(np.int64), hi.astype(np.int64), full)
 
 

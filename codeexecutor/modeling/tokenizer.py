@@ -16,12 +16,12 @@ trained tokenizers get the same treatment, so every model encodes alike.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import torch
 
 from codeexecutor.modeling.compact import DELTA
-from codeexecutor.modeling.format import OFFICIAL_SPECIAL_TOKENS, LINE_TOKENS, SPECIAL_TOKENS
+from codeexecutor.modeling.format import LINE_TOKENS, OFFICIAL_SPECIAL_TOKENS, SPECIAL_TOKENS
 from codeexecutor.modeling.profiles import Profile
 
 ROBERTA_SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
@@ -35,8 +35,13 @@ def _added(tokens: list[str]):
     return [AddedToken(t, lstrip=True, rstrip=True, normalized=False, special=True) for t in tokens]
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency: int = 2, split_digits: bool = False,
-                    delta: bool = False):
+def train_tokenizer(
+    texts: Iterable[str],
+    vocab_size: int = 8000,
+    min_frequency: int = 2,
+    split_digits: bool = False,
+    delta: bool = False,
+):
     """A byte-level BPE trained on `texts`. `split_digits`: every digit is a token of its
     own (numbers never merge into pieces like `2019`), which makes arithmetic on values
     something a model can learn digit by digit; traces get longer where they hold numbers."""
@@ -46,11 +51,20 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency:
     bpe = ByteLevelBPETokenizer()
     if split_digits:
         bpe._tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-            [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)])
-    bpe.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=min_frequency,
-                            special_tokens=ROBERTA_SPECIALS + UNIXCODER_SPECIALS)
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
-                                  pad_token="<pad>", mask_token="<mask>", model_max_length=1024)
+            [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+        )
+    bpe.train_from_iterator(
+        texts, vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=ROBERTA_SPECIALS + UNIXCODER_SPECIALS
+    )
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=bpe._tokenizer,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        mask_token="<mask>",
+        model_max_length=1024,
+    )
     return add_special_tokens(tok, delta=delta)
 
 
@@ -58,14 +72,20 @@ def add_special_tokens(tok, exception: bool = True, delta: bool = False):
     """Add the UniXcoder mode tokens and the format's tokens that are missing, in order
     (`<delta>` only for compact traces, so a full-state model's vocabulary is as before),
     and make every format token strip the spaces around it (the release's encoding)."""
-    wanted = list(OFFICIAL_SPECIAL_TOKENS + LINE_TOKENS) + (["<exception>"] if exception else []) + ([DELTA] if delta else [])
+    wanted = (
+        list(OFFICIAL_SPECIAL_TOKENS + LINE_TOKENS)
+        + (["<exception>"] if exception else [])
+        + ([DELTA] if delta else [])
+    )
     have = set(tok.get_vocab())
     missing = [t for t in UNIXCODER_SPECIALS + wanted if t not in have]
     if missing:
         tok.add_special_tokens({"additional_special_tokens": _added(missing)}, replace_extra_special_tokens=False)
     vocab = tok.get_vocab()
     plain = [t for t in ("<s>", "</s>", "<pad>", "<unk>") if t in vocab]  # strings, not AddedTokens, in the release
-    tok._tokenizer.add_special_tokens(_added(plain + [t for t in SPECIAL_TOKENS if t in vocab]))  # same ids; strip flags
+    tok._tokenizer.add_special_tokens(
+        _added(plain + [t for t in SPECIAL_TOKENS if t in vocab])
+    )  # same ids; strip flags
     return tok
 
 
@@ -96,7 +116,9 @@ class Encoder:
                                                             release cuts gold there)
     """
 
-    def __init__(self, tok, max_code_length: int = 256, max_trace_length: int = 768, profile: Profile | None = None) -> None:
+    def __init__(
+        self, tok, max_code_length: int = 256, max_trace_length: int = 768, profile: Profile | None = None
+    ) -> None:
         self.tok = tok
         tok.model_max_length = 1 << 30  # we truncate code and trace ourselves; no length warning
         self.profile = profile or Profile()
@@ -221,7 +243,10 @@ class Encoder:
         return out
 
     def collate(self, rows: list[dict]) -> dict[str, torch.Tensor]:
-        return {**pad([r["code_ids"] for r in rows], self.pad, "code"), **pad([r["trace_ids"] for r in rows], self.pad, "trace")}
+        return {
+            **pad([r["code_ids"] for r in rows], self.pad, "code"),
+            **pad([r["trace_ids"] for r in rows], self.pad, "trace"),
+        }
 
     def decode(self, ids: list[int], cut_at_bos: bool = True) -> str:
         """Generated trace ids (without <mask0>) back to format text, as the release does:

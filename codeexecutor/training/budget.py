@@ -7,7 +7,10 @@ end to end over the whole budget. Whatever runs in a stage's slot is paid from i
 data's set-up, the mining of its hardest examples, its steps, and at its end the
 evaluation and export (`MARGIN` of the slot goes to steps, the rest to that end). So a
 stage whose mining or evaluation is slow takes its own steps' time, never the next
-stage's: the last stage, CodeNetMut, keeps its share. A stage's steps are fixed when its
+stage's: the last stage, CodeNetMut, keeps its share. Mining is planned too: it may take
+`MINING_SHARE` of what is left of its stage's slot when it begins (`mining_seconds`), and
+scores the examples it reaches in that time (a recipe's `mine_from` is sized for an hour;
+a ten-minute budget would otherwise spend a stage's whole slot scoring). A stage's steps are fixed when its
 first `WARMUP` steps have run, from their speed (the first two left out: they pay for the
 stage's set-up) and the time to its slot's end. Its learning rate warms up over those
 first steps whatever the total, so fixing the total then changes nothing already
@@ -37,6 +40,7 @@ WARMUP = 20  # steps a stage runs before its total is fixed
 MARGIN = 0.92  # of a stage's share of the time that goes to its steps; the rest covers its end and set-ups
 TOLERANCE = 0.03  # share of a stage's steps by which a refit may be off before it moves them
 RECENT = 6  # log intervals a refit measures the speed over, at the least
+MINING_SHARE = 0.25  # of what is left of a stage's slot when its mining begins: the most the mining may take
 
 
 class Budget:
@@ -48,12 +52,15 @@ class Budget:
         self.spent = plan.get("spent", 0.0)  # training seconds of earlier processes (a resumed run)
         self.fixed: dict[str, dict] = plan.get("stages", {})
         total = sum(st.steps for st in stages)  # the recipe's steps, before a resumed run's fixed ones replace them
-        self.shares = plan.get("shares") or {st.name: st.share if st.share is not None else st.steps / total
-                                             for st in stages}  # kept: a resumed run's slots do not move
+        self.shares = plan.get("shares") or {
+            st.name: st.share if st.share is not None else st.steps / total for st in stages
+        }  # kept: a resumed run's slots do not move
         for st in stages:
             if st.name in self.fixed:
                 st.steps = self.fixed[st.name]["steps"]
-        self.started = time.perf_counter() if started is None else started  # perf_counter() when this process's clock began
+        self.started = (
+            time.perf_counter() if started is None else started
+        )  # perf_counter() when this process's clock began
 
     def elapsed(self) -> float:
         return self.spent + time.perf_counter() - self.started
@@ -68,6 +75,10 @@ class Budget:
         before = sum(self.shares[st.name] for st in self.stages[:index]) / total
         return self.seconds * before, self.seconds * (before + self.shares[self.stages[index].name] / total)
 
+    def mining_seconds(self, index: int) -> float:
+        """The seconds stage `index` may spend mining its hardest examples, from now."""
+        return max(0.0, self.slot(index)[1] - self.elapsed()) * MINING_SHARE
+
     def fix(self, index: int, seconds_per_step: float, done: int) -> int:
         """Stage `index`'s steps, from its measured seconds a step and the `done` steps it
         has run: as many as end its steps at MARGIN of its slot (what ran before them in
@@ -78,9 +89,16 @@ class Budget:
         left = max(0.0, ends_at - self.elapsed())
         steps = max(done, int(left / max(seconds_per_step, 1e-9)) + done)
         stage.steps = steps
-        self.fixed[stage.name] = {"steps": steps, "planned": steps, "seconds_per_step": round(seconds_per_step, 5),
-                                  "fixed_after": done, "seconds_left": round(max(0.0, self.seconds - self.elapsed()), 1),
-                                  "slot": [round(start, 2), round(end, 2)], "ends_at": round(ends_at, 2), "refits": 0}
+        self.fixed[stage.name] = {
+            "steps": steps,
+            "planned": steps,
+            "seconds_per_step": round(seconds_per_step, 5),
+            "fixed_after": done,
+            "seconds_left": round(max(0.0, self.seconds - self.elapsed()), 1),
+            "slot": [round(start, 2), round(end, 2)],
+            "ends_at": round(ends_at, 2),
+            "refits": 0,
+        }
         self.save()
         return steps
 
@@ -104,8 +122,11 @@ class Budget:
     def save(self) -> None:
         tmp = self.path + ".tmp"
         with open(tmp, "w") as f:
-            json.dump({"seconds": self.seconds, "spent": self.elapsed(), "shares": self.shares, "stages": self.fixed}, f,
-                      indent=2)
+            json.dump(
+                {"seconds": self.seconds, "spent": self.elapsed(), "shares": self.shares, "stages": self.fixed},
+                f,
+                indent=2,
+            )
         os.replace(tmp, self.path)
 
 

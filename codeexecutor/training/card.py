@@ -21,8 +21,17 @@ def _num(value) -> str:
     return "-" if value is None else f"{round(float(value), 2):g}"
 
 
-def write_card(dest, scores: dict, device: str, recipe: str | None, steps: dict | None, minutes: float,
-               command: str, parameters: int | None = None, note: str = "") -> str:
+def write_card(
+    dest,
+    scores: dict,
+    device: str,
+    recipe: str | None,
+    steps: dict | None,
+    minutes: float,
+    command: str,
+    parameters: int | None = None,
+    note: str = "",
+) -> str:
     """README.md in `dest`: what the model is, its data and licence, how it was trained
     (device, minutes, recipe, command) and its scores per test set, plainly."""
     dest = pathlib.Path(dest)
@@ -43,8 +52,10 @@ def write_card(dest, scores: dict, device: str, recipe: str | None, steps: dict 
         s = sets[name]
         aligned = s.get("aligned") or s.get("ours_aligned") or {}
         aligned = aligned.get("aligned_output_accuracy", aligned.get("output_accuracy"))
-        rows.append(f"| {name} | {s.get('examples')} | {_num(s.get('trace_accuracy'))} | {_num(s.get('output_accuracy'))} | "
-                    f"{_num(aligned)} | {_num(s.get('line_f1'))} |")
+        rows.append(
+            f"| {name} | {s.get('examples')} | {_num(s.get('trace_accuracy'))} | {_num(s.get('output_accuracy'))} | "
+            f"{_num(aligned)} | {_num(s.get('line_f1'))} |"
+        )
     errors = scores.get("runtime_errors") or {}
     try:  # the folder as a user of a clone names it
         shown = dest.resolve().relative_to(pathlib.Path(__file__).resolve().parents[2]).as_posix()
@@ -65,11 +76,11 @@ and the exception with its line where it crashes. Use it with this repository's 
 
     codeexecutor trace prog.py --stdin in.txt --model {shown} --compare
 
-- architecture: RoBERTa encoder as a prefix-LM (`model_type: codeexecutor`), {config.get('num_hidden_layers')} layers of
-  {config.get('hidden_size')}, {f"{parameters:,}" if parameters else '?'} parameters, vocabulary {config.get('vocab_size')}, weights in {stored};
-- trace format: profile `{config.get('format_profile')}`, states `{config.get('trace_state')}`, step order
-  `{config.get('step_order')}` (docs/trace-format.md); traces made by Python {config.get('trace_python') or '3.11'};
-- trained on {device}, {minutes} minutes of training, recipe `{recipe}`, steps {' / '.join(f'{k} {v:,}' for k, v in (steps or {}).items()) or '?'}, by
+- architecture: RoBERTa encoder as a prefix-LM (`model_type: codeexecutor`), {config.get("num_hidden_layers")} layers of
+  {config.get("hidden_size")}, {f"{parameters:,}" if parameters else "?"} parameters, vocabulary {config.get("vocab_size")}, weights in {stored};
+- trace format: profile `{config.get("format_profile")}`, states `{config.get("trace_state")}`, step order
+  `{config.get("step_order")}` (docs/trace-format.md); traces made by Python {config.get("trace_python") or "3.11"};
+- trained on {device}, {minutes} minutes of training, recipe `{recipe}`, steps {" / ".join(f"{k} {v:,}" for k, v in (steps or {}).items()) or "?"}, by
   `{command}`.
 
 ## Data
@@ -78,7 +89,7 @@ and the exception with its line where it crashes. Use it with this repository's 
 
 ## Scores
 
-The release's metric (eval/trace_metrics.py, docs/metrics.md), greedy decoding, the fixed test
+The release's metric (codeexecutor/modeling/trace_metrics.py, docs/metrics.md), greedy decoding, the fixed test
 sample of each held-out set (`evaluate --limit 300`); aligned output accuracy is our variant
 (docs/metrics.md). One standard error is about 2.9 points at 300 examples.
 
@@ -87,13 +98,13 @@ sample of each held-out set (`evaluate --limit 300`); aligned output accuracy is
 {chr(10).join(rows)}
 
 Runtime errors (crashing programs against the CodeNetMut ones): detection
-{_num(errors.get('detection_accuracy'))}%, localisation {_num(errors.get('localisation_accuracy', errors.get('localization_accuracy')))}%.
+{_num(errors.get("detection_accuracy"))}%, localisation {_num(errors.get("localisation_accuracy", errors.get("localization_accuracy")))}%.
 {note}
 ## Licence
 
 MIT, as this repository; the training data's licences are above (MIT, PSF, and the
 permissive licences of the contest repositories named in their MANIFEST.md).
-"""
+"""  # noqa: E501  (the card's text: its lines as written)
     path = dest / "README.md"
     path.write_text(text)
     return str(path)

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field, fields
 
 from codeexecutor.errors import ConfigError
 
-
 ROW_BLOCK = 128  # a micro-step row's length is a multiple of FlexAttention's tile (modeling/rows.BLOCK)
 
 
@@ -18,13 +17,17 @@ class ModelArgs:
     """The model and its tokenizer."""
 
     preset: str = "tiny"  # a size named in modeling.model.PRESETS
-    init: str | None = None  # folder or hub id to start from: microsoft/codeexecutor, microsoft/unixcoder-base, a run's export
+    init: str | None = (
+        None  # folder or hub id to start from: microsoft/codeexecutor, microsoft/unixcoder-base, a run's export
+    )
     tokenizer: str | None = None  # a saved tokenizer; default: init's, else trained on the data
     format_profile: str | None = None  # official | exact; default: init's (the release: official), else exact
     exception_step: bool = True  # crashing traces end with <exception> (added to the released vocabulary if needed)
     trace_state: str = "full"  # full | delta: a step writes the whole state, or only what changed (modeling/compact.py)
     step_order: str = "start"  # start | end: a line that calls writes its step before the call's steps, or after them
-    code_window: str = "head"  # head | ends: a program past max_code_length is read from its start, or its start and last lines
+    code_window: str = (
+        "head"  # head | ends: a program past max_code_length is read from its start, or its start and last lines
+    )
     vocab_size: int = 8000  # for a trained tokenizer
     split_digits: bool = False  # a trained tokenizer: one token per digit (learnable arithmetic)
     max_code_length: int = 256
@@ -32,8 +35,12 @@ class ModelArgs:
     structural_weight: float = 1.0
     other_weight: float = 10.0
     exception_weight: float | None = None  # loss weight of the `<exception>` token, a crash's first; None: other_weight
-    dropout: float = 0.1  # hidden and attention dropout of a new model (an init keeps its own); 0 learns faster on short budgets
-    positions: str = "absolute"  # of a new model (an init keeps its own): absolute (the release's) or rotary (modeling/rotary.py)
+    dropout: float = (
+        0.1  # hidden and attention dropout of a new model (an init keeps its own); 0 learns faster on short budgets
+    )
+    positions: str = (
+        "absolute"  # of a new model (an init keeps its own): absolute (the release's) or rotary (modeling/rotary.py)
+    )
     attention: str = "sdpa"  # of packed training batches: sdpa (a dense mask) or flex (FlexAttention's block mask)
 
 
@@ -57,7 +64,9 @@ class TrainArgs:
     # (max_code_length + max_trace_length). None: micro_batch_size examples padded apart,
     # through the eager Hugging Face forward.
     max_tokens: int | None = None
-    anchor: str = "example"  # a token-budget batch's first example drawn per example or per token (data.py); token lost at equal steps (experiments/NOTEBOOK.md)
+    # a token-budget batch's first example drawn per example or per token (data.py);
+    # token lost at equal steps (experiments/NOTEBOOK.md)
+    anchor: str = "example"
     eval_every: int = 0  # evaluate every N steps (0: at each stage end only)
     eval_examples: int = 128  # valid examples per source for the held-out loss (0: no evaluation)
     eval_decode_examples: int = 32  # of those, greedily decoded for trace/output accuracy
@@ -98,8 +107,16 @@ BUILD_OPTIONS = {
     "codenetmut": {"codenet": list, "mutants": int, "limit": int, "seed": int, "workers": int, "shard": str},
     "tutorial": {"sources": str, "mutants": int, "seed": int, "workers": int},
     "singleline": {"from": str, "limit": int, "augment": int, "per_line": int, "workers": int},
-    "functions": {"from": list, "mutants": int, "input_mutants": int, "lineage": bool, "limit": int, "workers": int,
-                  "licence": str, "shard": str},
+    "functions": {
+        "from": list,
+        "mutants": int,
+        "input_mutants": int,
+        "lineage": bool,
+        "limit": int,
+        "workers": int,
+        "licence": str,
+        "shard": str,
+    },
 }
 BUILD_FOLDERS = {"codenet", "sources", "from"}
 
@@ -154,7 +171,7 @@ class Curriculum:
     score: ScoreArgs = field(default_factory=ScoreArgs)
 
     @classmethod
-    def load(cls, path: str, base_dir: str | None = None) -> "Curriculum":
+    def load(cls, path: str, base_dir: str | None = None) -> Curriculum:
         import yaml
 
         try:
@@ -168,11 +185,15 @@ class Curriculum:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise ConfigError(f"{path} is not valid YAML ({first}); see curricula/*.yaml for the format") from exc
         if not isinstance(raw, dict):
-            raise ConfigError(f"{path} is not a curriculum: expected a mapping with model, train and stages (see curricula/*.yaml)")
+            raise ConfigError(
+                f"{path} is not a curriculum: expected a mapping with model, train and stages (see curricula/*.yaml)"
+            )
         return cls.from_dict(raw, path, base_dir)
 
     @classmethod
-    def from_dict(cls, raw: dict, origin: str = "<dict>", base_dir: str | None = None, buildable: bool = False) -> "Curriculum":
+    def from_dict(
+        cls, raw: dict, origin: str = "<dict>", base_dir: str | None = None, buildable: bool = False
+    ) -> Curriculum:
         """`buildable`: a source folder that is missing but that one of `data.builds` makes
         is no problem (`codeexecutor pretrain` builds it first)."""
         problems: list[str] = []
@@ -234,11 +255,18 @@ class Curriculum:
         if name == "official" and (self.model.step_order, self.model.code_window) != ("start", "head"):
             from codeexecutor.errors import ConfigError
 
-            raise ConfigError(f"model.init {self.model.init} is in the release's official format, which writes steps in start "
-                              "order and reads code from its start: drop model.step_order and model.code_window, or set "
-                              "model.format_profile: exact")
-        return Profile(name or "exact", self.model.exception_step, self.model.trace_state, self.model.step_order,
-                       self.model.code_window)
+            raise ConfigError(
+                f"model.init {self.model.init} is in the release's official format, which writes steps in start "
+                "order and reads code from its start: drop model.step_order and model.code_window, or set "
+                "model.format_profile: exact"
+            )
+        return Profile(
+            name or "exact",
+            self.model.exception_step,
+            self.model.trace_state,
+            self.model.step_order,
+            self.model.code_window,
+        )
 
     def built_by(self, path: str) -> str | None:
         """The name of the build in `data.builds` that makes the source folder `path`."""
@@ -267,35 +295,46 @@ class Curriculum:
         if self.model.step_order not in ("start", "end"):
             p.append(f"model.step_order must be start or end, got {self.model.step_order!r}")
         if self.model.step_order == "end" and self.model.format_profile == "official":
-            p.append("model.step_order end needs the exact profile: the official format is the release's, in start order")
+            p.append(
+                "model.step_order end needs the exact profile: the official format is the release's, in start order"
+            )
         from codeexecutor.modeling.profiles import CODE_WINDOWS
 
         if self.model.code_window not in CODE_WINDOWS:
             p.append(f"model.code_window must be {' or '.join(CODE_WINDOWS)}, got {self.model.code_window!r}")
         if self.model.code_window == "ends" and self.model.format_profile == "official":
-            p.append("model.code_window ends needs the exact profile: the official format reads code as the release, from its start")
+            p.append(
+                "model.code_window ends needs the exact profile: "
+                "the official format reads code as the release, from its start"
+            )
         keep = self.tokenizer.keep_code_length
         if keep is not None and not self.model.max_code_length <= keep <= 4096:
             p.append(f"tokenizer.keep_code_length must be in [model.max_code_length, 4096], got {keep}")
         if not 8 <= self.model.max_code_length <= 1024 or not 8 <= self.model.max_trace_length <= 1024:
             p.append("model.max_code_length and max_trace_length must be in [8, 1024]")
         if self.model.max_code_length + self.model.max_trace_length > 1024 and self.model.positions != "rotary":
-            p.append("model.max_code_length + max_trace_length must be <= 1024 with absolute positions (the release's "
-                     "table of 1,026): set model.positions: rotary for a longer example")
+            p.append(
+                "model.max_code_length + max_trace_length must be <= 1024 with absolute positions (the release's "
+                "table of 1,026): set model.positions: rotary for a longer example"
+            )
         if not 0 <= self.model.dropout < 1:
             p.append(f"model.dropout must be in [0, 1), got {self.model.dropout}")
         elif self.model.attention == "flex" and self.model.dropout > 0 and not self.model.init:
-            p.append(f"model.attention flex takes no attention dropout: set model.dropout: 0 (got {self.model.dropout}), "
-                     "or model.attention: sdpa")
+            p.append(
+                f"model.attention flex takes no attention dropout: set model.dropout: 0 (got {self.model.dropout}), "
+                "or model.attention: sdpa"
+            )
         if self.train.micro_batch_size < 1 or self.train.grad_accum < 1:
             p.append("train.micro_batch_size and train.grad_accum must be >= 1")
         longest = self.model.max_code_length + self.model.max_trace_length
         if self.train.max_tokens is not None and (self.train.max_tokens % ROW_BLOCK or self.train.max_tokens < longest):
             fit = max(longest, self.train.max_tokens)
             fit = -(-fit // ROW_BLOCK) * ROW_BLOCK
-            p.append(f"train.max_tokens must be a multiple of {ROW_BLOCK} that holds the longest example "
-                     f"(max_code_length + max_trace_length = {longest}), got {self.train.max_tokens}: set it to {fit} "
-                     "or a larger multiple")
+            p.append(
+                f"train.max_tokens must be a multiple of {ROW_BLOCK} that holds the longest example "
+                f"(max_code_length + max_trace_length = {longest}), got {self.train.max_tokens}: set it to {fit} "
+                "or a larger multiple"
+            )
         from codeexecutor.training.engine import ENGINES
 
         if self.train.engine not in ENGINES:
@@ -321,18 +360,27 @@ class Curriculum:
                 p.append(f"stages[{i}] ({st.name}): no sources")
             for j, src in enumerate(st.sources):
                 if src.task not in TASK_TOKENS:
-                    p.append(f"stages[{i}].sources[{j}]: task must be one of {', '.join(TASK_TOKENS)}, got {src.task!r}")
+                    p.append(
+                        f"stages[{i}].sources[{j}]: task must be one of {', '.join(TASK_TOKENS)}, got {src.task!r}"
+                    )
                 if not src.weight > 0:
                     p.append(f"stages[{i}].sources[{j}]: weight must be > 0")
                 if src.hardest is not None and (i == 0 or src.hardest < 1):
                     p.append(f"stages[{i}].sources[{j}]: hardest needs a previous stage and K >= 1")
                 if src.mine_from is not None and (src.hardest is None or src.mine_from < src.hardest):
-                    p.append(f"stages[{i}].sources[{j}]: mine_from needs hardest and must be >= it "
-                             f"(got mine_from {src.mine_from}, hardest {src.hardest})")
-                if base_dir is not None and not os.path.isdir(os.path.join(base_dir, src.path)) and not (
-                        buildable and self.built_by(src.path)):
-                    p.append(f"stages[{i}].sources[{j}]: dataset folder {src.path} not found "
-                             "(build it first: codeexecutor build ..., or name its build under data.builds)")
+                    p.append(
+                        f"stages[{i}].sources[{j}]: mine_from needs hardest and must be >= it "
+                        f"(got mine_from {src.mine_from}, hardest {src.hardest})"
+                    )
+                if (
+                    base_dir is not None
+                    and not os.path.isdir(os.path.join(base_dir, src.path))
+                    and not (buildable and self.built_by(src.path))
+                ):
+                    p.append(
+                        f"stages[{i}].sources[{j}]: dataset folder {src.path} not found "
+                        "(build it first: codeexecutor build ..., or name its build under data.builds)"
+                    )
         p += self._validate_recipe(base_dir)
         return p
 
@@ -358,13 +406,16 @@ class Curriculum:
                 if not ok or (want is int and isinstance(value, bool)):
                     p.append(f"{where}.{key}: expected {want.__name__}, got {value!r}")
                 elif key in BUILD_FOLDERS and base_dir is not None:
-                    for folder in ([value] if isinstance(value, str) else value):
+                    for folder in [value] if isinstance(value, str) else value:
                         if folder not in self.data.builds and not build_folders(base_dir, folder):
                             p.append(f"{where}.{key}: {folder} is not a folder (nor a build of this recipe)")
         if self.tokenizer.sample < 1:
             p.append(f"tokenizer.sample must be >= 1, got {self.tokenizer.sample}")
         if self.score.limit < 0 or self.score.split not in ("test", "valid", "train"):
-            p.append(f"score.limit must be >= 0 and score.split test, valid or train (got {self.score.limit}, {self.score.split!r})")
+            p.append(
+                "score.limit must be >= 0 and score.split test, valid or train "
+                f"(got {self.score.limit}, {self.score.split!r})"
+            )
         return p
 
 
@@ -403,15 +454,21 @@ def load_ds_config(path: str, train: TrainArgs, world_size: int, nodes: int = 1)
     total = micro * accum * world_size
     given = cfg.get("train_batch_size", "auto")
     if given not in (None, "auto") and given != total:
-        raise ConfigError(f"{path}: train_batch_size {given} != micro {micro} x accumulation {accum} x world {world_size} "
-                          f"= {total}; set it to {total} or to \"auto\"")
+        raise ConfigError(
+            f"{path}: train_batch_size {given} != micro {micro} x accumulation {accum} x world {world_size} "
+            f'= {total}; set it to {total} or to "auto"'
+        )
     if "optimizer" in cfg:
-        raise ConfigError(f"{path}: remove the \"optimizer\" block; the training loop passes a torch AdamW "
-                          "(a DeepSpeed optimizer block JIT-compiles fused_adam)")
+        raise ConfigError(
+            f'{path}: remove the "optimizer" block; the training loop passes a torch AdamW '
+            "(a DeepSpeed optimizer block JIT-compiles fused_adam)"
+        )
     half = [k for k in ("bf16", "fp16") if cfg.get(k, {}).get("enabled")]
     if train.autocast and half:
-        raise ConfigError(f"{path} enables {half[0]} and the curriculum asks for train.autocast {train.autocast}: "
-                          f"use one (autocast keeps float32 weights; the DeepSpeed section makes them {half[0]})")
+        raise ConfigError(
+            f"{path} enables {half[0]} and the curriculum asks for train.autocast {train.autocast}: "
+            f"use one (autocast keeps float32 weights; the DeepSpeed section makes them {half[0]})"
+        )
     zero = cfg.get("zero_optimization", {})
     if zero.get("overlap_comm") == "auto":
         zero["overlap_comm"] = nodes > 1

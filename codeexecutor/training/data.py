@@ -10,7 +10,6 @@ from codeexecutor.errors import ConfigError
 from codeexecutor.training.config import Stage
 from codeexecutor.training.tokenized import is_tokenized, load_tokenized, tokenize
 
-
 LENGTH_BUCKET = 8  # tokens: examples this close in length share a bucket, in shuffled order
 
 
@@ -40,8 +39,17 @@ class StageData:
     by the stage's weights.
     """
 
-    def __init__(self, stage: Stage, encoder, base_dir: str, subsets: dict[int, list[int]] | None = None,
-                 max_tokens: int | None = None, anchor: str = "example", rows=None, weight_of=None) -> None:
+    def __init__(
+        self,
+        stage: Stage,
+        encoder,
+        base_dir: str,
+        subsets: dict[int, list[int]] | None = None,
+        max_tokens: int | None = None,
+        anchor: str = "example",
+        rows=None,
+        weight_of=None,
+    ) -> None:
         import datasets
 
         from codeexecutor.modeling.rows import CPU_TILE, RowSpec, loss_weights
@@ -53,7 +61,9 @@ class StageData:
         if max_tokens and rows is None:  # the CPU's eager rows
             rows = RowSpec(max_tokens, encoder.max_code + encoder.max_trace, "tiles", CPU_TILE, fixed=False)
         self.rows = rows
-        if weight_of is None and max_tokens:  # the model's default weighting (`CodeExecutorModel.loss_table` gives a run's)
+        if (
+            weight_of is None and max_tokens
+        ):  # the model's default weighting (`CodeExecutorModel.loss_table` gives a run's)
             weight_of = loss_weights(len(encoder.tok), 10.0, 1.0, structural_ids(encoder.tok))
         self.weight_of = weight_of
         self.tables, self.code_len, self.trace_len, self.order, self.sorted_total = [], [], [], [], []
@@ -76,8 +86,10 @@ class StageData:
                     from codeexecutor.modeling.profiles import lacks_depth
 
                     if lacks_depth(ds):
-                        raise ConfigError(f"stage {stage.name}: {src.path} was built before steps carried their call depth; "
-                                          "rebuild it to train with step_order: end")
+                        raise ConfigError(
+                            f"stage {stage.name}: {src.path} was built before steps carried their call depth; "
+                            "rebuild it to train with step_order: end"
+                        )
                 table, fits = tokenize(ds, encoder)
             if len(table) == 0:
                 raise ConfigError(f"stage {stage.name}: no example of {src.path} fits max_trace_length ({fits})")
@@ -110,7 +122,7 @@ class StageData:
         self.token_ends.append(np.cumsum((code + trace)[self.order[-1]], dtype=np.int64))
 
     @classmethod
-    def from_lengths(cls, name: str, code_len, trace_len, max_tokens: int, anchor: str = "example") -> "StageData":
+    def from_lengths(cls, name: str, code_len, trace_len, max_tokens: int, anchor: str = "example") -> StageData:
         """A sampler over one source given only its examples' code and trace lengths (no
         ids, no `batch`): what `indices` draws, for measuring it."""
         import numpy as np
@@ -118,8 +130,20 @@ class StageData:
         from codeexecutor.training.config import Source, Stage
 
         self = cls.__new__(cls)
-        self.stage, self.encoder, self.max_tokens, self.anchor = Stage(name, [Source(name, name)], 1), None, max_tokens, anchor
-        self.code_len, self.trace_len, self.order, self.sorted_total, self.token_ends, self.fits = [], [], [], [], [], {}
+        self.stage, self.encoder, self.max_tokens, self.anchor = (
+            Stage(name, [Source(name, name)], 1),
+            None,
+            max_tokens,
+            anchor,
+        )
+        self.code_len, self.trace_len, self.order, self.sorted_total, self.token_ends, self.fits = (
+            [],
+            [],
+            [],
+            [],
+            [],
+            {},
+        )
         self._index(np.asarray(code_len), np.asarray(trace_len))
         self.tables, self.weights, self.rows, self.weight_of = [], [1.0], None, None
         return self
@@ -175,15 +199,20 @@ def row_batch(table, idx: list[int], spec, pad_id: int, weight_of, max_code: int
         parts.append(np.split(values, offsets[1:-1]))
     row = spec.row(parts[0], parts[1], pad_id, weight_of, max_code)
     tokens = sum(len(c) + len(t) for c, t in zip(*parts))
-    return {"row": {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in row.items()},
-            "tokens": tokens, "examples": len(idx)}
+    return {
+        "row": {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in row.items()},
+        "tokens": tokens,
+        "examples": len(idx),
+    }
 
 
 def batch_tokens(batch: dict) -> tuple[int, int]:
     """(real, computed) tokens of a collated batch: a micro-step row, or padded batches."""
     if "row" in batch:
         return batch["tokens"], batch["row"]["ids"].numel()
-    return int(batch["code_mask"].sum() + batch["trace_mask"].sum()), batch["code_ids"].numel() + batch["trace_ids"].numel()
+    return int(batch["code_mask"].sum() + batch["trace_mask"].sum()), batch["code_ids"].numel() + batch[
+        "trace_ids"
+    ].numel()
 
 
 def padding_share(batch: dict) -> float:
@@ -194,7 +223,9 @@ def padding_share(batch: dict) -> float:
 
 def _nested(batch: dict, move) -> dict:
     """`move` applied to every tensor of a batch (a row's dict one level down; its ints kept)."""
-    return {k: _nested(v, move) if isinstance(v, dict) else move(v) if hasattr(v, "to") else v for k, v in batch.items()}
+    return {
+        k: _nested(v, move) if isinstance(v, dict) else move(v) if hasattr(v, "to") else v for k, v in batch.items()
+    }
 
 
 class Prefetcher:
@@ -203,8 +234,9 @@ class Prefetcher:
     for), and moved to the device from pinned memory without blocking the host.
     `next()` gives (batch on the device, real tokens, computed tokens, rows)."""
 
-    def __init__(self, data: StageData, seed: int, start_of: int, step: int, end: int, accum: int, rank: int,
-                 size: int, device) -> None:
+    def __init__(
+        self, data: StageData, seed: int, start_of: int, step: int, end: int, accum: int, rank: int, size: int, device
+    ) -> None:
         import concurrent.futures as cf
 
         import torch

@@ -25,21 +25,32 @@ import json
 import pathlib
 
 DATA_FORMAT = 2  # 1: ids cut at the model's code window; 2: ids keep `tokenizer.keep_code_length` code tokens
-DATA_FORMAT_CODE = "34cbcaadf3377f90"  # digest of ID_MODULES at DATA_FORMAT (see the module docstring)
+DATA_FORMAT_CODE = "2deda6d58241168e"  # digest of ID_MODULES at DATA_FORMAT (see the module docstring)
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The modules whose code decides a row's ids: the structured steps' records, their
 # serialization in a profile, the tokenizer and the code window, the tokenize pass and
 # the packed ids file.
-ID_MODULES = ("codeexecutor/execution/records.py", "codeexecutor/modeling/compact.py", "codeexecutor/modeling/lexical.py",
-              "codeexecutor/modeling/format.py", "codeexecutor/modeling/profiles.py", "codeexecutor/modeling/tokenizer.py",
-              "codeexecutor/training/tokenized.py", "codeexecutor/campaign/ids.py")
+ID_MODULES = (
+    "codeexecutor/execution/records.py",
+    "codeexecutor/modeling/compact.py",
+    "codeexecutor/modeling/lexical.py",
+    "codeexecutor/modeling/format.py",
+    "codeexecutor/modeling/profiles.py",
+    "codeexecutor/modeling/tokenizer.py",
+    "codeexecutor/training/tokenized.py",
+    "codeexecutor/campaign/ids.py",
+)
 
 
 def _without_docstrings(tree: ast.AST) -> ast.AST:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 node.body = node.body[1:] or [ast.Pass()]
     return tree
 
@@ -49,8 +60,9 @@ def _canonical(node) -> str:
     fields by name, empty ones left out (`ast.dump` differs from 3.11 to 3.13: 3.12 adds
     `type_params`, 3.13 leaves empty fields out)."""
     if isinstance(node, ast.AST):
-        fields = sorted((k, _canonical(v)) for k, v in ast.iter_fields(node)
-                        if v is not None and v != [] and k != "type_comment")
+        fields = sorted(
+            (k, _canonical(v)) for k, v in ast.iter_fields(node) if v is not None and v != [] and k != "type_comment"
+        )
         return f"{type(node).__name__}({','.join(f'{k}={v}' for k, v in fields)})"
     if isinstance(node, list):
         return "[" + ",".join(_canonical(x) for x in node) + "]"
@@ -81,12 +93,17 @@ def format_problem(data_format, where: str, fix: str) -> str | None:
     if data_format != DATA_FORMAT:
         return f"{where} holds ids of data format {data_format} and this checkout makes format {DATA_FORMAT}: {fix}"
     if code_digest() != DATA_FORMAT_CODE:
-        return ("the code that makes ids changed without its version (training/data_format.py): bump DATA_FORMAT if ids "
-                "change, then record the digest (python -m codeexecutor.training.data_format)")
+        return (
+            "the code that makes ids changed without its version (training/data_format.py): bump DATA_FORMAT if ids "
+            "change, then record the digest (python -m codeexecutor.training.data_format)"
+        )
     return None
 
 
 if __name__ == "__main__":
     digest = code_digest()
     same = digest == DATA_FORMAT_CODE
-    print(f"DATA_FORMAT {DATA_FORMAT}; code digest {digest} ({'as recorded' if same else 'recorded: ' + DATA_FORMAT_CODE})")
+    print(
+        f"DATA_FORMAT {DATA_FORMAT}; code digest {digest} "
+        f"({'as recorded' if same else 'recorded: ' + DATA_FORMAT_CODE})"
+    )

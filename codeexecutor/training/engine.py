@@ -74,12 +74,18 @@ class TorchEngine:
 
         path = os.path.join(folder, tag)
         os.makedirs(path, exist_ok=True)
-        state = {"module": self.module.state_dict(), "optimizer": self.optimizer.state_dict(),
-                 "scheduler": self.lr_scheduler.state_dict(), "client": client_state}
+        state = {
+            "module": self.module.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.lr_scheduler.state_dict(),
+            "client": client_state,
+        }
         torch.save(state, os.path.join(path, "state.pt.tmp"))
         os.replace(os.path.join(path, "state.pt.tmp"), os.path.join(path, "state.pt"))
-        for name, text in ((os.path.join(folder, MARKER), json.dumps({"engine": "torch"})),
-                           (os.path.join(folder, "latest"), tag)):
+        for name, text in (
+            (os.path.join(folder, MARKER), json.dumps({"engine": "torch"})),
+            (os.path.join(folder, "latest"), tag),
+        ):
             with open(name + ".tmp", "w") as f:
                 f.write(text)
             os.replace(name + ".tmp", name)

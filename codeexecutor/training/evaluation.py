@@ -15,8 +15,16 @@ from codeexecutor.training.tokenized import built_source, is_tokenized
 
 
 class StageEvaluator:
-    def __init__(self, stage, encoder, base_dir: str, loss_examples: int = 256, decode_examples: int = 32,
-                 batch_size: int = 16, metrics=None) -> None:
+    def __init__(
+        self,
+        stage,
+        encoder,
+        base_dir: str,
+        loss_examples: int = 256,
+        decode_examples: int = 32,
+        batch_size: int = 16,
+        metrics=None,
+    ) -> None:
         """`metrics(predictions, golds, singleline=...)`: the metric the decoded examples are
         scored by (the release's, which eval/ provides through codeexecutor.cli); without
         one only the held-out loss is measured."""
@@ -72,7 +80,9 @@ class StageEvaluator:
                 outs = generator.generate(src["inputs"], beam=1, max_length=max_length, batch_size=self.batch_size)
                 preds = [self.encoder.scored(g.text) for g in outs]
                 m = self.metrics(preds, src["golds"], singleline=src["singleline"])
-                entry.update(trace_accuracy=m["trace_accuracy"], output_accuracy=m["output_accuracy"], decoded=len(preds))
+                entry.update(
+                    trace_accuracy=m["trace_accuracy"], output_accuracy=m["output_accuracy"], decoded=len(preds)
+                )
             out[name] = entry
         if was_training:
             model.train()

@@ -41,7 +41,9 @@ def save_checkpoint(engine, ckpt: str, step: int, keep: int, rank: int) -> None:
     if rank == 0:
         record_world(ckpt, f"step{step}", dist.get_world_size())
     if keep and rank == 0:
-        tags = sorted((d for d in os.listdir(ckpt) if d.startswith("step") and d[4:].isdigit()), key=lambda d: int(d[4:]))
+        tags = sorted(
+            (d for d in os.listdir(ckpt) if d.startswith("step") and d[4:].isdigit()), key=lambda d: int(d[4:])
+        )
         for old in tags[:-keep]:
             for folder in (old, f"{old}-universal"):  # and its conversion for another world size, if one was made
                 shutil.rmtree(os.path.join(ckpt, folder), ignore_errors=True)
@@ -62,20 +64,27 @@ def export_pieces(model_dir: str, out_dir: str, piece_bytes: int = 16 * 2**20, n
     import torch
     from safetensors.torch import load_file, save
 
-    tensors = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous()
-               for k, v in load_file(os.path.join(model_dir, "model.safetensors")).items()}
+    tensors = {
+        k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous()
+        for k, v in load_file(os.path.join(model_dir, "model.safetensors")).items()
+    }
     blob = save(tensors, metadata={"format": "pt"})
     os.makedirs(out_dir, exist_ok=True)
     pieces = []
     for k, start in enumerate(range(0, len(blob), piece_bytes), 1):
-        part = blob[start:start + piece_bytes]
+        part = blob[start : start + piece_bytes]
         path = os.path.join(out_dir, f"{name}.safetensors.part{k}")
         with open(path + ".tmp", "wb") as f:
             f.write(part)
         os.replace(path + ".tmp", path)
         pieces.append({"file": os.path.basename(path), "bytes": len(part), "sha256": hashlib.sha256(part).hexdigest()})
-    manifest = {"dtype": "bfloat16", "bytes": len(blob), "sha256": hashlib.sha256(blob).hexdigest(), "pieces": pieces,
-                "parameters": sum(v.numel() for v in tensors.values())}
+    manifest = {
+        "dtype": "bfloat16",
+        "bytes": len(blob),
+        "sha256": hashlib.sha256(blob).hexdigest(),
+        "pieces": pieces,
+        "parameters": sum(v.numel() for v in tensors.values()),
+    }
     meta = os.path.join(out_dir, f"{name}-meta.tar")
     with tarfile.open(meta + ".tmp", "w") as tar:
         for f in sorted(os.listdir(model_dir)):
@@ -136,15 +145,21 @@ def _check_pieces(pieces_dir: str, manifest: dict, tmp: str) -> None:
     for piece in manifest["pieces"]:
         path = os.path.join(pieces_dir, piece["file"])
         if not os.path.isfile(path):
-            raise UsageError(f"piece {piece['file']} is missing from {pieces_dir} ({len(manifest['pieces'])} pieces expected)")
+            raise UsageError(
+                f"piece {piece['file']} is missing from {pieces_dir} ({len(manifest['pieces'])} pieces expected)"
+            )
         with open(path, "rb") as f:
             data = f.read()
         if len(data) != piece["bytes"] or hashlib.sha256(data).hexdigest() != piece["sha256"]:
-            raise UsageError(f"piece {piece['file']} is {len(data)} bytes, expected {piece['bytes']} with sha256 "
-                             f"{piece['sha256'][:12]}: it was cut short or changed in transfer; fetch it again")
+            raise UsageError(
+                f"piece {piece['file']} is {len(data)} bytes, expected {piece['bytes']} with sha256 "
+                f"{piece['sha256'][:12]}: it was cut short or changed in transfer; fetch it again"
+            )
         blob += data
     if hashlib.sha256(blob).hexdigest() != manifest["sha256"]:
-        raise UsageError(f"the pieces in {pieces_dir} do not make the exported file (sha256 mismatch); fetch them again")
+        raise UsageError(
+            f"the pieces in {pieces_dir} do not make the exported file (sha256 mismatch); fetch them again"
+        )
     with open(os.path.join(tmp, "model.safetensors"), "wb") as f:
         f.write(blob)
     os.remove(os.path.join(tmp, "manifest.json"))
@@ -173,7 +188,9 @@ def save_shipped(model_dir: str, dest: str, weights: str = "bf16") -> int:
     if weights == "int8":
         params = save_int8(load_file(source), os.path.join(tmp, INT8_FILE))
     else:
-        tensors = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous() for k, v in load_file(source).items()}
+        tensors = {
+            k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous() for k, v in load_file(source).items()
+        }
         save_file(tensors, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
         params = sum(v.numel() for v in tensors.values())
     for f in sorted(os.listdir(model_dir)):

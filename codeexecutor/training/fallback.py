@@ -29,8 +29,10 @@ def safer_paths(curriculum: str) -> list[str | None]:
     with open(curriculum) as f:
         raw = yaml.safe_load(f)
     compiled = (raw.get("train") or {}).get("compile", "auto")
-    asked = {"attention": (raw.get("model") or {}).get("attention", "sdpa"),
-             "compile": "auto" if compiled is True else compiled}  # true and auto compile alike on a GPU
+    asked = {
+        "attention": (raw.get("model") or {}).get("attention", "sdpa"),
+        "compile": "auto" if compiled is True else compiled,
+    }  # true and auto compile alike on a GPU
     return [None] + [name for name, path in PATHS.items() if path != asked]
 
 

@@ -5,6 +5,19 @@ from __future__ import annotations
 
 from codeexecutor.training.data import StageData
 
+CHECK_EVERY = 8  # batches between two reads of the clock (each waits for the device)
+
+
+def _caught_up(engine) -> float:
+    """The clock, once the device has run what was queued (a GPU runs behind the host)."""
+    import time
+
+    import torch
+
+    if torch.device(engine.device).type == "cuda":
+        torch.cuda.synchronize(engine.device)
+    return time.perf_counter()
+
 
 def mining_pool(n: int, pool: int | None, seed: int) -> set[int] | None:
     """The examples scored when at most `pool` of the source's `n` may be: a fixed random
@@ -16,12 +29,27 @@ def mining_pool(n: int, pool: int | None, seed: int) -> set[int] | None:
     return {int(i) for i in np.random.default_rng(seed).choice(n, size=pool, replace=False)}
 
 
-def mine_hardest(engine, data: StageData, source: int, k: int, batch_size: int, rank: int, world: int,
-                 pool: int | None = None, seed: int = 0, precision: str | None = None) -> list[int]:
+def mine_hardest(
+    engine,
+    data: StageData,
+    source: int,
+    k: int,
+    batch_size: int,
+    rank: int,
+    world: int,
+    pool: int | None = None,
+    seed: int = 0,
+    precision: str | None = None,
+    seconds: float | None = None,
+) -> list[int]:
     """Indices of the k highest-loss examples of one source (of a fixed random sample of
     `pool` of them when given: scoring costs a forward pass per example, and a source grown
     by augmentation would spend a short run's budget on it); each rank scores a slice, under
-    the run's `train.autocast` precision (`precision`)."""
+    the run's `train.autocast` precision (`precision`). With `seconds`, scoring stops once
+    that long has passed (read every `CHECK_EVERY` batches, after the device caught up):
+    the hardest of the examples scored by then."""
+    import time
+
     import torch
     import torch.distributed as dist
 
@@ -39,18 +67,31 @@ def mine_hardest(engine, data: StageData, source: int, k: int, batch_size: int, 
         from codeexecutor.progress import bar as progress_bar
 
         bar = progress_bar(total=len(mine), desc=f"mining {data.stage.name}", unit="ex")
+    deadline = None if seconds is None else time.perf_counter() + seconds
+    scored = len(mine)
     with torch.no_grad(), autocast(precision, engine.device):
-        for i in range(0, len(mine), batch_size):
+        for b, i in enumerate(range(0, len(mine), batch_size)):
+            if deadline is not None and b % CHECK_EVERY == 0 and b and _caught_up(engine) > deadline:
+                scored = i
+                break
             if bar is not None:
                 bar.update(min(batch_size, len(mine) - i))
             idx = mine[i : i + batch_size]
             rows = table[idx]
-            batch = data.encoder.collate([{"code_ids": c, "trace_ids": t} for c, t in zip(rows["code_ids"], rows["trace_ids"])])
+            batch = data.encoder.collate(
+                [{"code_ids": c, "trace_ids": t} for c, t in zip(rows["code_ids"], rows["trace_ids"])]
+            )
             batch = {n: v.to(engine.device) for n, v in batch.items()}
             losses.append(engine(**batch, reduction="none").loss.float())  # stays on the device: no sync per batch
             indices.append(torch.tensor(idx, device=engine.device))
     if bar is not None:
         bar.close()
+    if scored < len(mine) and rank == 0:
+        print(
+            f"mining {data.stage.name}: its {seconds:.0f} s spent after {scored} of {len(mine)} examples (this "
+            "rank's); the hardest of those",
+            flush=True,
+        )
     engine.train()
     device = engine.device
     loss = torch.cat(losses) if losses else torch.empty(0, device=device)

@@ -26,7 +26,11 @@ def plot_losses(log_path: str, png: str) -> None:
         ax.plot(*zip(*pts), label=f"train: {name}")
     sources = sorted({s for r in evals for s in r["eval"]})
     for src in sources:
-        pts = [(r["step"], r["eval"][src]["loss"]) for r in evals if src in r["eval"] and r["eval"][src].get("loss") is not None]
+        pts = [
+            (r["step"], r["eval"][src]["loss"])
+            for r in evals
+            if src in r["eval"] and r["eval"][src].get("loss") is not None
+        ]
         if pts:
             ax.plot(*zip(*pts), "o--", label=f"held out: {src.split('/')[-1]}")
     ax.set_xlabel("optimizer step")
@@ -37,8 +41,11 @@ def plot_losses(log_path: str, png: str) -> None:
     if evals:
         ax2 = axes[0][1]
         for src in sources:
-            pts = [(r["step"], r["eval"][src]["trace_accuracy"]) for r in evals
-                   if src in r["eval"] and r["eval"][src].get("trace_accuracy") is not None]
+            pts = [
+                (r["step"], r["eval"][src]["trace_accuracy"])
+                for r in evals
+                if src in r["eval"] and r["eval"][src].get("trace_accuracy") is not None
+            ]
             if pts:
                 ax2.plot(*zip(*pts), "o-", label=src.split("/")[-1])
         ax2.set_xlabel("optimizer step")

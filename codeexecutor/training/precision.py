@@ -63,22 +63,32 @@ def choose_precision(cap: tuple[int, int] | None, engine: str, ds_cfg: dict, req
     half = ds_half(ds_cfg)
     asks_bf16 = requested == "bf16" or half == "bf16"
     if cap is None and half == "fp16":
-        raise ConfigError("fp16 training needs a CUDA GPU (its loss scaling and kernels are the GPU's): on the CPU use "
-                          "--ds-config ds_configs/cpu.json, with train.autocast: bf16 where the CPU has bf16 instructions")
+        raise ConfigError(
+            "fp16 training needs a CUDA GPU (its loss scaling and kernels are the GPU's): on the CPU use "
+            "--ds-config ds_configs/cpu.json, with train.autocast: bf16 where the CPU has bf16 instructions"
+        )
     if cap is not None and cap < NATIVE_BF16 and asks_bf16:
-        raise ConfigError(f"this GPU (compute capability {cap[0]}.{cap[1]}) has no native bfloat16 and emulates it many "
-                          "times slower: train in fp16 with a loss scale (--ds-config ds_configs/zero2_fp16.json, "
-                          "train.engine deepspeed) or float32 (leave out train.autocast and the config's bf16)")
+        raise ConfigError(
+            f"this GPU (compute capability {cap[0]}.{cap[1]}) has no native bfloat16 and emulates it many "
+            "times slower: train in fp16 with a loss scale (--ds-config ds_configs/zero2_fp16.json, "
+            "train.engine deepspeed) or float32 (leave out train.autocast and the config's bf16)"
+        )
     tf32 = cap is not None and cap >= NATIVE_BF16
     if requested or (engine == "torch" and half == "bf16"):
         auto = requested or "bf16"  # the torch engine turns a DeepSpeed bf16 section into autocast
-        return Precision(auto, tf32, f"{auto} autocast over float32 weights" + (", TF32 matmuls" if tf32 else ""),
-                         "config")
+        return Precision(
+            auto, tf32, f"{auto} autocast over float32 weights" + (", TF32 matmuls" if tf32 else ""), "config"
+        )
     if engine == "deepspeed" and half:
         return Precision(None, tf32, f"{half} weights (DeepSpeed)" + (", TF32 matmuls" if tf32 else ""), "config")
     if tf32:
-        return Precision("bf16", True, "bf16 autocast over float32 weights, TF32 matmuls (the GPU computes bf16 "
-                         "natively; set train.autocast or a config's fp16 to choose otherwise)", "device")
+        return Precision(
+            "bf16",
+            True,
+            "bf16 autocast over float32 weights, TF32 matmuls (the GPU computes bf16 "
+            "natively; set train.autocast or a config's fp16 to choose otherwise)",
+            "device",
+        )
     where = "the CPU" if cap is None else f"a GPU of compute capability {cap[0]}.{cap[1]}, without native bf16"
     return Precision(None, False, f"float32 on {where}", "device")
 
@@ -108,7 +118,9 @@ def resolve_ds_config(path: str | None, cap: tuple[int, int] | None) -> tuple[st
         return path, None
     name = default_ds_config(cap)
     where = "the CPU" if cap is None else f"compute capability {cap[0]}.{cap[1]}"
-    return os.path.join(CONFIGS, name), f"DeepSpeed config ds_configs/{name}, chosen for {where} (name one with --ds-config)"
+    return os.path.join(
+        CONFIGS, name
+    ), f"DeepSpeed config ds_configs/{name}, chosen for {where} (name one with --ds-config)"
 
 
 def has_kernels(cap: tuple[int, int], arch_list: list[str]) -> bool:
@@ -132,9 +144,11 @@ def check_kernels(cap: tuple[int, int] | None, arch_list: list[str], torch_versi
     builds carry none for a V100)."""
     if cap is None or not arch_list or has_kernels(cap, arch_list):
         return
-    raise ConfigError(f"torch {torch_version} has no CUDA kernels for this GPU (compute capability {cap[0]}.{cap[1]}; "
-                      f"it has {' '.join(arch_list)}): install a build that does, e.g. make venv "
-                      "TORCH_INDEX=https://download.pytorch.org/whl/cu126 (docs/cluster.md)")
+    raise ConfigError(
+        f"torch {torch_version} has no CUDA kernels for this GPU (compute capability {cap[0]}.{cap[1]}; "
+        f"it has {' '.join(arch_list)}): install a build that does, e.g. make venv "
+        "TORCH_INDEX=https://download.pytorch.org/whl/cu126 (docs/cluster.md)"
+    )
 
 
 def attention_for(requested: str, cap: tuple[int, int] | None) -> tuple[str, str | None]:
@@ -143,11 +157,15 @@ def attention_for(requested: str, cap: tuple[int, int] | None) -> tuple[str, str
     if requested != "flex":
         return "tiles", None
     if cap is None:
-        return "tiles", ("model.attention flex needs a CUDA device (FlexAttention has no backward pass on the CPU): this "
-                         "run attends through the tile path, the same rule")
+        return "tiles", (
+            "model.attention flex needs a CUDA device (FlexAttention has no backward pass on the CPU): this "
+            "run attends through the tile path, the same rule"
+        )
     if cap < NATIVE_BF16:  # Triton has no tensor-core kernels there: FlexAttention would run small fp32 tiles
-        return "tiles", (f"model.attention flex needs a GPU of compute capability 8.0 or more (this one is "
-                         f"{cap[0]}.{cap[1]}): this run attends through the tile path, the same rule")
+        return "tiles", (
+            f"model.attention flex needs a GPU of compute capability 8.0 or more (this one is "
+            f"{cap[0]}.{cap[1]}): this run attends through the tile path, the same rule"
+        )
     return "flex", None
 
 
@@ -158,7 +176,9 @@ class DeviceChoice:
     fallback: str | None  # the attention fallback taken, in the log's words
 
 
-def decide(cap: tuple[int, int] | None, engine: str, ds_cfg: dict, autocast: str | None, attention: str) -> DeviceChoice:
+def decide(
+    cap: tuple[int, int] | None, engine: str, ds_cfg: dict, autocast: str | None, attention: str
+) -> DeviceChoice:
     """Everything a run's device decides, in one place: its precision (and TF32) and its
     row attention, from the capability, the engine, the DeepSpeed config and the
     curriculum's `train.autocast` and `model.attention`."""
@@ -182,8 +202,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             major, minor = (int(x) for x in args.capability.split("."))
         except ValueError:
-            print(f"codeexecutor.training.precision: --capability {args.capability!r} is not MAJOR.MINOR (7.0) or cpu",
-                  file=sys.stderr)
+            print(
+                f"codeexecutor.training.precision: --capability {args.capability!r} is not MAJOR.MINOR (7.0) or cpu",
+                file=sys.stderr,
+            )
             return 2
         cap = (major, minor)
     print(f"ds_configs/{default_ds_config(cap)}")

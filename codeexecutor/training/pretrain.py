@@ -70,7 +70,9 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
                     sources.remove(node)
                     continue
             elif len(parts) == 5:
-                raise ConfigError(f"--set {item}: a stage's field is stages.STAGE.FIELD or stages.STAGE.sources.SOURCE.FIELD")
+                raise ConfigError(
+                    f"--set {item}: a stage's field is stages.STAGE.FIELD or stages.STAGE.sources.SOURCE.FIELD"
+                )
             parts = parts[-1:]
         else:
             for part in parts[:-1]:
@@ -88,8 +90,10 @@ def _source(sources: list[dict], name: str, item: str, stage: str) -> dict:
     found = [src for src in sources if src.get("path") == name or str(src.get("path", "")).rsplit("/", 1)[-1] == name]
     if len(found) != 1:
         paths = ", ".join(f"{i}: {src.get('path')}" for i, src in enumerate(sources))
-        raise ConfigError(f"--set {item}: stage {stage} has {'no' if not found else 'several'} source {name!r}; "
-                          f"name one by its index or path ({paths})")
+        raise ConfigError(
+            f"--set {item}: stage {stage} has {'no' if not found else 'several'} source {name!r}; "
+            f"name one by its index or path ({paths})"
+        )
     return found[0]
 
 
@@ -105,9 +109,13 @@ def load_recipe(path: str, base_dir: str | None, overrides: list[str] = ()) -> t
     except FileNotFoundError as exc:
         raise ConfigError(f"recipe not found: {path} (see curricula/recipes/)") from exc
     except (IsADirectoryError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path} is not a recipe YAML file ({str(exc).splitlines()[0]}); see curricula/recipes/") from exc
+        raise ConfigError(
+            f"{path} is not a recipe YAML file ({str(exc).splitlines()[0]}); see curricula/recipes/"
+        ) from exc
     if not isinstance(raw, dict):
-        raise ConfigError(f"{path} is not a recipe: expected a mapping with model, train and stages (see curricula/recipes/)")
+        raise ConfigError(
+            f"{path} is not a recipe: expected a mapping with model, train and stages (see curricula/recipes/)"
+        )
     raw = apply_overrides(raw, list(overrides))
     return Curriculum.from_dict(raw, path, base_dir, buildable=True), raw
 
@@ -116,15 +124,29 @@ def data_part(raw: dict) -> dict:
     """What a recipe's data phases (build, tokenizer, tokenize) depend on: everything but the
     schedule (`train`, `score`, and of the stages their sources' paths and tasks only). Two
     recipes with the same data part share their datasets, tokenizer and tokens."""
-    sources = sorted({(str(src.get("path")), str(src.get("task"))) for st in raw.get("stages") or []
-                      for src in st.get("sources") or []})
+    sources = sorted(
+        {
+            (str(src.get("path")), str(src.get("task")))
+            for st in raw.get("stages") or []
+            for src in st.get("sources") or []
+        }
+    )
     return {**{k: v for k, v in raw.items() if k not in ("train", "score", "stages")}, "sources": sources}
 
 
 class Pretrain:
-    def __init__(self, recipe: str, out: str | None = None, minutes: float | None = None, resume: bool = False,
-                 base_dir: str = ".", ds_config: str | None = None, overrides: list[str] = (), launcher: bool = False,
-                 score: bool = True) -> None:
+    def __init__(
+        self,
+        recipe: str,
+        out: str | None = None,
+        minutes: float | None = None,
+        resume: bool = False,
+        base_dir: str = ".",
+        ds_config: str | None = None,
+        overrides: list[str] = (),
+        launcher: bool = False,
+        score: bool = True,
+    ) -> None:
         self.cur, raw = load_recipe(recipe, base_dir, overrides)
         self.base, self.minutes, self.launcher, self.scoring = base_dir, minutes, launcher, score
         self.out = os.path.abspath(os.path.join(base_dir, out or self.cur.train.output_dir))
@@ -136,17 +158,31 @@ class Pretrain:
         self.record_path = os.path.join(self.out, "pretrain.json")
         started = os.path.exists(self.record_path)
         if started and not resume:
-            raise ConfigError(f"{self.out} holds a pretrain run already: add --resume to carry it on, or give --out a new folder")
-        self.record = json.load(open(self.record_path)) if started else {"recipe": os.path.abspath(recipe), "phases": {}}
+            raise ConfigError(
+                f"{self.out} holds a pretrain run already: add --resume to carry it on, or give --out a new folder"
+            )
+        self.record = (
+            json.load(open(self.record_path)) if started else {"recipe": os.path.abspath(recipe), "phases": {}}
+        )
         before = self.record.get("settings") or {}
         training = os.path.isdir(os.path.join(self.out, "run"))  # the schedule and --minutes may change until then
-        if started and (before.get("recipe") != raw and (training or data_part(before.get("recipe") or {}) != data_part(raw))
-                        or training and before.get("minutes") != minutes):
-            raise ConfigError(f"{self.out} was started with another recipe or settings ({self.record_path}): --resume "
-                              "carries on the same run; give --out a new folder for this one")
+        if started and (
+            before.get("recipe") != raw
+            and (training or data_part(before.get("recipe") or {}) != data_part(raw))
+            or training
+            and before.get("minutes") != minutes
+        ):
+            raise ConfigError(
+                f"{self.out} was started with another recipe or settings ({self.record_path}): --resume "
+                "carries on the same run; give --out a new folder for this one"
+            )
         if started and before.get("recipe") != raw and self.record["phases"].get("tokenize", {}).get("done"):
-            print("pretrain: the recipe's schedule changed before training began: its tokenized sources are kept and "
-                  "their curriculum written again", file=sys.stderr, flush=True)
+            print(
+                "pretrain: the recipe's schedule changed before training began: its tokenized sources are kept and "
+                "their curriculum written again",
+                file=sys.stderr,
+                flush=True,
+            )
             self.record["phases"]["tokenize"]["done"] = False
         self.record["settings"] = {"recipe": raw, "minutes": minutes}
 
@@ -156,7 +192,7 @@ class Pretrain:
         folder, or the output folder when stopped early."""
         os.makedirs(self.out, exist_ok=True)
         self._save()
-        for phase in PHASES[:PHASES.index(until) + 1] if until else PHASES:
+        for phase in PHASES[: PHASES.index(until) + 1] if until else PHASES:
             if self.record["phases"].get(phase, {}).get("done"):
                 print(f"pretrain: {phase}: done before", file=sys.stderr, flush=True)
                 continue
@@ -175,7 +211,10 @@ class Pretrain:
 
     def _cli(self, *args: str) -> None:
         """A `codeexecutor` command in a process of its own, from the base folder."""
-        env = {**os.environ, "PYTHONPATH": ROOT + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")}
+        env = {
+            **os.environ,
+            "PYTHONPATH": ROOT + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""),
+        }
         subprocess.run([sys.executable, "-m", "codeexecutor", *args], cwd=self.base, env=env, check=True)
 
     def _build(self) -> dict:
@@ -191,8 +230,15 @@ class Pretrain:
                 flag = "--" + key.replace("_", "-")
                 values = value if isinstance(value, list) else [value]
                 if key in BUILD_FOLDERS:  # another build's name, or folders (a glob pattern names several)
-                    values = [f for v in values for f in ([os.path.join(self.cur.data.dir, v)] if v in self.cur.data.builds
-                                                          else build_folders(self.base, v))]
+                    values = [
+                        f
+                        for v in values
+                        for f in (
+                            [os.path.join(self.cur.data.dir, v)]
+                            if v in self.cur.data.builds
+                            else build_folders(self.base, v)
+                        )
+                    ]
                 args += [flag] if value is True else [flag, *map(str, values)]
             self._cli(*args)
             built.append(name)
@@ -233,8 +279,11 @@ class Pretrain:
             if self.minutes and i:  # the time the dead children took, on the wall clock, is spent
                 left = spend(run, time.time() - started, self.minutes * 60)
                 if left < MIN_ATTEMPT:
-                    print(f"pretrain: {max(left, 0):.0f} s of the budget left: no time for another training process",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"pretrain: {max(left, 0):.0f} s of the budget left: no time for another training process",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     break
             extra = ["--output-dir", run] + (["--minutes", str(self.minutes)] if self.minutes else [])
             cur = attempt_curriculum(curriculum, path, os.path.join(self.out, f"attempt{i}.yaml")) if i else curriculum
@@ -242,8 +291,18 @@ class Pretrain:
                 env.update(CURRICULUM=cur, DS_CONFIG=self.ds_config, PYTHON=sys.executable)
                 cmd = ["bash", os.path.join(ROOT, "run_pretrain.sh"), *extra]
             else:
-                cmd = [sys.executable, "-m", "codeexecutor.training", "--curriculum", cur, "--ds-config",
-                       self.ds_config, "--base-dir", ".", *extra]
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "codeexecutor.training",
+                    "--curriculum",
+                    cur,
+                    "--ds-config",
+                    self.ds_config,
+                    "--base-dir",
+                    ".",
+                    *extra,
+                ]
             child = subprocess.Popen(cmd, cwd=self.base, env=env)
             attempts.append({"path": path or "as the recipe asks", "pid": child.pid, "started": round(time.time(), 1)})
             self._save()
@@ -252,11 +311,17 @@ class Pretrain:
             self._save()
             if code == 0 or code == 2:  # done, or a bad setting no other path mends (its line is printed)
                 break
-            print(f"pretrain: the training process ended with {_ended(code)}; carrying on from its last checkpoint"
-                  + (f" on {paths[i + 1]}" if i + 1 < len(paths) else ""), file=sys.stderr, flush=True)
+            print(
+                f"pretrain: the training process ended with {_ended(code)}; carrying on from its last checkpoint"
+                + (f" on {paths[i + 1]}" if i + 1 < len(paths) else ""),
+                file=sys.stderr,
+                flush=True,
+            )
         if not os.path.exists(os.path.join(run, "final", "config.json")):
-            raise ConfigError(f"the training ended without a final model in {run} ({len(attempts)} attempt(s), the last "
-                              f"{_ended(attempts[-1]['exit_code'])}): see its train_log.jsonl")
+            raise ConfigError(
+                f"the training ended without a final model in {run} ({len(attempts)} attempt(s), the last "
+                f"{_ended(attempts[-1]['exit_code'])}): see its train_log.jsonl"
+            )
         return {"run": run, "steps": _stage_steps(run), "attempts": attempts}
 
     def _score(self) -> dict:
@@ -268,14 +333,32 @@ class Pretrain:
         for folder in self._score_folders():
             name = os.path.basename(os.path.normpath(folder))
             out = os.path.join(scores, f"{name}.json")
-            self._cli("evaluate", "--model", os.path.join(self.out, "run", "final"), "--data", folder, "--split",
-                      self.cur.score.split, "--limit", str(self.cur.score.limit), "--out", out)
+            self._cli(
+                "evaluate",
+                "--model",
+                os.path.join(self.out, "run", "final"),
+                "--data",
+                folder,
+                "--split",
+                self.cur.score.split,
+                "--limit",
+                str(self.cur.score.limit),
+                "--out",
+                out,
+            )
             for dataset, entry in json.load(open(out))["datasets"].items():
-                sets[dataset] = {"examples": entry["examples"], **entry["table3"], "aligned": entry.get("aligned"),
-                                 "unfinished": (entry.get("unfinished") or {}).get("share")}
+                sets[dataset] = {
+                    "examples": entry["examples"],
+                    **entry["table3"],
+                    "aligned": entry.get("aligned"),
+                    "unfinished": (entry.get("unfinished") or {}).get("share"),
+                }
         with open(os.path.join(scores, "scores.json"), "w") as f:
-            json.dump({"split": self.cur.score.split, "limit": self.cur.score.limit, "metric": "release", "sets": sets}, f,
-                      indent=2)
+            json.dump(
+                {"split": self.cur.score.split, "limit": self.cur.score.limit, "metric": "release", "sets": sets},
+                f,
+                indent=2,
+            )
         return {"sets": {k: v.get("trace_accuracy") for k, v in sets.items()}}
 
     def _score_folders(self) -> list[str]:
@@ -296,8 +379,15 @@ class Pretrain:
         scores_path = os.path.join(self.out, "scores", "scores.json")
         scores = json.load(open(scores_path)) if os.path.exists(scores_path) else {"sets": {}}
         train = self.record["phases"].get("train", {})
-        path = write_card(final, scores, device=_device_name(), recipe=self.record["recipe"], steps=train.get("steps"),
-                          minutes=round(train.get("seconds", 0) / 60, 1), command=" ".join(sys.argv))
+        path = write_card(
+            final,
+            scores,
+            device=_device_name(),
+            recipe=self.record["recipe"],
+            steps=train.get("steps"),
+            minutes=round(train.get("seconds", 0) / 60, 1),
+            command=" ".join(sys.argv),
+        )
         return {"card": path}
 
     def _save(self) -> None:

@@ -39,7 +39,7 @@ class StepProfiler:
         self.out, self.prof, self.started = out, None, 0.0
 
     @classmethod
-    def from_env(cls, out: str, rank: int) -> "StepProfiler":
+    def from_env(cls, out: str, rank: int) -> StepProfiler:
         return cls(os.environ.get(ENV), out, rank)
 
     def _sync(self) -> None:
@@ -75,11 +75,14 @@ class StepProfiler:
             return float(getattr(e, f"self_{kind}_time_total", 0) or 0)
 
         device = sum(own(e, "device") or own(e, "cuda") for e in events) / 1e6
-        report = {"steps": steps, "wall_seconds_per_step": round(wall / steps, 4),
-                  "device_busy_seconds_per_step": round(device / steps, 4),
-                  "device_busy_share": round(device / wall, 4) if wall else None,
-                  "host_ops_per_step": round(sum(e.count for e in events) / steps),
-                  "by_host_time": events.table(sort_by="self_cpu_time_total", row_limit=ROWS)}
+        report = {
+            "steps": steps,
+            "wall_seconds_per_step": round(wall / steps, 4),
+            "device_busy_seconds_per_step": round(device / steps, 4),
+            "device_busy_share": round(device / wall, 4) if wall else None,
+            "host_ops_per_step": round(sum(e.count for e in events) / steps),
+            "by_host_time": events.table(sort_by="self_cpu_time_total", row_limit=ROWS),
+        }
         if device:
             report["by_device_time"] = events.table(sort_by="self_device_time_total", row_limit=ROWS)
         tmp = os.path.join(self.out, "profile.json.tmp")

@@ -56,8 +56,12 @@ def universal_tag(ckpt: str, world: int, rank: int) -> str | None:
         return None
     out = f"{tag}-universal"
     if rank == 0 and not os.path.isdir(os.path.join(ckpt, out)):
-        print(f"resuming a checkpoint of {before} process(es) with {world}: converting {tag} to DeepSpeed's universal "
-              "format", file=sys.stderr, flush=True)
+        print(
+            f"resuming a checkpoint of {before} process(es) with {world}: converting {tag} to DeepSpeed's universal "
+            "format",
+            file=sys.stderr,
+            flush=True,
+        )
         _convert(os.path.join(ckpt, tag), os.path.join(ckpt, out))
     dist.barrier()
     return out
@@ -70,9 +74,20 @@ def _convert(src: str, dst: str) -> None:
     from deepspeed.checkpoint.ds_to_universal import main as to_universal
 
     tmp = dst + ".tmp"
-    to_universal(Namespace(input_folder=src, output_folder=tmp, num_extract_workers=1, num_merge_workers=1,
-                           keep_temp_folder=False, strict=True, inject_missing_state=True))
+    to_universal(
+        Namespace(
+            input_folder=src,
+            output_folder=tmp,
+            num_extract_workers=1,
+            num_merge_workers=1,
+            keep_temp_folder=False,
+            strict=True,
+            inject_missing_state=True,
+        )
+    )
     os.replace(tmp, dst)
-    stray = os.path.join(os.path.dirname(dst), "latest_universal")  # the converter's pointer to `tmp`: this run names its tag
+    stray = os.path.join(
+        os.path.dirname(dst), "latest_universal"
+    )  # the converter's pointer to `tmp`: this run names its tag
     if os.path.exists(stray):
         os.remove(stray)

@@ -31,8 +31,11 @@ def build_tokenizer(cur: Curriculum, base_dir: str, out: str, rank: int, profile
             if cur.model.tokenizer or cur.model.init:
                 from codeexecutor.modeling.loading import resolve
 
-                tok = load_tokenizer(resolve(cur.model.tokenizer or cur.model.init), exception=profile.exception_step,
-                                     delta=profile.delta)
+                tok = load_tokenizer(
+                    resolve(cur.model.tokenizer or cur.model.init),
+                    exception=profile.exception_step,
+                    delta=profile.delta,
+                )
             else:  # the one tokenizer trainer: a bounded sample of the sources (training/tokenized.py)
                 from codeexecutor.training.tokenized import train_curriculum_tokenizer
 
@@ -60,13 +63,19 @@ def build_model(cur: Curriculum, tok, profile):
     from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
     from codeexecutor.modeling.tokenizer import structural_ids
 
-    settings = dict(trace_python=traced_python(cur), attention=cur.model.attention,
-                    max_code_length=cur.model.max_code_length, max_trace_length=cur.model.max_trace_length,
-                    structural_weight=cur.model.structural_weight, other_weight=cur.model.other_weight,
-                    structural_token_ids=structural_ids(tok), mask0_token_id=tok.convert_tokens_to_ids("<mask0>"),
-                    exception_weight=cur.model.exception_weight,
-                    exception_token_id=tok.convert_tokens_to_ids("<exception>") if profile.exception_step else None,
-                    **profile.to_config())
+    settings = dict(
+        trace_python=traced_python(cur),
+        attention=cur.model.attention,
+        max_code_length=cur.model.max_code_length,
+        max_trace_length=cur.model.max_trace_length,
+        structural_weight=cur.model.structural_weight,
+        other_weight=cur.model.other_weight,
+        structural_token_ids=structural_ids(tok),
+        mask0_token_id=tok.convert_tokens_to_ids("<mask0>"),
+        exception_weight=cur.model.exception_weight,
+        exception_token_id=tok.convert_tokens_to_ids("<exception>") if profile.exception_step else None,
+        **profile.to_config(),
+    )
     if cur.model.init:  # any supported layout; embeddings resized to the tokenizer (<exception>, format tokens)
         from codeexecutor.modeling.loading import load_model
 
@@ -74,13 +83,23 @@ def build_model(cur: Curriculum, tok, profile):
         if cur.model.attention == "flex" and model.config.attention_probs_dropout_prob > 0:
             from codeexecutor.errors import ConfigError
 
-            raise ConfigError(f"model.attention flex takes no attention dropout and {cur.model.init} has "
-                              f"{model.config.attention_probs_dropout_prob}: use model.attention: sdpa with it")
+            raise ConfigError(
+                f"model.attention flex takes no attention dropout and {cur.model.init} has "
+                f"{model.config.attention_probs_dropout_prob}: use model.attention: sdpa with it"
+            )
         return model
-    cfg = CodeExecutorConfig.preset(cur.model.preset, vocab_size=len(tok), pad_token_id=tok.pad_token_id,
-                                    bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                                    hidden_dropout_prob=cur.model.dropout, attention_probs_dropout_prob=cur.model.dropout,
-                                    positions=cur.model.positions, **_position_limit(cur), **settings)
+    cfg = CodeExecutorConfig.preset(
+        cur.model.preset,
+        vocab_size=len(tok),
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        hidden_dropout_prob=cur.model.dropout,
+        attention_probs_dropout_prob=cur.model.dropout,
+        positions=cur.model.positions,
+        **_position_limit(cur),
+        **settings,
+    )
     cfg._attn_implementation = "sdpa"
     return CodeExecutorModel(cfg)
 

@@ -14,8 +14,20 @@ from codeexecutor.training.mining import mine_hardest
 log = logging.getLogger("codeexecutor.train")
 
 
-def stage_data(cur: Curriculum, si: int, stage: Stage, engine, encoder, base_dir: str, out: str, rank: int,
-                world: int, spec=None, precision: str | None = None) -> StageData:
+def stage_data(
+    cur: Curriculum,
+    si: int,
+    stage: Stage,
+    engine,
+    encoder,
+    base_dir: str,
+    out: str,
+    rank: int,
+    world: int,
+    spec=None,
+    precision: str | None = None,
+    mining_seconds: float | None = None,
+) -> StageData:
     """The stage's data: hardest examples mined where a source asks for them (once; the
     choice is saved, so a resumed run uses the same), fit counts written beside the run."""
     import torch
@@ -26,8 +38,19 @@ def stage_data(cur: Curriculum, si: int, stage: Stage, engine, encoder, base_dir
             mined = os.path.join(out, f"stage{si + 1}-{stage.name}-hardest-{j}.json")
             if not os.path.exists(mined):
                 full = StageData(Stage(stage.name, [Source(src.path, src.task)], 1), encoder, base_dir)
-                idx = mine_hardest(engine, full, 0, src.hardest, cur.train.mining_batch_size, rank, world,
-                                   src.mine_from, cur.train.seed, precision)
+                idx = mine_hardest(
+                    engine,
+                    full,
+                    0,
+                    src.hardest,
+                    cur.train.mining_batch_size,
+                    rank,
+                    world,
+                    src.mine_from,
+                    cur.train.seed,
+                    precision,
+                    mining_seconds,
+                )
                 if rank == 0:
                     with open(mined + ".tmp", "w") as f:
                         json.dump(idx, f)
@@ -41,8 +64,11 @@ def stage_data(cur: Curriculum, si: int, stage: Stage, engine, encoder, base_dir
     if rank == 0:
         stats_path = os.path.join(out, "data_stats.json")
         stats = json.load(open(stats_path)) if os.path.exists(stats_path) else {}
-        stats[f"stage{si + 1}-{stage.name}"] = {"fit": data.fits, "max_tokens": cur.train.max_tokens,
-                                                "max_trace_length": cur.model.max_trace_length}
+        stats[f"stage{si + 1}-{stage.name}"] = {
+            "fit": data.fits,
+            "max_tokens": cur.train.max_tokens,
+            "max_trace_length": cur.model.max_trace_length,
+        }
         with open(stats_path + ".tmp", "w") as f:
             json.dump(stats, f, indent=2)
         os.replace(stats_path + ".tmp", stats_path)
@@ -57,16 +83,28 @@ def evaluator_for(cur: Curriculum, stage: Stage, encoder, base_dir: str, rank: i
     if zero_stage == 3:
         log.warning("evaluation while training is skipped under ZeRO-3 (parameters are partitioned across ranks)")
         return None
+    from codeexecutor.modeling.trace_metrics import table3_metrics
     from codeexecutor.training.evaluation import StageEvaluator
 
-    from codeexecutor.cli import provided
+    return StageEvaluator(
+        stage, encoder, base_dir, cur.train.eval_examples, cur.train.eval_decode_examples, metrics=table3_metrics
+    )
 
-    return StageEvaluator(stage, encoder, base_dir, cur.train.eval_examples, cur.train.eval_decode_examples,
-                          metrics=provided("trace_metrics"))
 
-
-def evaluate(evaluator, engine, tok, cur: Curriculum, si: int, stage: Stage, step: int, writer, log_path: str,
-              out: str, rank: int, zero_stage: int) -> None:
+def evaluate(
+    evaluator,
+    engine,
+    tok,
+    cur: Curriculum,
+    si: int,
+    stage: Stage,
+    step: int,
+    writer,
+    log_path: str,
+    out: str,
+    rank: int,
+    zero_stage: int,
+) -> None:
     """Evaluate (rank 0), log it, and keep the stage's best export (`stageN-NAME-best/`)."""
     from codeexecutor.training.evaluation import score
 

@@ -99,7 +99,10 @@ def compile_and_probe(model, spec, cur, device, precision: str | None, fullgraph
         torch._dynamo.reset()  # nothing of the failed graph is reused by a next try
         if torch.device(device).type == "cuda":
             torch.cuda.empty_cache()  # a probe that ran out of memory leaves the next try its room
-        return {"compiled": False, "fallback": f"compile failed ({type(exc).__name__}: {first}); this run steps eagerly"}
+        return {
+            "compiled": False,
+            "fallback": f"compile failed ({type(exc).__name__}: {first}); this run steps eagerly",
+        }
     seconds = time.perf_counter() - t0
     model.zero_grad(set_to_none=True)
     model.train(was_training)
@@ -117,18 +120,23 @@ def compile_with_fallbacks(model, cur, attention: str, device, precision: str | 
         if probe["compiled"]:
             return tried, {**probe, "fallbacks": fallbacks}
         why = probe["fallback"].split("; this run")[0]
-        fallbacks.append(f"the {tried} row step: {why}" + ("; trying the tile path" if tried != "tiles" else
-                                                         "; this run steps eagerly through the tile path"))
+        fallbacks.append(
+            f"the {tried} row step: {why}"
+            + ("; trying the tile path" if tried != "tiles" else "; this run steps eagerly through the tile path")
+        )
     return "tiles", {"compiled": False, "fallbacks": fallbacks}
 
 
-ZERO3_NOTE = ("ZeRO-3 gathers each module's parameters in hooks: the row step is compiled with graph breaks between "
-              "modules, unprobed (its parameters exist only once DeepSpeed has partitioned them)")
+ZERO3_NOTE = (
+    "ZeRO-3 gathers each module's parameters in hooks: the row step is compiled with graph breaks between "
+    "modules, unprobed (its parameters exist only once DeepSpeed has partitioned them)"
+)
 _LEVELS = ("eager tiles", "compiled tiles", "compiled flex")  # a row step's paths, safest first
 
 
-def prepare_rows(model, cur, attention: str, device, precision: str | None, engine: str, zero_stage: int,
-                 half=None) -> tuple[str, dict]:
+def prepare_rows(
+    model, cur, attention: str, device, precision: str | None, engine: str, zero_stage: int, half=None
+) -> tuple[str, dict]:
     """The row step as the run takes it: compiled and probed on its device where it
     compiles (the torch engine, and DeepSpeed's ZeRO-1/2 in the dtype `half` DeepSpeed
     casts the weights to), with the named fallbacks of `compile_with_fallbacks`, every rank
@@ -167,5 +175,10 @@ def _agree(model, cur, attention: str, probe: dict, device, precision: str | Non
             model.__dict__.pop("_row_loss", None)
             probe.update(compiled=False)
         else:
-            probe.update({k: v for k, v in compile_and_probe(model, row_spec(cur, "tiles", True), cur, device,
-                                                             precision).items() if k != "fallback"})
+            probe.update(
+                {
+                    k: v
+                    for k, v in compile_and_probe(model, row_spec(cur, "tiles", True), cur, device, precision).items()
+                    if k != "fallback"
+                }
+            )

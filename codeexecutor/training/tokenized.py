@@ -33,14 +33,22 @@ FORMAT = 1  # of the folder (columns and marker)
 
 def tokenizer_fingerprint(tok) -> str:
     """A hash of what the tokenizer does: its whole serialized model and added tokens."""
-    backend = tok.backend_tokenizer.to_str() if hasattr(tok, "backend_tokenizer") else json.dumps(tok.get_vocab(), sort_keys=True)
+    backend = (
+        tok.backend_tokenizer.to_str()
+        if hasattr(tok, "backend_tokenizer")
+        else json.dumps(tok.get_vocab(), sort_keys=True)
+    )
     return hashlib.sha256(backend.encode("utf-8")).hexdigest()[:16]
 
 
 def identity(encoder) -> dict:
     """What ids depend on: the tokenizer, the format profile and the length limits."""
-    return {"tokenizer": tokenizer_fingerprint(encoder.tok), "profile": encoder.profile.label,
-            "max_code_length": encoder.max_code, "max_trace_length": encoder.max_trace}
+    return {
+        "tokenizer": tokenizer_fingerprint(encoder.tok),
+        "profile": encoder.profile.label,
+        "max_code_length": encoder.max_code,
+        "max_trace_length": encoder.max_trace,
+    }
 
 
 def is_tokenized(path: str) -> bool:
@@ -51,25 +59,35 @@ def write_tokenized(source: str, encoder, out: str, num_proc: int | None = None)
     """Tokenize the training rows of the dataset at `source` into `out` (atomically);
     returns the marker (identity, rows, fits, source)."""
     import shutil
+    import tempfile
 
     import datasets
-
-
-    import tempfile
 
     ds = datasets.load_from_disk(source)
     ds = ds["train"] if isinstance(ds, datasets.DatasetDict) else ds
     small = "int16" if len(encoder.tok) < 2**15 else "int32"
-    features = datasets.Features({
-        "code_ids": datasets.Sequence(datasets.Value(small)), "trace_ids": datasets.Sequence(datasets.Value(small)),
-        "code_len": datasets.Value("int32"), "trace_len": datasets.Value("int32"), "fit": datasets.Value("string")})
+    features = datasets.Features(
+        {
+            "code_ids": datasets.Sequence(datasets.Value(small)),
+            "trace_ids": datasets.Sequence(datasets.Value(small)),
+            "code_len": datasets.Value("int32"),
+            "trace_len": datasets.Value("int32"),
+            "fit": datasets.Value("string"),
+        }
+    )
     parent = os.path.dirname(os.path.abspath(out))
     os.makedirs(parent, exist_ok=True)
     work = tempfile.mkdtemp(prefix=".tokenizing-", dir=parent)  # the ids go to disk batch by batch, never all in memory
     try:
         table, fits = tokenize(ds, encoder, num_proc=num_proc, cache_dir=work, features=features)
-        marker = {"format": FORMAT, **identity(encoder), "rows": len(table), "fits": fits, "source": os.path.abspath(source),
-                  "source_fingerprint": getattr(ds, "_fingerprint", None)}
+        marker = {
+            "format": FORMAT,
+            **identity(encoder),
+            "rows": len(table),
+            "fits": fits,
+            "source": os.path.abspath(source),
+            "source_fingerprint": getattr(ds, "_fingerprint", None),
+        }
         tmp = out + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         table.save_to_disk(tmp)
@@ -123,15 +141,22 @@ def load_tokenized(path: str, encoder):
         marker = json.load(f)
     want = identity(encoder)
     differ = _differences(marker, encoder)
-    wider = differ == ["max_code_length"] and isinstance(marker.get("max_code_length"), int) \
+    wider = (
+        differ == ["max_code_length"]
+        and isinstance(marker.get("max_code_length"), int)
         and marker["max_code_length"] > encoder.max_code
+    )
     if wider:
         return _narrowed(datasets.load_from_disk(path), encoder), marker["fits"]
     if differ:
-        named = ", ".join(f"{k} {marker.get(k)!r} (this run: {want[k]!r})" for k in differ if k in want) \
+        named = (
+            ", ".join(f"{k} {marker.get(k)!r} (this run: {want[k]!r})" for k in differ if k in want)
             or f"format {marker.get('format')}"
-        raise ConfigError(f"{path} was tokenized for another run: {named}; tokenize it again for this run "
-                          "(codeexecutor tokenize) or point the source at the built dataset")
+        )
+        raise ConfigError(
+            f"{path} was tokenized for another run: {named}; tokenize it again for this run "
+            "(codeexecutor tokenize) or point the source at the built dataset"
+        )
     return datasets.load_from_disk(path), marker["fits"]
 
 
@@ -153,7 +178,7 @@ def narrow_code(code_len, code_ids, encoder):
     for i in long.tolist():
         start, end = int(offsets[i]), int(offsets[i + 1])
         pieces.append(code_ids[done:start])
-        new = encoder.code("", ids=code_ids[start + 3:end - tail].tolist())
+        new = encoder.code("", ids=code_ids[start + 3 : end - tail].tolist())
         pieces.append(np.asarray(new, dtype=code_ids.dtype))
         lengths[i], done = len(new), end
     pieces.append(code_ids[done:])
@@ -171,14 +196,15 @@ def _narrowed(ds, encoder):
     if col is None:
         return ds
     offsets = col.offsets.to_numpy()
-    ids = col.values.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]]
+    ids = col.values.to_numpy(zero_copy_only=False)[offsets[0] : offsets[-1]]
     lengths, ids = narrow_code(np.diff(offsets), ids, encoder)
     if len(ids) == offsets[-1] - offsets[0]:
         return ds
     new_offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
     np.cumsum(lengths, out=new_offsets[1:])
-    table = table.set_column(table.column_names.index("code_ids"), "code_ids",
-                             pa.ListArray.from_arrays(pa.array(new_offsets), pa.array(ids)))
+    table = table.set_column(
+        table.column_names.index("code_ids"), "code_ids", pa.ListArray.from_arrays(pa.array(new_offsets), pa.array(ids))
+    )
     table = table.set_column(table.column_names.index("code_len"), "code_len", pa.array(lengths.astype(np.int32)))
     return datasets.Dataset(table, info=ds.info)
 
@@ -204,6 +230,7 @@ def train_curriculum_tokenizer(cur, base_dir: str, out: str, sample: int = 200_0
 
     from codeexecutor.modeling.profiles import EXAMPLE_COLUMNS
     from codeexecutor.modeling.tokenizer import train_tokenizer
+
     profile = cur.profile()
     paths = _sources(cur)
     per_source = max(1, sample // max(1, len(paths)))
@@ -215,19 +242,32 @@ def train_curriculum_tokenizer(cur, base_dir: str, out: str, sample: int = 200_0
             raise ConfigError(f"{path} is already tokenized: train the tokenizer on the built datasets")
         ds = datasets.load_from_disk(full)
         ds = ds["train"] if isinstance(ds, datasets.DatasetDict) else ds
-        rows = range(len(ds)) if len(ds) <= per_source else sorted(random.Random(f"{seed}:{path}").sample(range(len(ds)), per_source))
+        rows = (
+            range(len(ds))
+            if len(ds) <= per_source
+            else sorted(random.Random(f"{seed}:{path}").sample(range(len(ds)), per_source))
+        )
         sample_rows = ds.select(rows).select_columns([c for c in EXAMPLE_COLUMNS if c in ds.column_names])
-        for batch in sample_rows.iter(batch_size=1000):  # read in Arrow batches of the columns used: half the time of rows
+        for batch in sample_rows.iter(
+            batch_size=1000
+        ):  # read in Arrow batches of the columns used: half the time of rows
             for pair in profile.examples(batch):
                 for text in pair:
                     texts.setdefault(text, None)
         read[path] = len(rows)
-    tok = train_tokenizer(list(texts), vocab_size=cur.model.vocab_size, split_digits=cur.model.split_digits, delta=profile.delta)
+    tok = train_tokenizer(
+        list(texts), vocab_size=cur.model.vocab_size, split_digits=cur.model.split_digits, delta=profile.delta
+    )
     tmp = out + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tok.save_pretrained(tmp)
-    report = {"rows_read": read, "distinct_texts": len(texts), "vocab_size": len(tok), "profile": profile.label,
-              "fingerprint": tokenizer_fingerprint(tok)}
+    report = {
+        "rows_read": read,
+        "distinct_texts": len(texts),
+        "vocab_size": len(tok),
+        "profile": profile.label,
+        "fingerprint": tokenizer_fingerprint(tok),
+    }
     with open(os.path.join(tmp, "training.json"), "w") as f:
         json.dump(report, f, indent=2)
     shutil.rmtree(out, ignore_errors=True)
@@ -251,6 +291,7 @@ def tokenize_curriculum(cur, base_dir: str, tokenizer: str, out: str, num_proc: 
     import yaml
 
     from codeexecutor.modeling.tokenizer import Encoder, load_tokenizer
+
     profile = cur.profile()
     tok = load_tokenizer(tokenizer, exception=profile.exception_step, delta=profile.delta)
     keep = max(cur.model.max_code_length, cur.tokenizer.keep_code_length or 0)  # a longer window the ids keep for later
@@ -276,8 +317,11 @@ def tokenize_curriculum(cur, base_dir: str, tokenizer: str, out: str, num_proc: 
         else:
             print(f"tokenize: {path} ({len(markers) + 1} of {len(sources)}) ...", file=sys.stderr, flush=True)
             marker = write_tokenized(source, encoder, target, num_proc)
-            print(f"tokenize: {path}: {marker['rows']} rows in {time.monotonic() - start:.0f} s", file=sys.stderr,
-                  flush=True)
+            print(
+                f"tokenize: {path}: {marker['rows']} rows in {time.monotonic() - start:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
         markers[path] = {**marker, "folder": name}
         where[path] = os.path.abspath(target)
     raw = dataclasses.asdict(cur)
@@ -291,24 +335,39 @@ def tokenize_curriculum(cur, base_dir: str, tokenizer: str, out: str, num_proc: 
     return markers
 
 
-def tokenize(ds, encoder, num_proc: int | None = None, keep_in_memory: bool = False, cache_dir: str | None = None,
-             features=None):
+def tokenize(
+    ds, encoder, num_proc: int | None = None, keep_in_memory: bool = False, cache_dir: str | None = None, features=None
+):
     """(ids of a dataset in the encoder's format profile, serialized from the structured
     columns; how many targets were kept whole, cut at a step boundary or dropped).
     Dropped examples are left out. Cached by `datasets` beside the data per profile and
     tokenizer; in `cache_dir` instead where given (a read-only data folder, a one-off
     pass), or in memory with `keep_in_memory` (small data only). `features`: the
     columns' types as written, batch by batch (compact id dtypes)."""
+
     def cache(name: str) -> dict:
         return {"cache_file_name": os.path.join(cache_dir, f"{name}.arrow")} if cache_dir else {}
 
-    table = ds.map(encoder.encode_rows, batched=True, remove_columns=ds.column_names, desc="tokenizing",
-                   load_from_cache_file=not (keep_in_memory or cache_dir), keep_in_memory=keep_in_memory,
-                   num_proc=num_proc, features=features, **cache("ids"))
+    table = ds.map(
+        encoder.encode_rows,
+        batched=True,
+        remove_columns=ds.column_names,
+        desc="tokenizing",
+        load_from_cache_file=not (keep_in_memory or cache_dir),
+        keep_in_memory=keep_in_memory,
+        num_proc=num_proc,
+        features=features,
+        **cache("ids"),
+    )
     fits = dict.fromkeys(FIT_OUTCOMES, 0)
     for entry in table.data.column("fit").value_counts().to_pylist():  # counted in Arrow: no list of every row's
         fits[entry["values"]] = entry["counts"]
     if fits["dropped_crash"] or fits["dropped_long_step"]:
-        table = table.filter(lambda fit: fit.startswith(("whole", "cut")), input_columns="fit", desc="dropping",
-                             keep_in_memory=keep_in_memory, **cache("kept"))
+        table = table.filter(
+            lambda fit: fit.startswith(("whole", "cut")),
+            input_columns="fit",
+            desc="dropping",
+            keep_in_memory=keep_in_memory,
+            **cache("kept"),
+        )
     return table, fits

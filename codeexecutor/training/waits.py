@@ -24,8 +24,18 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 # aten operators that make the host wait for the device: a value read back, or an
 # output whose size depends on the data
-WAITING_OPS = {"_local_scalar_dense", "nonzero", "masked_select", "unique", "_unique", "_unique2", "unique_dim",
-               "unique_consecutive", "item", "is_nonzero"}
+WAITING_OPS = {
+    "_local_scalar_dense",
+    "nonzero",
+    "masked_select",
+    "unique",
+    "_unique",
+    "_unique2",
+    "unique_dim",
+    "unique_consecutive",
+    "item",
+    "is_nonzero",
+}
 HOST_READS = ("tolist", "cpu", "numpy")  # Tensor methods that copy to the host without an aten op the mode sees
 
 
@@ -61,7 +71,11 @@ class DeviceCounter(TorchDispatchMode):
             self.wait_kinds[name] += 1
         elif name in ("index", "index_put", "index_put_", "_index_put_impl_") and _boolean_index(args):
             self.wait_kinds[f"{name} with a boolean index"] += 1
-        elif name == "repeat_interleave" and kwargs.get("output_size") is None and not isinstance(args[1] if len(args) > 1 else None, int):
+        elif (
+            name == "repeat_interleave"
+            and kwargs.get("output_size") is None
+            and not isinstance(args[1] if len(args) > 1 else None, int)
+        ):
             self.wait_kinds["repeat_interleave without output_size"] += 1
         if not _metadata_only(func):
             self.by_op[name] += 1

@@ -7,13 +7,13 @@
     metric.compute(..., aligned=True)                               # adds our alignment-based variant
 
 The default numbers are the release's `inference/metric.py` (output_accuracy,
-trace_accuracy, line_*, identifier_*; percent). Definitions: eval/trace_metrics.py.
+trace_accuracy, line_*, identifier_*; percent). Definitions: codeexecutor/modeling/trace_metrics.py.
 """
 
 import datasets
 import evaluate
 
-from eval.trace_metrics import aligned_metrics, orca_metrics, records, table3_metrics
+from codeexecutor.modeling.trace_metrics import aligned_metrics, orca_metrics, records, table3_metrics
 
 _DESCRIPTION = "Output accuracy, trace accuracy, line and identifier precision/recall/F1 of generated execution traces."
 _KWARGS = """
@@ -32,7 +32,9 @@ class CodeExecution(evaluate.Metric):
             description=_DESCRIPTION,
             citation="Liu et al., Code Execution with Pre-trained Language Models, Findings of ACL 2023",
             inputs_description=_KWARGS,
-            features=datasets.Features({"predictions": datasets.Value("string"), "references": datasets.Value("string")}),
+            features=datasets.Features(
+                {"predictions": datasets.Value("string"), "references": datasets.Value("string")}
+            ),
         )
 
     def _compute(self, predictions, references, singleline: bool = False, aligned: bool = False, orca: bool = False):

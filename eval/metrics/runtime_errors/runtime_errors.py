@@ -9,7 +9,7 @@
 import datasets
 import evaluate
 
-from eval.trace_metrics import error_metrics, records
+from codeexecutor.modeling.trace_metrics import error_metrics, records
 
 _DESCRIPTION = "Detection accuracy (TP/FP/FN/TN), localisation accuracy, error-kind accuracy and weighted F1."
 
@@ -20,7 +20,9 @@ class RuntimeErrors(evaluate.Metric):
             description=_DESCRIPTION,
             citation="ORCA (2025); Bieber et al. (2022)",
             inputs_description="predictions / references: generated and reference trace texts",
-            features=datasets.Features({"predictions": datasets.Value("string"), "references": datasets.Value("string")}),
+            features=datasets.Features(
+                {"predictions": datasets.Value("string"), "references": datasets.Value("string")}
+            ),
         )
 
     def _compute(self, predictions, references):

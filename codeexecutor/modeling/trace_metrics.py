@@ -45,8 +45,8 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 
 @dataclass(frozen=True)
@@ -58,11 +58,13 @@ class TraceRecord:
     exception_line: int | None = None
 
     @classmethod
-    def from_parsed(cls, parsed) -> "TraceRecord":
-        return cls(tuple((s.line, dict(s.state), s.output) for s in parsed.steps), parsed.exception, parsed.exception_line)
+    def from_parsed(cls, parsed) -> TraceRecord:
+        return cls(
+            tuple((s.line, dict(s.state), s.output) for s in parsed.steps), parsed.exception, parsed.exception_line
+        )
 
     @classmethod
-    def from_text(cls, text: str) -> "TraceRecord":
+    def from_text(cls, text: str) -> TraceRecord:
         from codeexecutor.modeling.format import parse_trace
 
         return cls.from_parsed(parse_trace(text))
@@ -73,6 +75,7 @@ class TraceRecord:
 
 
 # -- the release's metric, on texts ----------------------------------------------------------------
+
 
 def _markers(text: str, marker: str) -> list[int]:
     out, at = [], text.find(marker)
@@ -184,9 +187,14 @@ def release_metrics(predictions: Sequence[str], references: Sequence[str]) -> di
     return {
         "output_accuracy": _pct(output_ok / with_output) if with_output else None,
         "trace_accuracy": _pct(_ratio(exact, n)),
-        "line_precision": _pct(lp), "line_recall": _pct(lr), "line_f1": _pct(_f1(lp, lr)),
-        "identifier_precision": _pct(ip), "identifier_recall": _pct(ir), "identifier_f1": _pct(_f1(ip, ir)),
-        "programs": n, "programs_with_output": with_output,
+        "line_precision": _pct(lp),
+        "line_recall": _pct(lr),
+        "line_f1": _pct(_f1(lp, lr)),
+        "identifier_precision": _pct(ip),
+        "identifier_recall": _pct(ir),
+        "identifier_f1": _pct(_f1(ip, ir)),
+        "programs": n,
+        "programs_with_output": with_output,
     }
 
 
@@ -211,10 +219,16 @@ def release_singleline_metrics(predictions: Sequence[str], references: Sequence[
         exact += p == g
     ip, ir = _ratio(id_right, id_pred), _ratio(id_right, id_gold)
     return {
-        "output_accuracy": None, "trace_accuracy": _pct(_ratio(exact, len(references))),
-        "line_precision": None, "line_recall": None, "line_f1": None,
-        "identifier_precision": _pct(ip), "identifier_recall": _pct(ir), "identifier_f1": _pct(_f1(ip, ir)),
-        "programs": len(references), "programs_with_output": 0,
+        "output_accuracy": None,
+        "trace_accuracy": _pct(_ratio(exact, len(references))),
+        "line_precision": None,
+        "line_recall": None,
+        "line_f1": None,
+        "identifier_precision": _pct(ip),
+        "identifier_recall": _pct(ir),
+        "identifier_f1": _pct(_f1(ip, ir)),
+        "programs": len(references),
+        "programs_with_output": 0,
     }
 
 
@@ -224,6 +238,7 @@ def table3_metrics(predictions: Sequence[str], references: Sequence[str], single
 
 
 # -- our aligned variant, on parsed steps ---------------------------------------------------------
+
 
 def _aligned_pairs(pred: TraceRecord, ref: TraceRecord) -> list[tuple[int, int]]:
     a = [s[0] for s in pred.steps]
@@ -263,8 +278,11 @@ def aligned_metrics(predictions: Sequence[TraceRecord], references: Sequence[Tra
     return {
         "aligned_output_accuracy": 100 * out_ok / out_total if out_total else None,
         "aligned_trace_accuracy": 100 * _ratio(trace_ok, n),
-        "aligned_line_precision": 100 * lp, "aligned_line_recall": 100 * lr, "aligned_line_f1": 100 * _f1(lp, lr),
-        "aligned_identifier_precision": 100 * ip, "aligned_identifier_recall": 100 * ir,
+        "aligned_line_precision": 100 * lp,
+        "aligned_line_recall": 100 * lr,
+        "aligned_line_f1": 100 * _f1(lp, lr),
+        "aligned_identifier_precision": 100 * ip,
+        "aligned_identifier_recall": 100 * ir,
         "aligned_identifier_f1": 100 * _f1(ip, ir),
         "programs": n,
     }
@@ -279,7 +297,9 @@ def error_metrics(predictions: Sequence[TraceRecord], references: Sequence[Trace
         crashed, predicted = ref.exception is not None, pred.exception is not None
         if crashed and predicted:
             tp += 1
-            pred_line = pred.exception_line if pred.exception_line is not None else (pred.steps[-1][0] if pred.steps else None)
+            pred_line = (
+                pred.exception_line if pred.exception_line is not None else (pred.steps[-1][0] if pred.steps else None)
+            )
             located += pred_line == ref.exception_line
             kinds_ok += pred.exception == ref.exception
         elif crashed:
@@ -295,7 +315,10 @@ def error_metrics(predictions: Sequence[TraceRecord], references: Sequence[Trace
     crashes = tp + fn
     return {
         "detection_accuracy": 100 * (tp + tn) / n if n else 0.0,
-        "tp": tp, "fp": fp, "fn": fn, "tn": tn,
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "tn": tn,
         "true_positive_rate": 100 * tp / crashes if crashes else None,
         "false_positive_rate": 100 * fp / (fp + tn) if fp + tn else None,
         "localisation_accuracy": 100 * located / crashes if crashes else None,
@@ -317,7 +340,9 @@ def crash_score_auroc(scores: Sequence[float], crashed: Sequence[bool]) -> float
     neg_sorted = sorted(neg)
     from bisect import bisect_left, bisect_right
 
-    wins = sum(bisect_left(neg_sorted, s) + 0.5 * (bisect_right(neg_sorted, s) - bisect_left(neg_sorted, s)) for s in pos)
+    wins = sum(
+        bisect_left(neg_sorted, s) + 0.5 * (bisect_right(neg_sorted, s) - bisect_left(neg_sorted, s)) for s in pos
+    )
     return 100 * wins / (len(pos) * len(neg))
 
 
