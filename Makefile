@@ -15,13 +15,15 @@ MODEL_FREE_TESTS := tests/test_tracer.py tests/test_sandbox.py tests/test_sandbo
 	tests/test_data_format.py
 
 # TORCH_INDEX: a torch build index for GPUs the default wheel lacks kernels for, e.g. a V100
-# cluster: make venv TORCH_INDEX=https://download.pytorch.org/whl/cu126 (docs/cluster.md).
+# cluster: make venv TORCH_INDEX=https://download.pytorch.org/whl/cu126 (docs/cluster.md). The
+# build is reinstalled from it (pip counts 2.13.0+cu130 as 2.13.0); on an existing .venv remove
+# .venv/.installed first, or the environment is taken as made.
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
+	$(BIN)/pip install -q --disable-pip-version-check $(if $(TORCH_INDEX),--force-reinstall --index-url $(TORCH_INDEX)) "$(TORCH)"
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
@@ -55,6 +57,7 @@ demo: $(STAMP)
 
 test: $(STAMP) browser venvs lint
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-versions
 
 # The code's own checks (pyproject.toml): ruff's lint and format, and the import layers
 # (ARCHITECTURE.md) as import-linter's contract. `make format` applies ruff's fixes.
@@ -66,7 +69,6 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
-	$(MAKE) --no-print-directory test-versions
 
 # Debian's chromium, for the tests that open the trace viewer headless (driven by Playwright, no browser download).
 browser:

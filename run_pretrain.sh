@@ -68,7 +68,8 @@ if [ "$LAUNCHER" = srun ]; then
   MASTER_ADDR="${MASTER_ADDR:-$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)}"
   echo "run_pretrain.sh: srun: $NNODES node(s) x $GPUS_PER_NODE process(es) meeting at $MASTER_ADDR:$MASTER_PORT," \
        "$CURRICULUM, $SHOWN" >&2
-  exec srun --nodes "$NNODES" --ntasks-per-node 1 --kill-on-bad-exit=1 \
+  # srun passes the job's CPUs on to its task (from Slurm 22.05 it no longer inherits --cpus-per-task)
+  exec srun --nodes "$NNODES" --ntasks-per-node 1 --kill-on-bad-exit=1 ${SLURM_CPUS_PER_TASK:+--cpus-per-task "$SLURM_CPUS_PER_TASK"} \
     "$PYTHON" -m torch.distributed.run --nnodes "$NNODES" --nproc_per_node "$GPUS_PER_NODE" \
     --rdzv_id "$SLURM_JOB_ID" --rdzv_backend c10d --rdzv_endpoint "$MASTER_ADDR:$MASTER_PORT" \
     --module codeexecutor.training "${ARGS[@]}" "$@"

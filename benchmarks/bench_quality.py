@@ -472,7 +472,7 @@ def main() -> None:
     record = json.load(open(os.path.join(out, "pretrain.json")))
     report, predictions = gathered_scores(out)
     from codeexecutor.modeling.loading import load_model
-    from eval.evaluate import table3
+    from eval.report import table3
 
     run = os.path.join(out, "run")
     model = os.path.join(run, "final")

@@ -63,10 +63,16 @@ def decontaminate(build: str, shared: str = SHARED, out: str | None = None) -> d
     written to `out` (default BUILD/decontamination.json) atomically."""
     import datasets
 
+    from codeexecutor.errors import UsageError
     from curricula.overlap import overlap_report
 
     start = time.perf_counter()
     refs = references(shared)
+    if not refs:
+        raise UsageError(
+            f"--references {shared} holds none of the corpora compared against (humaneval/HumanEval.jsonl.gz, "
+            "humaneval/codet_generated/, humaneval/codet_dataset/, atcoder-python*/): nothing would be checked"
+        )
     parts = [
         datasets.load_from_disk(os.path.join(build, name))
         for name in ("functions", "functions_errors")

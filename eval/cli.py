@@ -74,7 +74,8 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
 
 def _eval_run(args: argparse.Namespace) -> int:
     from codeexecutor.errors import UsageError
-    from eval.evaluate import evaluate_model, plot, table3
+    from eval.evaluate import evaluate_model
+    from eval.report import plot, table3
 
     if (
         args.limit < 0

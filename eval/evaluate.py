@@ -42,11 +42,6 @@ from codeexecutor.modeling.trace_metrics import (
 )
 from eval.answers import Answers, generate_answers
 
-PAPER_TABLE3 = {  # output acc, trace acc, line F1, identifier F1 (CodeExecutor)
-    "singleline": (None, 94.03, 94.03, 97.23),
-    "tutorial": (76.42, 80.09, 84.70, 80.36),
-    "codenetmut": (48.06, 33.38, 49.96, 54.31),
-}
 CRASH_FAMILIES = {
     "errors": "plain",
     "codenetmut": "plain",  # crashing programs against the clean ones they sit beside
@@ -266,7 +261,6 @@ def evaluate_model(
     return what was decoded, unscored (one process per rank or device); a run without a
     shard then reads every shard's answers and scores the whole."""
     from codeexecutor.errors import UsageError
-    from codeexecutor.generation import TraceGenerator
 
     if not os.path.exists(data):
         raise UsageError(
@@ -277,31 +271,8 @@ def evaluate_model(
     found = {} if rows_of_file is not None else find_datasets(data)
     if rows_of_file is None and not found:
         raise UsageError(f"no built datasets under {data} (run `codeexecutor build ...` first)")
-    gen = TraceGenerator(model)
-    enc, profile = gen.encoder, gen.profile
-    from codeexecutor.generation.api import default_beam, programs_per_batch
-
-    beam = default_beam(gen) if beam is None else beam
-    batch_size = batch_size or programs_per_batch(beam)
-    from codeexecutor.execution.interpreters import dataset_python
-    from codeexecutor.generation.api import interpreter_note
-
-    report: dict = {
-        "model": model,
-        "data": data,
-        "split": split,
-        "beam": beam,
-        "metric": METRIC_NAME,
-        "trace_python": getattr(gen.model.config, "trace_python", None),
-        "format_profile": profile.label,
-        "trace_state": profile.state,
-        "constrained_names": names,
-        "constrained_values": values,
-        "exception_bias": exception_bias,
-        "exception_at": exception_at,
-        "length_penalty": length_penalty,
-        "datasets": {},
-    }
+    if shard is not None and not answers:
+        raise UsageError("a sharded evaluation needs an answers file to decode into")
     decoding = {
         "names": names,
         "values": values,
@@ -309,49 +280,103 @@ def evaluate_model(
         "exception_at": exception_at,
         "length_penalty": length_penalty,
     }
-    journal = None
-    if shard is not None and not answers:
-        raise UsageError("a sharded evaluation needs an answers file to decode into")
-    decoded = {"shard": f"{shard[0]}/{shard[1]}", "decoded": 0, "examples": 0} if shard else None
-    if answers:
-        weights = os.path.join(model, "model.safetensors")
-        if not os.path.exists(weights):
-            weights = os.path.join(model, INT8_FILE)  # a shipped folder in int8
-        stamp = os.path.getmtime(weights) if os.path.exists(weights) else None
-        journal = Answers(
-            answers,
-            shard=shard,
-            settings={
-                "model": os.path.abspath(model) if os.path.exists(model) else model,
-                "stamp": stamp,
-                "beam": beam,
-                "max_length": max_length,
-                **decoding,
-            },
-        )
-        report["answers"] = {"file": answers, "resumed": journal.resumed}
-    predictions: list[dict] = []
-
+    run = _Scoring(model, data, split, limit, beam, max_length, batch_size, progress, decoding, answers, shard, html)
     if rows_of_file is not None:
+        return run.release_file(rows_of_file, task)
+    docs = _docstrings(resource_descriptions)
+    for name, path in found.items():
+        run.dataset(name, path, docs)
+    return run.finish()
+
+
+class _Scoring:
+    """One evaluation in its phases: the model and its decoding set up, the answers
+    journal opened (`__init__`); a release-format file scored (`release_file`) or each
+    built dataset decoded and scored in turn (`dataset`); then the runtime-error reports
+    and the viewer's pages (`finish`). A sharded run decodes and scores nothing."""
+
+    def __init__(
+        self, model, data, split, limit, beam, max_length, batch_size, progress, decoding, answers, shard, html
+    ) -> None:
+        from codeexecutor.generation import TraceGenerator
+        from codeexecutor.generation.api import default_beam, programs_per_batch
+
+        self.gen = TraceGenerator(model)
+        self.enc, self.profile = self.gen.encoder, self.gen.profile
+        self.model, self.data, self.split, self.limit, self.html = model, data, split, limit, html
+        self.beam = default_beam(self.gen) if beam is None else beam
+        self.max_length, self.progress, self.decoding, self.shard = max_length, progress, decoding, shard
+        self.batch_size = batch_size or programs_per_batch(self.beam)
+        self.report: dict = {
+            "model": model,
+            "data": data,
+            "split": split,
+            "beam": self.beam,
+            "metric": METRIC_NAME,
+            "trace_python": getattr(self.gen.model.config, "trace_python", None),
+            "format_profile": self.profile.label,
+            "trace_state": self.profile.state,
+            "constrained_names": decoding["names"],
+            "constrained_values": decoding["values"],
+            "exception_bias": decoding["exception_bias"],
+            "exception_at": decoding["exception_at"],
+            "length_penalty": decoding["length_penalty"],
+            "datasets": {},
+        }
+        self.decoded = {"shard": f"{shard[0]}/{shard[1]}", "decoded": 0, "examples": 0} if shard else None
+        self.journal = self._journal(answers) if answers else None
+        self.predictions: list[dict] = []
+        self.pages: list = []
+        self.error_pairs: dict[str, list] = {"plain": [], "described": [], "functions": []}
+
+    def _journal(self, answers: str) -> Answers:
+        """The answers file (resumable), bound to the model's weights and the decoding."""
+        weights = os.path.join(self.model, "model.safetensors")
+        if not os.path.exists(weights):
+            weights = os.path.join(self.model, INT8_FILE)  # a shipped folder in int8
+        stamp = os.path.getmtime(weights) if os.path.exists(weights) else None
+        settings = {
+            "model": os.path.abspath(self.model) if os.path.exists(self.model) else self.model,
+            "stamp": stamp,
+            "beam": self.beam,
+            "max_length": self.max_length,
+            **self.decoding,
+        }
+        journal = Answers(answers, shard=self.shard, settings=settings)
+        self.report["answers"] = {"file": answers, "resumed": journal.resumed}
+        return journal
+
+    def _decode(self, inputs: list[str], keys: list[str]) -> list:
+        return generate_answers(
+            self.gen,
+            inputs,
+            self.beam,
+            self.max_length,
+            self.batch_size,
+            self.progress,
+            self.decoding,
+            self.journal,
+            keys,
+            self.shard,
+        )
+
+    def release_file(self, rows_of_file: list[dict], task: str | None) -> dict:
+        """A test file in the release's JSON Lines format, scored as one set."""
+        enc, data, limit = self.enc, self.data, self.limit
         name = task_of_file(data, task)
         rows = [rows_of_file[i] for i in sample(len(rows_of_file), limit)]
-        inputs = [f"<{name}> " + " ".join(r["code_tokens"]) for r in rows]
         golds = [enc.gold(" ".join(r["trace_tokens"])) for r in rows]
         keys = [f"{name}/{r.get('id', i)}" for i, r in zip(sample(len(rows_of_file), limit), rows)]
-        outs = generate_answers(gen, inputs, beam, max_length, batch_size, progress, decoding, journal, keys, shard)
-        if decoded is not None:
-            return {
-                **decoded,
-                "answers": journal.path,
-                "examples": len(outs),
-                "decoded": sum(o is not None for o in outs) - journal.resumed,
-            }
+        outs = self._decode([f"<{name}> " + " ".join(r["code_tokens"]) for r in rows], keys)
+        if self.decoded is not None:
+            decoded = sum(o is not None for o in outs) - self.journal.resumed
+            return {**self.decoded, "answers": self.journal.path, "examples": len(outs), "decoded": decoded}
         preds, ended = _scored(enc, outs), [o.finished for o in outs]
         codes = [r.get("code", "") for r in rows]
-        report["datasets"][name] = _score(
-            name, os.path.basename(data), codes, preds, golds, gen.parse, name == "singleline", ended
+        self.report["datasets"][name] = _score(
+            name, os.path.basename(data), codes, preds, golds, self.gen.parse, name == "singleline", ended
         )
-        predictions += [
+        self.predictions += [
             {
                 "dataset": name,
                 "id": r.get("id", i),
@@ -363,60 +388,69 @@ def evaluate_model(
             }
             for i, (r, o, g) in enumerate(zip(rows, outs, golds))
         ]
-        return {**report, "predictions": predictions}
+        return {**self.report, "predictions": self.predictions}
 
-    import datasets
+    def dataset(self, name: str, path: str, docs: dict) -> None:
+        """One built dataset: its split sampled, decoded, scored (by kind where it holds
+        originals and mutants), its predictions, pages and runtime-error pairs kept."""
+        import datasets
 
-    docs = _docstrings(resource_descriptions)
-    pages: list = []
-    error_pairs: dict[str, list] = {"plain": [], "described": [], "functions": []}
-    for name, path in found.items():
         dd = datasets.load_from_disk(path)
-        use = split if split in dd else ("valid" if "valid" in dd else None)
+        use = self.split if self.split in dd else ("valid" if "valid" in dd else None)
         if use is None:
-            continue
+            return
         table = dd[use]
-        rows = [table[i] for i in sample(len(table), limit)]
+        rows = [table[i] for i in sample(len(table), self.limit)]
         if not rows:
-            continue
-        if profile.order == "end" and lacks_depth(rows):
+            return
+        if self.profile.order == "end" and lacks_depth(rows):
             raise ConfigError(
                 f"{path} was built before steps carried their call depth; rebuild it to score a model "
                 "that writes steps in end order"
             )
-        pairs = [profile.full.example(r) for r in rows]  # references with whole states, whatever the model writes
-        golds = [enc.gold(t) for _, t in pairs]
-        outs = generate_answers(
-            gen,
-            [c for c, _ in pairs],
-            beam,
-            max_length,
-            batch_size,
-            progress,
-            decoding,  # code alike in both
-            journal,
-            [f"{name}/{use}/{r['id']}" for r in rows],
-            shard,
-        )
-        if decoded is not None:
-            decoded["examples"] += len(outs)
-            decoded["decoded"] += sum(o is not None for o in outs)
-            continue
-        preds, ended = _scored(enc, outs), [o.finished for o in outs]
+        pairs = [self.profile.full.example(r) for r in rows]  # references with whole states, whatever the model writes
+        golds = [self.enc.gold(t) for _, t in pairs]
+        outs = self._decode([c for c, _ in pairs], [f"{name}/{use}/{r['id']}" for r in rows])
+        if self.decoded is not None:
+            self.decoded["examples"] += len(outs)
+            self.decoded["decoded"] += sum(o is not None for o in outs)
+            return
+        preds = _scored(self.enc, outs)
+        self.report["datasets"][name] = self._dataset_report(name, path, use, rows, outs, preds, golds)
+        self.predictions += [
+            {
+                "dataset": name,
+                "id": r["id"],
+                "prediction": o.text,
+                "gold": g,
+                "finished": o.finished,
+                "exception_peak": finite_margin(o.exception_peak),
+                "exception_end": finite_margin(o.exception_end),
+                **({"compact": o.compact, "expansion_problems": o.expansion_problems} if self.profile.delta else {}),
+            }
+            for r, o, g in zip(rows, outs, golds)
+        ]
+        if self.html is not None:
+            self.pages += _pages(name, rows, outs, pairs, self.gen.parse)
+        self._crash_pairs(name, rows, outs, pairs, docs)
+
+    def _dataset_report(self, name, path, use, rows, outs, preds, golds) -> dict:
+        from codeexecutor.execution.interpreters import dataset_python
+        from codeexecutor.generation.api import interpreter_note
+
         singleline = rows[0]["task"] == "singleline"
-        report["datasets"][name] = _score(
-            name, use, [r["code"] for r in rows], preds, golds, gen.parse, singleline, ended
-        )
+        ended = [o.finished for o in outs]
+        entry = _score(name, use, [r["code"] for r in rows], preds, golds, self.gen.parse, singleline, ended)
         traced = dataset_python(path)
-        report["datasets"][name]["traced_by"] = traced  # the interpreter of the test set's build (stats.json)
-        note = interpreter_note(gen.model.config, traced) if traced else None
+        entry["traced_by"] = traced  # the interpreter of the test set's build (stats.json)
+        note = interpreter_note(self.gen.model.config, traced) if traced else None
         if note:
-            report.setdefault("notes", []).append(f"{name}: {note}")
-        if profile.delta:
-            report["datasets"][name]["expansion"] = expansion_summary(outs)
+            self.report.setdefault("notes", []).append(f"{name}: {note}")
+        if self.profile.delta:
+            entry["expansion"] = expansion_summary(outs)
         kinds = sorted({r["kind"] for r in rows})
         if len(kinds) > 1:  # held-out originals and their mutants, apart
-            report["datasets"][name]["by_kind"] = {
+            entry["by_kind"] = {
                 k: {
                     "examples": sum(r["kind"] == k for r in rows),
                     **table3_metrics(
@@ -427,48 +461,45 @@ def evaluate_model(
                 }
                 for k in kinds
             }
-        predictions += [
-            {
-                "dataset": name,
-                "id": r["id"],
-                "prediction": o.text,
-                "gold": g,
-                "finished": o.finished,
-                "exception_peak": finite_margin(o.exception_peak),
-                "exception_end": finite_margin(o.exception_end),
-                **({"compact": o.compact, "expansion_problems": o.expansion_problems} if profile.delta else {}),
-            }
-            for r, o, g in zip(rows, outs, golds)
-        ]
-        if html is not None:
-            pages += _pages(name, rows, outs, pairs, gen.parse)
+        return entry
+
+    def _crash_pairs(self, name, rows, outs, pairs, docs) -> None:
+        """A crash test set's (prediction, reference) pairs for the runtime-error reports."""
         family = CRASH_FAMILIES.get(name)
-        if family is not None:
-            refs = [TraceRecord.from_parsed(gen.parse(t)) for _, t in pairs]  # uncut: the exception step is the label
-            for p, ref in zip(predictions[-len(rows) :], refs):  # the gold above may be cut before its crash step
-                p["crashed"] = ref.exception is not None
-            error_pairs[family] += [
-                (TraceRecord.from_parsed(gen.parse(o.text)), r, o.finished, (o.exception_peak, o.exception_end))
-                for o, r in zip(outs, refs)
-            ]
-            if docs and family == "plain":
-                error_pairs["described"] += list(
-                    zip(_described(gen, rows, docs, beam, max_length, batch_size, progress, decoding), refs)
-                )
-    if decoded is not None:
-        return {**decoded, "answers": journal.path, "decoded": decoded["decoded"] - journal.resumed}
-    for family, key in (("plain", "runtime_errors"), ("functions", "runtime_errors_functions")):
-        if error_pairs[family]:
-            report[key] = _crash_report(*zip(*error_pairs[family]))
-    if error_pairs["plain"]:
-        if error_pairs["described"]:
+        if family is None:
+            return
+        parse = self.gen.parse
+        refs = [TraceRecord.from_parsed(parse(t)) for _, t in pairs]  # uncut: the exception step is the label
+        for p, ref in zip(self.predictions[-len(rows) :], refs):  # the gold above may be cut before its crash step
+            p["crashed"] = ref.exception is not None
+        self.error_pairs[family] += [
+            (TraceRecord.from_parsed(parse(o.text)), r, o.finished, (o.exception_peak, o.exception_end))
+            for o, r in zip(outs, refs)
+        ]
+        if docs and family == "plain":
+            described = _described(
+                self.gen, rows, docs, self.beam, self.max_length, self.batch_size, self.progress, self.decoding
+            )
+            self.error_pairs["described"] += list(zip(described, refs))
+
+    def finish(self) -> dict:
+        """The runtime-error reports and the viewer's index; a sharded run's decoding counts."""
+        if self.decoded is not None:
+            decoded = self.decoded["decoded"] - self.journal.resumed
+            return {**self.decoded, "answers": self.journal.path, "decoded": decoded}
+        report, error_pairs = self.report, self.error_pairs
+        for family, key in (("plain", "runtime_errors"), ("functions", "runtime_errors_functions")):
+            if error_pairs[family]:
+                report[key] = _crash_report(*zip(*error_pairs[family]))
+        if error_pairs["plain"] and error_pairs["described"]:
             p, r = zip(*error_pairs["described"])
             report["runtime_errors_with_resource_descriptions"] = error_metrics(p, r)
-    if html is not None:
-        from codeexecutor.generation.html import write_pages
+        if self.html is not None:
+            from codeexecutor.generation.html import write_pages
 
-        report["html_index"] = write_pages(html, pages, f"{os.path.basename(os.path.normpath(model))} on {split}")
-    return {**report, "predictions": predictions}
+            title = f"{os.path.basename(os.path.normpath(self.model))} on {self.split}"
+            report["html_index"] = write_pages(self.html, self.pages, title)
+        return {**report, "predictions": self.predictions}
 
 
 def _crash_report(p, r, ended, margins) -> dict:
@@ -515,83 +546,3 @@ def _described(gen, rows, docs, beam, max_length, batch_size, progress, decoding
         offsets.append(offset)
     outs = generate_answers(gen, inputs, beam, max_length, batch_size, progress, decoding)
     return [_shift(TraceRecord.from_parsed(gen.parse(o.text)), k) for o, k in zip(outs, offsets)]
-
-
-def table3(report: dict) -> str:
-    lines = [
-        f"metric: {report.get('metric', METRIC_NAME)}; format profile {report.get('format_profile', '?')}",
-        f"{'test set':12} {'split':10} {'n':>6} {'output acc':>10} {'trace acc':>10} {'line F1':>8} {'ident F1':>9}"
-        "   paper (out/trace/line/ident)",
-    ]
-    fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
-    for name, e in report["datasets"].items():
-        m = e["table3"]
-        paper = PAPER_TABLE3.get(name)
-        ref = " / ".join(fmt(v) for v in paper) if paper else ""
-        lines.append(
-            f"{name:12} {e['split']:10} {e['examples']:6d} "
-            f"{fmt(m['output_accuracy']):>10} {fmt(m['trace_accuracy']):>10} "
-            f"{fmt(m['line_f1']):>8} {fmt(m['identifier_f1']):>9}   {ref}"
-        )
-        a = e["aligned"]
-        lines.append(
-            f"{'  (ours: aligned)':30} {fmt(a['aligned_output_accuracy']):>10} {fmt(a['aligned_trace_accuracy']):>10} "
-            f"{fmt(a['aligned_line_f1']):>8} {fmt(a['aligned_identifier_f1']):>9}"
-        )
-        cut = e.get("unfinished") or {}
-        if cut.get("predictions"):
-            lines.append(
-                f"  {cut['predictions']} predictions ({cut['share']:.1f}%) hit the length cap before </s>; "
-                f"trace acc of the finished ones {fmt(cut['trace_accuracy_of_finished'])}"
-            )
-    for key in ("runtime_errors", "runtime_errors_with_resource_descriptions", "runtime_errors_functions"):
-        if key in report:
-            r = report[key]
-            f1 = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
-            lines.append(
-                f"{key}: detection {f1(r['detection_accuracy'])}% "
-                f"(TP {r['tp']} FP {r['fp']} FN {r['fn']} TN {r['tn']}), "
-                f"localisation {f1(r['localisation_accuracy'])}%, kind acc {f1(r['kind_accuracy'])}%, "
-                f"weighted F1 {f1(r['kind_weighted_f1'])}"
-                + (
-                    f", crash-score AUROC {f1(r['crash_score_auroc'])}"
-                    if r.get("crash_score_auroc") is not None
-                    else ""
-                )
-            )
-            if r.get("unfinished_share"):
-                done = r.get("finished_only")
-                lines.append(
-                    f"  {r['unfinished_share']:.1f}% of these traces hit the length cap (no verdict); "
-                    + (
-                        f"detection over the finished ones {f1(done['detection_accuracy'])}% "
-                        f"(TP {done['tp']} FP {done['fp']} FN {done['fn']} TN {done['tn']})"
-                        if done
-                        else "none finished"
-                    )
-                )
-    return "\n".join(lines)
-
-
-def plot(report: dict, png: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = list(report["datasets"])
-    if not names:
-        return
-    fig, ax = plt.subplots(figsize=(9, 3.8))
-    width = 0.8 / len(names)
-    for k, name in enumerate(names):
-        cats = report["datasets"][name]["categories"]
-        vals = [cats.get(c, {}).get("trace_accuracy") or 0.0 for c in CATEGORIES]
-        ax.bar([i + k * width for i in range(len(CATEGORIES))], vals, width, label=name)
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(CATEGORIES))], CATEGORIES)
-    ax.set_ylabel("trace accuracy (%)")
-    ax.set_title("trace accuracy by program category")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(png, dpi=110)
-    plt.close(fig)

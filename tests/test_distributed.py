@@ -122,3 +122,53 @@ def test_zero1_over_two_processes_steps_and_exports(tmp_path, demo_data):
     setup = json.loads((tmp_path / "run" / "curriculum.json").read_text())["setup"]
     assert setup["engine"] == "deepspeed" and setup["world_size"] == 2
     assert (tmp_path / "run" / "final" / "model.safetensors").exists()
+
+
+AGREE = """
+import os, sys, types
+import torch
+import torch.distributed as dist
+sys.path.insert(0, os.environ["ROOT"])
+from tests.test_rows import tiny
+from codeexecutor.training.step import prepare_rows
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+real = torch.compile
+def compile_(fn, **kwargs):  # rank 1's compiler fails on every graph; rank 0's works
+    if rank == 1:
+        def broken(*args, **kw):
+            raise RuntimeError("no kernel on this rank")
+        return broken
+    return real(fn, backend="eager", **{k: v for k, v in kwargs.items() if k != "backend"})
+torch.compile = compile_
+cur = types.SimpleNamespace(model=types.SimpleNamespace(max_code_length=128, max_trace_length=256),
+                            train=types.SimpleNamespace(max_tokens=1024, compile=True))
+attention, probe = prepare_rows(tiny(), cur, "tiles", "cpu", None, "torch", 0)
+check = torch.tensor([rank + 1.0])
+dist.all_reduce(check)  # a rank left inside another collective would fail this one
+print(f"RANK{rank}", attention, probe["compiled"], float(check), "|".join(probe["fallbacks"]), flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_a_rank_whose_compile_fails_takes_every_rank_to_the_eager_path(tmp_path):
+    """Two ranks, the compiler failing on one: both step the tile path eagerly, the other
+    says why, and no rank is left in a collective of its own (the next all-reduce meets)."""
+    script = tmp_path / "agree.py"
+    script.write_text(AGREE)
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29541", str(script)],
+        env={**ENV, "ROOT": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = {
+        line.split()[0]: line.split(maxsplit=4)[1:] for line in done.stdout.splitlines() if line.startswith("RANK")
+    }
+    assert [lines[r][:3] for r in ("RANK0", "RANK1")] == [["tiles", "False", "3.0"]] * 2
+    assert "another rank steps eager tiles" in lines["RANK0"][3]
+    assert "no kernel on this rank" in lines["RANK1"][3]

@@ -207,7 +207,8 @@ def test_local_metric_modules_load_offline(monkeypatch):
 
 
 def test_evaluate_and_rerank_end_to_end(overfit_model, demo_data, tmp_path):
-    from eval.evaluate import evaluate_model, table3
+    from eval.evaluate import evaluate_model
+    from eval.report import table3
     from eval.rerank import Problem, rerank
 
     model, _ = overfit_model

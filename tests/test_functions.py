@@ -528,3 +528,6 @@ def test_decontaminate_finds_a_build_program_planted_in_a_reference(tmp_path, de
     assert report["references"]["humaneval_solutions"]["programs"] == {"train": 1}
     assert report["programs_in_two_splits"] == 0 and set(report["references"]) == {"humaneval_solutions"}
     assert main(["build", "decontaminate", str(tmp_path), "--references", str(tmp_path / "refs")]) == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main([*args[:3], "--references", str(empty)]) == 2  # no corpus to compare against: not "clean"

@@ -142,3 +142,60 @@ def test_a_torch_without_kernels_for_the_gpu_is_refused_in_one_line_naming_the_b
     assert "7.0" in str(err.value) and "\n" not in str(err.value)
     check_kernels((7, 0), cu126, "2.13.0+cu126")
     check_kernels(None, [], "2.13.0+cpu")
+
+
+def test_a_config_the_device_cannot_train_is_refused_before_anything_is_built(tmp_path, demo_data):
+    """fp16 on the CPU, through the training's command line: exit 2, one line naming the
+    fix, and no tokenizer trained or written (the refusal comes before the set-up)."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    out = tmp_path / "run"
+    cur = {
+        "model": {"preset": "tiny", "vocab_size": 600, "max_code_length": 128, "max_trace_length": 256},
+        "train": {"output_dir": str(out), "max_tokens": 1024, "eval_examples": 0},
+        "stages": [
+            {
+                "name": "s",
+                "steps": 2,
+                "lr": 1e-3,
+                "warmup": 1,
+                "sources": [{"path": str(demo_data / "singleline" / "singleline"), "task": "singleline"}],
+            }
+        ],
+    }
+    path = tmp_path / "cur.yaml"
+    path.write_text(yaml.safe_dump(cur))
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "codeexecutor.training",
+            "--curriculum",
+            str(path),
+            "--ds-config",
+            str(ROOT / "ds_configs" / "zero2_fp16.json"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    lines = [line for line in done.stderr.splitlines() if line.startswith("codeexecutor.training:")]
+    assert done.returncode == 2 and len(lines) == 1 and "cpu.json" in lines[0], done.stderr[-2000:]
+    assert not (out / "tokenizer").exists() and not (out / "curriculum.json").exists()
+
+
+def test_the_torch_engine_is_one_process_and_fp16_needs_deepspeeds_scale():
+    from codeexecutor.training.engine import choose
+    from codeexecutor.training.precision import choose_precision
+
+    with pytest.raises(ConfigError, match="DeepSpeed"):
+        choose("torch", 2, {})
+    assert choose("auto", 2, {}) == "deepspeed" and choose("torch", 1, {}) == "torch"
+    with pytest.raises(ConfigError, match="train.engine to deepspeed"):
+        choose_precision((8, 0), "torch", FP16, None)

@@ -411,3 +411,25 @@ def test_a_killed_training_child_is_carried_on_from_its_checkpoint_on_a_safer_pa
     plan = json.loads((out / "run" / "plan.json").read_text())  # the dead child's time was spent from the budget
     assert plan["spent"] >= train["attempts"][0]["seconds"] and plan["seconds"] == 90
     assert set(train["steps"]) == {"first"}
+
+
+def test_a_setting_refused_under_the_launcher_stops_at_once_in_one_line(tmp_path):
+    """Through run_pretrain.sh (a launcher reports a rank's exit 2 as its own failure), a
+    refused setting (fp16 on the CPU) ends `pretrain` with exit 2 and the rank's line,
+    after one attempt: no safer path is tried for a setting none of them mends."""
+    recipe = _recipe(tmp_path, tmp_path / "data")
+    out = tmp_path / "out"
+    done = _pretrain(
+        "--recipe",
+        recipe,
+        "--out",
+        out,
+        "--launcher",
+        "--no-score",
+        "--ds-config",
+        ROOT / "ds_configs" / "zero2_fp16.json",
+    )
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 2 and last.startswith("codeexecutor pretrain: error:") and "cpu.json" in last, done.stderr
+    attempts = json.loads((out / "pretrain.json").read_text())["phases"]["train"]["attempts"]
+    assert len(attempts) == 1

@@ -16,7 +16,9 @@ pytest.importorskip("deepspeed")
 
 SRUN = """#!/usr/bin/env bash
 echo "srun $*" >> "$SHIM_LOG"
-while [ $# -gt 0 ]; do case "$1" in --nodes|--ntasks-per-node|-n) shift 2;; -*) shift;; *) break;; esac; done
+while [ $# -gt 0 ]; do
+  case "$1" in --nodes|--ntasks-per-node|--cpus-per-task|-n) shift 2;; -*) shift;; *) break;; esac
+done
 exec "$@"
 """
 SCONTROL = """#!/usr/bin/env bash
@@ -30,7 +32,8 @@ for a in "$@"; do case "$a" in --array=*) array="${a#--array=}";; -*) ;; *) scri
 if [ -n "$array" ]; then
   first="${array%-*}"; last="${array#*-}"
   for i in $(seq "$first" "$last"); do
-    SLURM_ARRAY_TASK_ID=$i SLURM_ARRAY_TASK_COUNT=$((last - first + 1)) SLURM_CPUS_PER_TASK=1 bash "$script" >&2 || exit 1
+    SLURM_ARRAY_TASK_ID=$i SLURM_ARRAY_TASK_MIN=$first SLURM_ARRAY_TASK_COUNT=$((last - first + 1)) \
+      SLURM_CPUS_PER_TASK=1 bash "$script" >&2 || exit 1
   done
 else
   bash "$script" >&2 || exit 1
@@ -119,6 +122,7 @@ def test_a_pretrain_job_trains_through_srun_and_torchrun(tmp_path, shims):
     path.write_text(yaml.safe_dump(recipe))
     env.update(
         SLURM_JOB_ID="4242",
+        SLURM_CPUS_PER_TASK="2",
         SLURM_NNODES="1",
         SLURM_JOB_NODELIST="node[1]",
         GPUS_PER_NODE="2",
@@ -132,7 +136,7 @@ def test_a_pretrain_job_trains_through_srun_and_torchrun(tmp_path, shims):
     assert done.returncode == 0, done.stderr[-3000:]
     srun = [c for c in log.read_text().splitlines() if c.startswith("srun")]
     assert len(srun) == 1 and "--nnodes 1 --nproc_per_node 2 --rdzv_id 4242 --rdzv_backend c10d" in srun[0]
-    assert "--rdzv_endpoint localhost:29531" in srun[0]
+    assert "--rdzv_endpoint localhost:29531" in srun[0] and "--cpus-per-task 2" in srun[0]
     run = tmp_path / "out" / "run"
     setup = json.loads((run / "curriculum.json").read_text())["setup"]
     assert setup["world_size"] == 2 and setup["ds_config"] == "cpu.json" and setup["ds_config_chosen_by"] == "device"

@@ -619,9 +619,10 @@ def test_one_process_trains_and_resumes_without_deepspeed_installed(tmp_path, de
 
 def test_mining_in_a_budget_scores_what_its_time_reaches_and_keeps_the_hardest_of_those(tmp_path):
     """`mine_hardest(seconds=...)` stops scoring once its time has passed (read every
-    CHECK_EVERY batches) and keeps the hardest examples it scored; without a limit it
-    scores all. Here an example's loss is its first code id, so the hardest are the last
-    ones scored; and the budget gives mining a quarter of what is left of the stage's slot."""
+    CHECK_EVERY batches) and keeps the hardest examples it scored, drawn at random from the
+    pool (not its shortest: the pool is in length order); without a limit it scores all.
+    Here an example's loss and length are its id; and the budget gives mining a quarter of
+    what is left of the stage's slot."""
     import time
     from types import SimpleNamespace
 
@@ -642,20 +643,35 @@ def test_mining_in_a_budget_scores_what_its_time_reaches_and_keeps_the_hardest_o
         def train(self):
             pass
 
+        scored: list = []
+
         def __call__(self, code_ids, reduction):
+            self.scored += code_ids[:, 0].tolist()
             return SimpleNamespace(loss=code_ids[:, 0].float())
 
     n, batch = 400, 10
     table = datasets.Dataset.from_dict({"code_ids": [[i] for i in range(n)], "trace_ids": [[1]] * n})
     encoder = SimpleNamespace(collate=lambda rows: {"code_ids": torch.tensor([r["code_ids"] for r in rows])})
-    data = SimpleNamespace(tables=[table], order=[np.arange(n)], stage=SimpleNamespace(name="s"), encoder=encoder)
+    lengths = np.arange(n)
+    data = SimpleNamespace(
+        tables=[table],
+        order=[np.arange(n)],
+        stage=SimpleNamespace(name="s"),
+        encoder=encoder,
+        code_len=[lengths],
+        trace_len=[np.zeros(n, dtype=int)],
+    )
     started = not dist.is_initialized()
     if started:
         dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'group'}", rank=0, world_size=1)
     try:
         assert sorted(mine_hardest(Engine(), data, 0, 5, batch, 0, 1)) == [395, 396, 397, 398, 399]
-        reached = CHECK_EVERY * batch  # the clock is first read after CHECK_EVERY batches
-        assert sorted(mine_hardest(Engine(), data, 0, 5, batch, 0, 1, seconds=0.0)) == list(range(reached - 5, reached))
+        engine = Engine()
+        engine.scored = []
+        got = mine_hardest(engine, data, 0, 5, batch, 0, 1, seconds=0.0)
+        assert len(engine.scored) == CHECK_EVERY * batch  # the clock is first read after CHECK_EVERY batches
+        assert sorted(got) == sorted(engine.scored)[-5:]  # the hardest of those scored
+        assert max(engine.scored) > 2 * CHECK_EVERY * batch  # a random draw, not the shortest examples
     finally:
         if started:
             dist.destroy_process_group()

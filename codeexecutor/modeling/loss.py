@@ -56,7 +56,9 @@ class _WeightedCE(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         grad_h, grad_w = ctx.saved_tensors
-        return (grad_h * grad_out.to(grad_h.dtype), (grad_w * grad_out).to(ctx.weight_dtype), None, None, None)
+        # grad_out (the loss scale over the row's weight) is scaled in float32: in fp16 it can be subnormal
+        scaled_h = grad_h * grad_out if grad_h.dtype == torch.float32 else (grad_h.float() * grad_out).to(grad_h.dtype)
+        return (scaled_h, (grad_w * grad_out).to(ctx.weight_dtype), None, None, None)
 
 
 def weighted_ce(

@@ -427,7 +427,7 @@ def node_count(world_size: int) -> int:
     local = os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("LOCAL_SIZE")
     if local:
         return max(1, world_size // int(local))
-    return int(os.environ.get("SLURM_NNODES", "1"))
+    return max(1, min(world_size, int(os.environ.get("SLURM_NNODES", "1"))))  # a run may use fewer nodes than it holds
 
 
 def load_ds_config(path: str, train: TrainArgs, world_size: int, nodes: int = 1) -> dict:

@@ -20,12 +20,20 @@ from __future__ import annotations
 import json
 import os
 
+from codeexecutor.errors import ConfigError
+
 ENGINES = ("auto", "torch", "deepspeed")
 MARKER = "engine.json"  # in a checkpoint folder: which engine wrote it
 
 
 def choose(kind: str, world: int, ds_cfg: dict) -> str:
-    """The engine a run uses: `train.engine`, with `auto` resolved."""
+    """The engine a run uses: `train.engine`, with `auto` resolved. The torch engine
+    steps one process: several without DeepSpeed would train apart, each its own copy."""
+    if kind == "torch" and world > 1:
+        raise ConfigError(
+            f"train.engine torch trains one process and this run has {world}: several processes "
+            "share their gradients through DeepSpeed (train.engine deepspeed, or auto)"
+        )
     if kind != "auto":
         return kind
     fp16 = ds_cfg.get("fp16", {}).get("enabled", False)

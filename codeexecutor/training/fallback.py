@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 
+REFUSAL_FILE = "CODEEXECUTOR_REFUSAL_FILE"  # the variable naming where a training process writes the setting it refused
 TILES_COMPILED = "the tile path, compiled where the device compiles"
 TILES_EAGER = "the tile path, eager"
 PATHS = {TILES_COMPILED: {"attention": "sdpa", "compile": "auto"}, TILES_EAGER: {"attention": "sdpa", "compile": False}}

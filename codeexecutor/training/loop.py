@@ -30,6 +30,7 @@ from codeexecutor.errors import ConfigError
 from codeexecutor.training.budget import Budget
 from codeexecutor.training.distributed import agreed
 from codeexecutor.training.export import export_model, save_checkpoint
+from codeexecutor.training.fallback import REFUSAL_FILE
 from codeexecutor.training.plots import plot_losses
 from codeexecutor.training.precision import AUTO
 from codeexecutor.training.profiling import StepProfiler
@@ -115,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         train(args.curriculum, args.ds_config, args.base_dir, args.output_dir, args.max_steps, args.minutes)
     except ConfigError as exc:
         print(f"codeexecutor.training: {exc}", file=sys.stderr)
+        if os.environ.get(REFUSAL_FILE):  # for `pretrain`, which a launcher's exit code would not tell
+            with open(os.environ[REFUSAL_FILE], "w") as f:
+                f.write(str(exc))
         return 2
     return 0
 

@@ -19,6 +19,16 @@ def _caught_up(engine) -> float:
     return time.perf_counter()
 
 
+def _random_chunks(mine: list[int], lengths, chunk: int, seed: int) -> list[int]:
+    """`mine` in a random order (the seed's), each run of `chunk` examples sorted by length
+    so its batches pad little: a pass stopped at a chunk's end has scored a random sample."""
+    import numpy as np
+
+    shuffled = [mine[i] for i in np.random.default_rng(seed).permutation(len(mine))]
+    chunks = (sorted(shuffled[at : at + chunk], key=lambda j: lengths[j]) for at in range(0, len(shuffled), chunk))
+    return [i for part in chunks for i in part]
+
+
 def mining_pool(n: int, pool: int | None, seed: int) -> set[int] | None:
     """The examples scored when at most `pool` of the source's `n` may be: a fixed random
     sample (the seed's), so a resumed or re-run stage mines the same; None: all of them."""
@@ -60,6 +70,9 @@ def mine_hardest(
     # This rank's slice, in length order: batches of similar lengths pad little (the
     # losses do not depend on the batch an example is scored in).
     mine = [int(i) for i in data.order[source] if i % world == rank and (sample is None or int(i) in sample)]
+    if seconds is not None:  # a deadline may end the pass: what it reaches must be a fair sample, not the shortest
+        lengths = data.code_len[source] + data.trace_len[source]
+        mine = _random_chunks(mine, lengths, CHECK_EVERY * batch_size, seed)
     losses, indices = [], []
     engine.eval()
     bar = None
@@ -87,9 +100,10 @@ def mine_hardest(
     if bar is not None:
         bar.close()
     if scored < len(mine) and rank == 0:
+        few = f", fewer than the {k} asked: every one is kept" if scored * world < k else ""
         print(
             f"mining {data.stage.name}: its {seconds:.0f} s spent after {scored} of {len(mine)} examples (this "
-            "rank's); the hardest of those",
+            f"rank's, drawn at random); the hardest of those{few}",
             flush=True,
         )
     engine.train()

@@ -6,7 +6,8 @@ bfloat16 natively (compute capability 8.0 and up: A100, H100, H200), a run that 
 no precision trains under bfloat16 autocast over float32 weights, and float32 matmuls
 (the optimizer's, the loss head's) use TF32. On an older GPU (a V100 is 7.0) bfloat16
 is emulated, many times slower: asking for it there is refused in one line naming the
-fp16 config, and a run that asks for nothing stays in float32. The CPU keeps what the
+fp16 config; a run that names no config trains there in fp16 with DeepSpeed's loss scale
+(below), one that names a float32 config stays in float32. The CPU keeps what the
 run asks for (bf16 autocast helps where the CPU has bf16 instructions). One log line
 names the choice (`label`).
 
@@ -62,6 +63,11 @@ def choose_precision(cap: tuple[int, int] | None, engine: str, ds_cfg: dict, req
     DeepSpeed config's half-precision section and `train.autocast`."""
     half = ds_half(ds_cfg)
     asks_bf16 = requested == "bf16" or half == "bf16"
+    if engine == "torch" and half == "fp16":
+        raise ConfigError(
+            "an fp16 DeepSpeed config needs DeepSpeed's loss scale, and this run has train.engine torch: "
+            "set train.engine to deepspeed (or auto), or name a bf16 or float32 config"
+        )
     if cap is None and half == "fp16":
         raise ConfigError(
             "fp16 training needs a CUDA GPU (its loss scaling and kernels are the GPU's): on the CPU use "

@@ -35,6 +35,7 @@ import time
 
 from codeexecutor.errors import ConfigError
 from codeexecutor.training.config import BUILD_FOLDERS, Curriculum, build_folders
+from codeexecutor.training.fallback import REFUSAL_FILE
 from codeexecutor.training.precision import AUTO
 
 PHASES = ("build", "tokenizer", "tokenize", "train", "score", "card")
@@ -271,7 +272,10 @@ class Pretrain:
 
         curriculum = os.path.join(self.out, "tokenized", "curriculum.yaml")
         run = os.path.join(self.out, "run")
-        env = {**os.environ, "PYTHONPATH": ROOT}
+        # A refused setting is written here by whichever rank refused it: a launcher (torchrun) reports
+        # any rank's failure as its own exit 1, and no safer path mends a setting.
+        refusal = os.path.join(self.out, "refused.txt")
+        env = {**os.environ, "PYTHONPATH": ROOT, REFUSAL_FILE: refusal}
         attempts = self.record["phases"].setdefault("train", {}).setdefault("attempts", [])
         paths = safer_paths(curriculum)
         started = time.time()
@@ -303,13 +307,18 @@ class Pretrain:
                     ".",
                     *extra,
                 ]
+            if os.path.exists(refusal):
+                os.remove(refusal)
             child = subprocess.Popen(cmd, cwd=self.base, env=env)
             attempts.append({"path": path or "as the recipe asks", "pid": child.pid, "started": round(time.time(), 1)})
             self._save()
             code = child.wait()
             attempts[-1].update(exit_code=code, seconds=round(time.time() - attempts[-1]["started"], 1))
             self._save()
-            if code == 0 or code == 2:  # done, or a bad setting no other path mends (its line is printed)
+            if os.path.exists(refusal):  # a bad setting no other path mends
+                with open(refusal) as f:
+                    raise ConfigError(f.read().strip())
+            if code == 0 or code == 2:  # done, or a bad setting refused (its line is printed)
                 break
             print(
                 f"pretrain: the training process ended with {_ended(code)}; carrying on from its last checkpoint"

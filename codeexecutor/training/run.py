@@ -82,65 +82,66 @@ def set_up(curriculum_path: str, ds_config_path: str, base_dir: str, output_dir:
         check_kernels(cap, torch.cuda.get_arch_list(), torch.__version__)
     ds_config_path, config_note = resolve_ds_config(ds_config_path, cap)
     ds_cfg = load_ds_config(ds_config_path, cur.train, world, node_count(world))
+    ckpt = os.path.join(out, "checkpoints")
+    # Every refusal (the engine, the precision the device cannot do) before anything is built or written.
+    kind, found, engine_note = _choose_engine(cur, world, ds_cfg, ckpt, ds_config_path)
+    decided = decide(cap, kind, ds_cfg, cur.train.autocast, cur.model.attention)
     torch.manual_seed(cur.train.seed)
     profile = resolve_profile(cur)
     tok = build_tokenizer(cur, base_dir, out, rank, profile)
     from codeexecutor.modeling.tokenizer import Encoder
 
-    run = Run(
-        cur,
-        base_dir,
-        out,
-        rank,
-        world,
-        device,
-        ds_cfg,
-        ds_cfg.get("zero_optimization", {}).get("stage", 0),
-        tok,
-        Encoder(tok, cur.model.max_code_length, cur.model.max_trace_length, profile),
-        build_model(cur, tok, profile),
-        "",
-        None,
-        None,
-        os.path.join(out, "checkpoints"),
-    )
-    found = _choose_engine(run, ds_config_path)
-    _choose_device_paths(run, cap, ds_config_path, config_note)
+    encoder = Encoder(tok, cur.model.max_code_length, cur.model.max_trace_length, profile)
+    zero_stage = ds_cfg.get("zero_optimization", {}).get("stage", 0)
+    model = build_model(cur, tok, profile)
+    run = Run(cur, base_dir, out, rank, world, device, ds_cfg, zero_stage, tok, encoder, model, kind, None, None, ckpt)
+    if engine_note:
+        run.setup["engine_chosen_by"] = engine_note
+    _choose_device_paths(run, decided, ds_config_path, config_note)
     if rank == 0:
         _write_setup(run)
     _build_engine(run, found)
     return run
 
 
-def _choose_engine(run: Run, ds_config_path: str) -> str | None:
-    """The engine (`train.engine`, auto resolved; a run resumes on the engine that wrote its
-    checkpoints); returns that engine's name, or None where nothing is saved."""
-    cur = run.cur
-    run.kind = choose(cur.train.engine, run.world, run.ds_cfg)
-    found = checkpoint_engine(run.ckpt)
-    if found == "deepspeed" and run.kind != found and cur.train.engine == "auto":
-        run.kind = found
-        run.setup["engine_chosen_by"] = f"the checkpoints in {run.ckpt} are DeepSpeed's: this run resumes on its engine"
-    if run.kind == "deepspeed" and not has_deepspeed():
-        raise ConfigError(
-            f"this run needs the DeepSpeed engine (train.engine {cur.train.engine}, {run.world} process(es), "
-            f"{os.path.basename(ds_config_path)}) and DeepSpeed is not installed: pip install deepspeed, or "
-            "train one process with train.engine: torch"
+def _choose_engine(cur, world: int, ds_cfg: dict, ckpt: str, ds_config_path: str) -> tuple[str, str | None, str | None]:
+    """(the engine: `train.engine`, auto resolved, a run resuming on the engine that wrote
+    its checkpoints; the engine of those checkpoints or None; the log's words where the
+    checkpoints chose it)."""
+    kind = choose(cur.train.engine, world, ds_cfg)
+    found = checkpoint_engine(ckpt)
+    note = None
+    if found == "deepspeed" and kind != found and cur.train.engine == "auto":
+        kind, note = found, f"the checkpoints in {ckpt} are DeepSpeed's: this run resumes on its engine"
+    if kind == "deepspeed" and not has_deepspeed():
+        fix = (
+            "install it (pip install deepspeed): the checkpoints there are DeepSpeed's"
+            if found == "deepspeed"
+            else "pip install deepspeed, or train one process with train.engine: torch"
         )
-    if found is not None and found != run.kind:
         raise ConfigError(
-            f"{run.ckpt} holds checkpoints of the {found} engine and this run uses {run.kind}: resume with "
+            f"this run needs the DeepSpeed engine (train.engine {cur.train.engine}, {world} process(es), "
+            f"{os.path.basename(ds_config_path)}) and DeepSpeed is not installed: {fix}"
+        )
+    if found == "torch" and kind != found:
+        raise ConfigError(
+            f"{ckpt} holds checkpoints of the one-process torch engine and this run has {world} processes "
+            "(or train.engine deepspeed): resume it with one process, or start a new output_dir (a run to be carried "
+            "over to several processes trains with train.engine: deepspeed from its start)"
+        )
+    if found is not None and found != kind:
+        raise ConfigError(
+            f"{ckpt} holds checkpoints of the {found} engine and this run uses {kind}: resume with "
             f"train.engine: {found}, or start a new output_dir"
         )
-    return found
+    return kind, found, note
 
 
-def _choose_device_paths(run: Run, cap, ds_config_path: str, config_note: str | None) -> None:
-    """Precision, TF32, attention and the compiled row step, as the device decides them."""
+def _choose_device_paths(run: Run, decided, ds_config_path: str, config_note: str | None) -> None:
+    """Precision, TF32, attention and the compiled row step, as the device decided them."""
     import torch
 
     cur = run.cur
-    decided = decide(cap, run.kind, run.ds_cfg, cur.train.autocast, cur.model.attention)
     apply_precision(decided.precision)
     run.precision = decided.precision.autocast
     run.setup.update(

@@ -156,29 +156,37 @@ def prepare_rows(
 
 def _agree(model, cur, attention: str, probe: dict, device, precision: str | None) -> tuple[str, dict]:
     """Every rank on the safest path any rank's probe left it on (a rank alone on another
-    path would step another graph, or wait forever at a collective)."""
+    path would step another graph, or wait forever at a collective). Each round every
+    rank joins one all-reduce of (lowest level, highest level); the ranks above the lowest
+    step down to it (its compile may fail there too, and the next round goes lower), until
+    the lowest and the highest meet."""
     import torch
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
         return attention, probe
-    while True:
+    on = torch.device(device) if torch.device(device).type == "cuda" else torch.device("cpu")
+    for _ in range(len(_LEVELS) + 1):  # levels only go down: this many rounds reach agreement
         mine = _LEVELS.index(("compiled " if probe["compiled"] else "eager ") + attention)
-        level = torch.tensor([mine], device=device if torch.device(device).type == "cuda" else "cpu")
-        dist.all_reduce(level, op=dist.ReduceOp.MIN)
-        agreed = int(level.item())
-        if agreed == mine:
+        levels = torch.tensor([mine, -mine], device=on)
+        dist.all_reduce(levels, op=dist.ReduceOp.MIN)
+        lowest, highest = int(levels[0]), -int(levels[1])
+        if lowest == highest:
             return attention, probe
-        probe["fallbacks"].append(f"another rank steps {_LEVELS[agreed]}: this one does too")
-        attention = "tiles"
-        if agreed == 0:
-            model.__dict__.pop("_row_loss", None)
-            probe.update(compiled=False)
-        else:
-            probe.update(
-                {
-                    k: v
-                    for k, v in compile_and_probe(model, row_spec(cur, "tiles", True), cur, device, precision).items()
-                    if k != "fallback"
-                }
-            )
+        if mine > lowest:
+            attention, probe = _step_down(model, cur, lowest, probe, device, precision)
+    raise RuntimeError("the ranks' row paths did not agree")  # unreachable: each round lowers the highest
+
+
+def _step_down(model, cur, level: int, probe: dict, device, precision: str | None) -> tuple[str, dict]:
+    """This rank on `level` of `_LEVELS` (below its own), as another rank needs."""
+    probe["fallbacks"].append(f"another rank steps {_LEVELS[level]}: this one does too")
+    if level == 0:
+        model.__dict__.pop("_row_loss", None)
+        probe.update(compiled=False)
+        return "tiles", probe
+    again = compile_and_probe(model, row_spec(cur, "tiles", True), cur, device, precision)
+    if not again["compiled"]:
+        probe["fallbacks"].append(f"the tiles row step: {again['fallback'].split('; this run')[0]}")
+    probe.update({k: v for k, v in again.items() if k != "fallback"})
+    return "tiles", probe

@@ -1,0 +1,92 @@
+"""`codeexecutor evaluate`'s report as people read it: Table 3 beside the paper's figures,
+and the trace accuracy per program category as a plot."""
+
+from __future__ import annotations
+
+from eval.evaluate import CATEGORIES, METRIC_NAME
+
+PAPER_TABLE3 = {  # output acc, trace acc, line F1, identifier F1 (CodeExecutor)
+    "singleline": (None, 94.03, 94.03, 97.23),
+    "tutorial": (76.42, 80.09, 84.70, 80.36),
+    "codenetmut": (48.06, 33.38, 49.96, 54.31),
+}
+
+
+def table3(report: dict) -> str:
+    lines = [
+        f"metric: {report.get('metric', METRIC_NAME)}; format profile {report.get('format_profile', '?')}",
+        f"{'test set':12} {'split':10} {'n':>6} {'output acc':>10} {'trace acc':>10} {'line F1':>8} {'ident F1':>9}"
+        "   paper (out/trace/line/ident)",
+    ]
+    fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+    for name, e in report["datasets"].items():
+        m = e["table3"]
+        paper = PAPER_TABLE3.get(name)
+        ref = " / ".join(fmt(v) for v in paper) if paper else ""
+        lines.append(
+            f"{name:12} {e['split']:10} {e['examples']:6d} "
+            f"{fmt(m['output_accuracy']):>10} {fmt(m['trace_accuracy']):>10} "
+            f"{fmt(m['line_f1']):>8} {fmt(m['identifier_f1']):>9}   {ref}"
+        )
+        a = e["aligned"]
+        lines.append(
+            f"{'  (ours: aligned)':30} {fmt(a['aligned_output_accuracy']):>10} {fmt(a['aligned_trace_accuracy']):>10} "
+            f"{fmt(a['aligned_line_f1']):>8} {fmt(a['aligned_identifier_f1']):>9}"
+        )
+        cut = e.get("unfinished") or {}
+        if cut.get("predictions"):
+            lines.append(
+                f"  {cut['predictions']} predictions ({cut['share']:.1f}%) hit the length cap before </s>; "
+                f"trace acc of the finished ones {fmt(cut['trace_accuracy_of_finished'])}"
+            )
+    for key in ("runtime_errors", "runtime_errors_with_resource_descriptions", "runtime_errors_functions"):
+        if key in report:
+            r = report[key]
+            f1 = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
+            lines.append(
+                f"{key}: detection {f1(r['detection_accuracy'])}% "
+                f"(TP {r['tp']} FP {r['fp']} FN {r['fn']} TN {r['tn']}), "
+                f"localisation {f1(r['localisation_accuracy'])}%, kind acc {f1(r['kind_accuracy'])}%, "
+                f"weighted F1 {f1(r['kind_weighted_f1'])}"
+                + (
+                    f", crash-score AUROC {f1(r['crash_score_auroc'])}"
+                    if r.get("crash_score_auroc") is not None
+                    else ""
+                )
+            )
+            if r.get("unfinished_share"):
+                done = r.get("finished_only")
+                lines.append(
+                    f"  {r['unfinished_share']:.1f}% of these traces hit the length cap (no verdict); "
+                    + (
+                        f"detection over the finished ones {f1(done['detection_accuracy'])}% "
+                        f"(TP {done['tp']} FP {done['fp']} FN {done['fn']} TN {done['tn']})"
+                        if done
+                        else "none finished"
+                    )
+                )
+    return "\n".join(lines)
+
+
+def plot(report: dict, png: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(report["datasets"])
+    if not names:
+        return
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    width = 0.8 / len(names)
+    for k, name in enumerate(names):
+        cats = report["datasets"][name]["categories"]
+        vals = [cats.get(c, {}).get("trace_accuracy") or 0.0 for c in CATEGORIES]
+        ax.bar([i + k * width for i in range(len(CATEGORIES))], vals, width, label=name)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(CATEGORIES))], CATEGORIES)
+    ax.set_ylabel("trace accuracy (%)")
+    ax.set_title("trace accuracy by program category")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
