@@ -106,15 +106,13 @@ def commands() -> dict[str, Command]:
     from eval import cli as eval_cli
     from mutation import cli as mutate_cli
 
-    return {
-        **OWN,
-        **mutate_cli.COMMANDS,
-        **build_cli.COMMANDS,
-        **train_cli.COMMANDS,
-        **trace_cli.COMMANDS,
-        **eval_cli.COMMANDS,
-        **draw_cli.COMMANDS,
-    }
+    table = dict(OWN)
+    for module in (mutate_cli, build_cli, train_cli, trace_cli, eval_cli, draw_cli):
+        for name, entry in module.COMMANDS.items():
+            if name in table:  # a second definition would silently replace the first
+                raise RuntimeError(f"{module.__name__} defines the command {name!r} another module defines")
+            table[name] = entry
+    return table
 
 
 def build_parser() -> argparse.ArgumentParser:

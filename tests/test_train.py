@@ -619,8 +619,9 @@ def test_one_process_trains_and_resumes_without_deepspeed_installed(tmp_path, de
 
 def test_mining_in_a_budget_scores_what_its_time_reaches_and_keeps_the_hardest_of_those(tmp_path):
     """`mine_hardest(seconds=...)` stops scoring once its time has passed (read every
-    CHECK_EVERY batches) and keeps the hardest examples it scored, drawn at random from the
-    pool (not its shortest: the pool is in length order); without a limit it scores all.
+    CHECK_EVERY batches) and keeps the same share of the examples it scored (drawn at random
+    from the pool, not its shortest: the pool is in length order) that k is of the pool,
+    the hardest of them; without a limit it scores all.
     Here an example's loss and length are its id; and the budget gives mining a quarter of
     what is left of the stage's slot."""
     import time
@@ -670,7 +671,8 @@ def test_mining_in_a_budget_scores_what_its_time_reaches_and_keeps_the_hardest_o
         engine.scored = []
         got = mine_hardest(engine, data, 0, 5, batch, 0, 1, seconds=0.0)
         assert len(engine.scored) == CHECK_EVERY * batch  # the clock is first read after CHECK_EVERY batches
-        assert sorted(got) == sorted(engine.scored)[-5:]  # the hardest of those scored
+        assert len(got) == round(5 * CHECK_EVERY * batch / n)  # the share of those scored that 5 of 400 is
+        assert sorted(got) == sorted(engine.scored)[-len(got) :]  # the hardest of those scored
         assert max(engine.scored) > 2 * CHECK_EVERY * batch  # a random draw, not the shortest examples
     finally:
         if started:

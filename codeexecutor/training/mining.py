@@ -99,13 +99,20 @@ def mine_hardest(
             indices.append(torch.tensor(idx, device=engine.device))
     if bar is not None:
         bar.close()
-    if scored < len(mine) and rank == 0:
-        few = f", fewer than the {k} asked: every one is kept" if scored * world < k else ""
-        print(
-            f"mining {data.stage.name}: its {seconds:.0f} s spent after {scored} of {len(mine)} examples (this "
-            f"rank's, drawn at random); the hardest of those{few}",
-            flush=True,
-        )
+    if (
+        seconds is not None
+    ):  # the same share of what was scored as of the whole pool: the hardest k of n stays a quantile
+        counts = torch.tensor([scored, len(mine)], dtype=torch.long, device=engine.device)  # NCCL: on the GPU
+        dist.all_reduce(counts)  # every rank takes the same k (the gather below needs it)
+        done, pool_size = int(counts[0]), int(counts[1])
+        if done < pool_size:
+            asked, k = k, max(1, round(k * done / max(pool_size, 1)))
+            if rank == 0:
+                print(
+                    f"mining {data.stage.name}: its {seconds:.0f} s spent after {done} of {pool_size} examples "
+                    f"(drawn at random); the hardest {k} of them, the share the {asked} of {pool_size} asked for",
+                    flush=True,
+                )
     engine.train()
     device = engine.device
     loss = torch.cat(losses) if losses else torch.empty(0, device=device)
