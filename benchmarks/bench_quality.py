@@ -12,7 +12,7 @@ set, the builds' sizes), each a field that `pretrain --set` changes:
 which builds the datasets that are missing, trains the tokenizer once, tokenizes once,
 fits each stage's steps into its share of the minutes from its speed measured after a
 warm-up, scores the 300-example test sample of every test set (greedy, the release's
-metric) and writes the model card (training/pretrain.py). This script then gathers what
+metric) and writes the model card (codeexecutor/pretrain.py). This script then gathers what
 a comparison of recipes wants into benchmarks/results/quality-<device>[-variant].json:
 the scores with their breakdowns (originals and mutants of held-out problems apart,
 runtime errors, SingleLine's copied against computed answers), the steps each stage got
@@ -420,7 +420,7 @@ def main() -> None:
     device = device_label()
     model_opts, sets = options(args, recipe, device)
     from codeexecutor.errors import ConfigError
-    from codeexecutor.training.pretrain import apply_overrides
+    from codeexecutor.training.recipe import apply_overrides
 
     try:
         variant = apply_overrides(copy.deepcopy(recipe), sets)  # what pretrain trains: for the result's fields

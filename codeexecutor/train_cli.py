@@ -1,11 +1,11 @@
-"""`codeexecutor pretrain`: a recipe from its data to a scored model (training/pretrain.py);
+"""`codeexecutor pretrain`: a recipe from its data to a scored model (codeexecutor/pretrain.py);
 `tokenizer` and `tokenize`, its two data steps, on their own."""
 
 from __future__ import annotations
 
 import argparse
 
-from codeexecutor.training.pretrain import PHASES  # light: the module imports its heavy parts in its phases
+from codeexecutor.pretrain import PHASES  # light: the module imports its heavy parts in its phases
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -54,7 +54,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from codeexecutor.training.pretrain import Pretrain
+    from codeexecutor.pretrain import Pretrain
 
     Pretrain(
         args.recipe,

@@ -7,6 +7,7 @@ import json
 import os
 
 from codeexecutor.errors import UsageError
+from curricula.build import DEFAULTS
 
 
 def _build_args(p: argparse.ArgumentParser) -> None:
@@ -20,17 +21,18 @@ def _build_args(p: argparse.ArgumentParser) -> None:
         help="Project CodeNet root(s) (data/, metadata/, derived/); several corpora in that layout build one dataset",
     )
     c.add_argument("--out", required=True, metavar="DIR", help="output folder (journal, datasets, stats.json)")
-    c.add_argument("--mutants", type=int, default=20, help="mutation attempts per program (default 20)")
-    c.add_argument("--workers", type=int, default=2, help="sandbox workers (default 2)")
-    c.add_argument("--shard", default="0/1", metavar="I/N", help="process every N-th program from I (default 0/1)")
+    c.add_argument("--mutants", type=int, help="mutation attempts per program (default %(default)s)")
+    c.add_argument("--workers", type=int, help="sandbox workers (default %(default)s)")
+    c.add_argument("--shard", metavar="I/N", help="process every N-th program from I (default %(default)s)")
     c.add_argument("--limit", type=int, help="only the first LIMIT programs of the shard (demo-size builds)")
-    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--seed", type=int)
     c.add_argument(
         "--all-statuses", action="store_true", help="also use programs whose metadata status is not Accepted"
     )
     c.add_argument(
         "--no-heldout-mutants", action="store_true", help="valid/test problems give only their original programs"
     )
+    c.set_defaults(**DEFAULTS["codenetmut"])
     f = sub.add_parser("functions", help="functions called on their doctest and unit-test inputs, traced and mutated")
     f.add_argument(
         "--from",
@@ -42,14 +44,14 @@ def _build_args(p: argparse.ArgumentParser) -> None:
         "or test files; folders of reST documentation with >>> sessions; a puzzle-generator tree",
     )
     f.add_argument("--out", required=True, metavar="DIR", help="output folder (journal, datasets, stats.json)")
-    f.add_argument("--mutants", type=int, default=8, help="mutation attempts on each program's definitions (default 8)")
+    f.add_argument("--mutants", type=int, help="mutation attempts on each program's definitions (default %(default)s)")
     f.add_argument(
-        "--input-mutants", type=int, default=4, help="attempts at new literal arguments of each call (default 4)"
+        "--input-mutants", type=int, help="attempts at new literal arguments of each call (default %(default)s)"
     )
-    f.add_argument("--workers", type=int, default=2, help="sandbox workers (default 2)")
-    f.add_argument("--shard", default="0/1", metavar="I/N", help="process every N-th module from I (default 0/1)")
+    f.add_argument("--workers", type=int, help="sandbox workers (default %(default)s)")
+    f.add_argument("--shard", metavar="I/N", help="process every N-th module from I (default %(default)s)")
     f.add_argument("--limit", type=int, help="only the first LIMIT modules of the shard")
-    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--seed", type=int)
     f.add_argument(
         "--humaneval",
         metavar="FILE",
@@ -69,6 +71,7 @@ def _build_args(p: argparse.ArgumentParser) -> None:
         help="the roots are versions of one repository (snapshots of its "
         "history): split by module path across them, so every version of a module lands in one split",
     )
+    f.set_defaults(**{k: v for k, v in DEFAULTS["functions"].items() if k != "from"})
     m = sub.add_parser(
         "merge", help="merge the outputs of --shard I/N codenetmut (or functions) builds into one dataset"
     )
@@ -101,150 +104,70 @@ def _build_args(p: argparse.ArgumentParser) -> None:
         help="folder of tutorial .rst.txt files (default: python3.11-doc's, "
         "then ../shared/data/python-tutorial/tutorial_rst)",
     )
-    t.add_argument("--mutants", type=int, default=100, help="CRP mutation attempts per snippet (default 100)")
-    t.add_argument("--workers", type=int, default=2)
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--mutants", type=int, help="CRP mutation attempts per snippet (default %(default)s)")
+    t.add_argument("--workers", type=int)
+    t.add_argument("--seed", type=int)
+    t.set_defaults(**DEFAULTS["tutorial"])
     s = sub.add_parser("singleline", help="one-line examples derived from traced programs")
     s.add_argument("--out", required=True, metavar="DIR")
     s.add_argument(
         "--from", dest="source", metavar="DIR", help="a built codenetmut/tutorial output folder to derive from"
     )
     s.add_argument("--kaggle", metavar="FILE", help="convert the original python-state-changes JSON(L) instead")
-    s.add_argument("--workers", type=int, default=2)
+    s.add_argument("--workers", type=int)
     s.add_argument("--limit", type=int, help="at most this many examples")
     s.add_argument(
         "--per-line",
         type=int,
-        default=4,
         metavar="K",
         help="at most K examples per statement of a source program, so hot loops do not fill the "
-        "dataset (default 4; 0: no cap)",
+        "dataset (default %(default)s; 0: no cap)",
     )
     s.add_argument(
         "--augment",
         type=int,
-        default=0,
         metavar="K",
         help="add up to K variants of every training program: new variable names and freshly drawn "
-        "values, each run in the sandbox for its target (default 0: none; valid/test never)",
+        "values, each run in the sandbox for its target (default %(default)s: none; valid/test never)",
     )
-
-
-def _check_inputs(args: argparse.Namespace) -> None:
-    """Refuse bad inputs before anything is written to --out."""
-    import glob
-    import os
-
-    from curricula.common import built_datasets
-
-    if args.dataset == "codenetmut":
-        for root in args.codenet:
-            if not os.path.isdir(os.path.join(root, "data")):
-                raise UsageError(
-                    f"{root} does not look like Project CodeNet: no data/ folder "
-                    "(expected data/pXXXXX/Python/sXXXXXXXXX.py)"
-                )
-    elif args.dataset == "functions":
-        for root in args.roots:
-            if not os.path.isdir(root):
-                raise UsageError(
-                    f"--from {root}: not a folder (give folders of Python modules, reST documentation "
-                    "or puzzle generators)"
-                )
-            if not (
-                glob.glob(os.path.join(root, "**", "*.py"), recursive=True) or glob.glob(os.path.join(root, "*.rst*"))
-            ):
-                raise UsageError(f"--from {root}: no .py files under it and no *.rst / *.rst.txt documentation in it")
-        if args.humaneval and not os.path.isfile(args.humaneval):
-            raise UsageError(f"--humaneval {args.humaneval}: no such file (HumanEval.jsonl.gz, or --no-decontaminate)")
-    elif args.dataset == "tutorial" and args.sources is not None:
-        if not glob.glob(os.path.join(args.sources, "*.rst.txt")):
-            raise UsageError(
-                f"no tutorial sources in {args.sources} (expected *.rst.txt files, e.g. "
-                "../shared/data/python-tutorial/tutorial_rst)"
-            )
-    elif args.dataset == "singleline" and args.source:
-        built_datasets(args.source, "--from folder")
-    elif args.dataset == "decontaminate":
-        if not any(os.path.isdir(os.path.join(args.build, n)) for n in ("functions", "functions_errors")):
-            raise UsageError(
-                f"{args.build} is not a functions build: no functions/ or functions_errors/ in it "
-                "(give the --out folder of `codeexecutor build functions`)"
-            )
-        if not os.path.isdir(args.references):
-            raise UsageError(
-                f"--references {args.references}: not a folder (the one holding humaneval/ and atcoder-python*/)"
-            )
+    s.set_defaults(**{k: v for k, v in DEFAULTS["singleline"].items() if k != "from"})
 
 
 def _build_run(args: argparse.Namespace) -> int:
-    _check_inputs(args)
-    if args.dataset == "codenetmut":
-        from curricula.codenet import CodeNetBuilder, shard_arg
-
-        stats = CodeNetBuilder(
-            args.codenet,
-            args.out,
-            mutants=args.mutants,
-            workers=args.workers,
-            shard=shard_arg(args.shard),
-            seed=args.seed,
-            limit=args.limit,
-            accepted_only=not args.all_statuses,
-            heldout_mutants=not args.no_heldout_mutants,
-        ).run()
-    elif args.dataset == "functions":
-        from curricula.codenet import shard_arg
-        from curricula.functions import HUMANEVAL, FunctionsBuilder
-
-        stats = FunctionsBuilder(
-            args.roots,
-            args.out,
-            mutants=args.mutants,
-            input_mutants=args.input_mutants,
-            workers=args.workers,
-            shard=shard_arg(args.shard),
-            seed=args.seed,
-            limit=args.limit,
-            humaneval=None if args.no_decontaminate else (args.humaneval or HUMANEVAL),
-            lineage=args.lineage,
-            licence=args.licence,
-        ).run()
-    elif args.dataset == "decontaminate":
-        from curricula.decontaminate import decontaminate
-
-        report = decontaminate(args.build, args.references, args.out)
-        for name, entry in report["references"].items():
-            print(
-                f"{name}: {entry['reference_size']} programs; shared with the build: whole programs "
-                f"{entry['programs']}, definitions {entry['definitions']} (originals {entry['definitions_originals']})"
-            )
-        return 0
-    elif args.dataset == "merge":
+    if args.dataset == "decontaminate":
+        return _decontaminate(args)
+    if args.dataset == "merge":
         from curricula.codenet import merge_shards
 
         stats = merge_shards(args.out, args.shards, partial=args.partial)
-    elif args.dataset == "tutorial":
-        from curricula.tutorial import build_tutorial
-
-        stats = build_tutorial(
-            args.out, sources=args.sources, mutants=args.mutants, workers=args.workers, seed=args.seed
-        )
     else:
-        from curricula.singleline import build_singleline
+        from curricula.build import DEFAULTS, build
 
-        if bool(args.source) == bool(args.kaggle):
-            raise UsageError("give exactly one of --from DIR (a built dataset) or --kaggle FILE")
-        stats = build_singleline(
-            args.out,
-            source=args.source,
-            kaggle=args.kaggle,
-            workers=args.workers,
-            limit=args.limit,
-            per_line=args.per_line,
-            augment=args.augment,
-        )
+        # the flags' destinations under the names a recipe gives the options
+        named = {**vars(args), "from": getattr(args, "roots", getattr(args, "source", None))}
+        stats = build(args.dataset, args.out, {key: named[key] for key in DEFAULTS[args.dataset]})
     print(json.dumps(stats.get("datasets", stats), indent=2))
+    return 0
+
+
+def _decontaminate(args: argparse.Namespace) -> int:
+    from curricula.decontaminate import decontaminate
+
+    if not any(os.path.isdir(os.path.join(args.build, n)) for n in ("functions", "functions_errors")):
+        raise UsageError(
+            f"{args.build} is not a functions build: no functions/ or functions_errors/ in it "
+            "(give the --out folder of `codeexecutor build functions`)"
+        )
+    if not os.path.isdir(args.references):
+        raise UsageError(
+            f"--references {args.references}: not a folder (the one holding humaneval/ and atcoder-python*/)"
+        )
+    report = decontaminate(args.build, args.references, args.out)
+    for name, entry in report["references"].items():
+        print(
+            f"{name}: {entry['reference_size']} programs; shared with the build: whole programs "
+            f"{entry['programs']}, definitions {entry['definitions']} (originals {entry['definitions_originals']})"
+        )
     return 0
 
 

@@ -75,7 +75,7 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
 def _eval_run(args: argparse.Namespace) -> int:
     from codeexecutor.errors import UsageError
     from eval.evaluate import evaluate_model
-    from eval.report import plot, table3
+    from eval.report import save, table3
 
     if (
         args.limit < 0
@@ -117,10 +117,8 @@ def _eval_run(args: argparse.Namespace) -> int:
         )
         return 0
     out = _out_path(args)
-    predictions = report.pop("predictions")
-    _write_jsonl(predictions, os.path.splitext(out)[0] + ".predictions.jsonl")
-    _write(report, out)
-    plot(report, os.path.splitext(out)[0] + ".png")
+    report = save(report, out)
+    print(f"report: {out}")
     print(table3(report))
     return 0
 
@@ -133,14 +131,6 @@ def _out_path(args: argparse.Namespace) -> str:
     if os.path.isfile(args.data):
         return os.path.splitext(args.data)[0] + ".evaluation.json"
     return os.path.join(args.data, "evaluation.json")
-
-
-def _write_jsonl(rows: list[dict], path: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
 
 
 def _rerank_args(p: argparse.ArgumentParser) -> None:

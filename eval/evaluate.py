@@ -29,6 +29,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from codeexecutor.errors import ConfigError
+from codeexecutor.generation.answers import Answers, generate_answers
 from codeexecutor.generation.verdict import finite_margin
 from codeexecutor.modeling.int8 import INT8_FILE
 from codeexecutor.modeling.profiles import lacks_depth
@@ -40,7 +41,6 @@ from codeexecutor.modeling.trace_metrics import (
     orca_metrics,
     table3_metrics,
 )
-from eval.answers import Answers, generate_answers
 
 CRASH_FAMILIES = {
     "errors": "plain",

@@ -3,6 +3,9 @@ and the trace accuracy per program category as a plot."""
 
 from __future__ import annotations
 
+import json
+import os
+
 from eval.evaluate import CATEGORIES, METRIC_NAME
 
 PAPER_TABLE3 = {  # output acc, trace acc, line F1, identifier F1 (CodeExecutor)
@@ -90,3 +93,23 @@ def plot(report: dict, png: str) -> None:
     fig.tight_layout()
     fig.savefig(png, dpi=110)
     plt.close(fig)
+
+
+def save(report: dict, out: str) -> dict:
+    """Write an evaluation where people and tools read it: the report as JSON at `out`, its
+    predictions beside it as JSON Lines (OUT.predictions.jsonl) and the per-category plot
+    (OUT.png), each file written whole or not at all. The report without its predictions."""
+    report = dict(report)
+    stem = os.path.splitext(out)[0]
+    rows = report.pop("predictions")
+    _atomic(stem + ".predictions.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    _atomic(out, json.dumps(report, indent=2))
+    plot(report, stem + ".png")
+    return report
+
+
+def _atomic(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)

@@ -152,6 +152,52 @@ def similarity(a: str, b: str) -> float:
     return difflib.SequenceMatcher(a=a, b=b, autojunk=False).ratio()
 
 
+def _predicted_outputs(gen, programs: list[str], beam, max_length, batch_size, names, values) -> tuple[dict, int]:
+    """The model's predicted output of each program, by its index; (outputs, programs decoded).
+    The model reads each program as the functions set writes them: without docstrings,
+    which hold the expected answers and push the calls past the code length."""
+    from codeexecutor.modeling.format import FormatError
+    from curricula.function_calls import plain_source
+
+    plain = [plain_source(p) for p in programs]
+    distinct = list(dict.fromkeys(plain))  # samples repeat (8,113 distinct of 10,900): each is decoded once
+    inputs, usable = [], []
+    for p in distinct:
+        try:
+            inputs.append(gen.code_input(p, "codenet"))
+            usable.append(p)
+        except FormatError:
+            pass
+    traces = gen.generate(inputs, beam=beam, max_length=max_length, batch_size=batch_size, names=names, values=values)
+    outputs = {p: gen.parse(g.text).output for p, g in zip(usable, traces)}
+    return {i: outputs[p] for i, p in enumerate(plain) if p in outputs}, len(usable)
+
+
+def _ranked(prob: Problem, passed: dict, real: dict, predicted: dict, expected: str, ks) -> dict:
+    """One problem's pass@k: as sampled, reranked by the predicted output's likeness to the
+    expected one, and by the real output's (the oracle)."""
+    n = len(prob.samples)
+    c = sum(passed.values())
+    model_scores = [round(similarity(predicted.get(i, ""), expected), 6) for i in range(n)]
+    oracle_scores = [round(similarity(real.get(i, ""), expected), 6) for i in range(n)]
+    ok = [bool(passed[i]) for i in range(n)]
+    order_model = sorted(range(n), key=lambda i: (-model_scores[i], i))
+    order_oracle = sorted(range(n), key=lambda i: (-oracle_scores[i], i))
+    return {
+        "task_id": prob.task_id,
+        "samples": n,
+        "correct": c,
+        "examples": len(prob.examples),
+        "baseline": {k: pass_at_k(n, c, k) for k in ks},
+        "reranked": {k: float(any(passed[i] for i in order_model[:k])) for k in ks},
+        "oracle": {k: float(any(passed[i] for i in order_oracle[:k])) for k in ks},
+        "reranked_expected": {k: ranked_pass_at_k(model_scores, ok, k) for k in ks},
+        "oracle_expected": {k: ranked_pass_at_k(oracle_scores, ok, k) for k in ks},
+        "model_scores": model_scores,
+        "passed": ok,
+    }
+
+
 def rerank(
     problems: list[Problem],
     model: str,
@@ -166,8 +212,6 @@ def rerank(
 ) -> dict:
     from codeexecutor.execution import ExecutorPool, Limits, Program
     from codeexecutor.generation import TraceGenerator
-    from codeexecutor.modeling.format import FormatError
-    from curricula.function_calls import plain_source
 
     gen = TraceGenerator(model)
     per_problem, decoded = [], 0
@@ -187,45 +231,9 @@ def rerank(
             tests = [prob.prompt + s + "\n\n" + prob.test + f"\ncheck({prob.entry_point})\n" for s in prob.samples]
             passed = {k: r.ok for k, r in pool.execute_many(Program(t, "", i) for i, t in enumerate(tests))}
             real = {k: r.stdout for k, r in pool.execute_many(Program(p, "", i) for i, p in enumerate(programs))}
-            # The model reads each program as the functions set writes them: without docstrings,
-            # which hold the expected answers and push the calls past the code length.
-            plain = [plain_source(p) for p in programs]
-            distinct = list(dict.fromkeys(plain))  # samples repeat (8,113 distinct of 10,900): each is decoded once
-            inputs, usable = [], []
-            for p in distinct:
-                try:
-                    inputs.append(gen.code_input(p, "codenet"))
-                    usable.append(p)
-                except FormatError:
-                    pass
-            traces = gen.generate(
-                inputs, beam=beam, max_length=max_length, batch_size=batch_size, names=names, values=values
-            )
-            outputs = {p: gen.parse(g.text).output for p, g in zip(usable, traces)}
-            predicted = {i: outputs[p] for i, p in enumerate(plain) if p in outputs}
-            decoded += len(usable)
-            n = len(prob.samples)
-            c = sum(passed.values())
-            model_scores = [round(similarity(predicted.get(i, ""), expected), 6) for i in range(n)]
-            oracle_scores = [round(similarity(real.get(i, ""), expected), 6) for i in range(n)]
-            ok = [bool(passed[i]) for i in range(n)]
-            order_model = sorted(range(n), key=lambda i: (-model_scores[i], i))
-            order_oracle = sorted(range(n), key=lambda i: (-oracle_scores[i], i))
-            per_problem.append(
-                {
-                    "task_id": prob.task_id,
-                    "samples": n,
-                    "correct": c,
-                    "examples": len(prob.examples),
-                    "baseline": {k: pass_at_k(n, c, k) for k in ks},
-                    "reranked": {k: float(any(passed[i] for i in order_model[:k])) for k in ks},
-                    "oracle": {k: float(any(passed[i] for i in order_oracle[:k])) for k in ks},
-                    "reranked_expected": {k: ranked_pass_at_k(model_scores, ok, k) for k in ks},
-                    "oracle_expected": {k: ranked_pass_at_k(oracle_scores, ok, k) for k in ks},
-                    "model_scores": model_scores,
-                    "passed": ok,
-                }
-            )
+            predicted, count = _predicted_outputs(gen, programs, beam, max_length, batch_size, names, values)
+            decoded += count
+            per_problem.append(_ranked(prob, passed, real, predicted, expected, ks))
     summary = {}
     for name in ("baseline", "reranked", "oracle", "reranked_expected", "oracle_expected"):
         summary[name] = {f"pass@{k}": 100 * sum(p[name][k] for p in per_problem) / max(1, len(per_problem)) for k in ks}

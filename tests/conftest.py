@@ -46,6 +46,3 @@ def real_programs(limit: int | None = None, seed: int = 0):
         inp = ATCODER / "derived" / "input_output" / "data" / pid / "input_0.txt"
         out.append((sid, src, inp.read_text() if inp.exists() else ""))
     return out
-
-
-from .conftest_data import demo_data, overfit_delta_model, overfit_model  # noqa: E402,F401  (session fixtures)

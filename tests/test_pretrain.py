@@ -281,7 +281,7 @@ def test_minutes_must_buy_something_and_sets_must_name_a_field(tmp_path):
 
 def test_a_set_reaches_one_source_of_a_stage_and_a_zero_weight_leaves_it_out():
     from codeexecutor.errors import ConfigError
-    from codeexecutor.training.pretrain import apply_overrides
+    from codeexecutor.training.recipe import apply_overrides
 
     def recipe() -> dict:
         return {
@@ -329,7 +329,7 @@ def test_each_shipped_recipe_is_valid_bar_data_this_machine_lacks(name):
     """A recipe of curricula/recipes/ loads as `pretrain` reads it; where it cannot, only
     because data it reads is not on this machine (the paper's CodeNet, a million-row build)."""
     from codeexecutor.errors import ConfigError
-    from codeexecutor.training.pretrain import load_recipe
+    from codeexecutor.training.recipe import load_recipe
 
     from .conftest import SHARED_DATA
 
@@ -433,3 +433,21 @@ def test_a_setting_refused_under_the_launcher_stops_at_once_in_one_line(tmp_path
     assert done.returncode == 2 and last.startswith("codeexecutor pretrain: error:") and "cpu.json" in last, done.stderr
     attempts = json.loads((out / "pretrain.json").read_text())["phases"]["train"]["attempts"]
     assert len(attempts) == 1
+
+
+def test_every_recipe_build_option_is_an_option_of_its_builder_with_a_default_of_its_type():
+    """A recipe's `data.builds` entry is the builder's call (curricula/build.py): an option the
+    recipe may name that the builder lacks would fail only once a run reached its build."""
+    from codeexecutor.errors import UsageError
+    from codeexecutor.training.config import BUILD_OPTIONS
+    from curricula.build import DEFAULTS, build
+
+    for kind, options in BUILD_OPTIONS.items():
+        for name, kind_of in options.items():
+            assert name in DEFAULTS[kind], (kind, name)
+            default = DEFAULTS[kind][name]
+            assert default is None or isinstance(default, kind_of) or kind_of is list, (kind, name, default)
+    with pytest.raises(UsageError, match="has no option colour"):
+        build("tutorial", "unused", {"colour": 1})
+    with pytest.raises(UsageError, match="does not look like Project CodeNet"):
+        build("codenetmut", "unused", {"codenet": "no/such/folder"})  # one folder given as a string

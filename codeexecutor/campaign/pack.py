@@ -31,28 +31,24 @@ import json
 import os
 import pathlib
 import shutil
-import subprocess
 import tarfile
 import tempfile
 
+from codeexecutor.campaign.room import (
+    DEEPSPEED_ALLOWANCE,
+    LIMIT,
+    OTHER_ALLOWANCE,
+    TREE_ALLOWANCE,
+    WHEELS_ALLOWANCE,
+    test_samples,
+    tree_bytes,
+)
 from codeexecutor.errors import UsageError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACK = ROOT / ".campaign"
-LIMIT = 64 * 2**20  # what one device call carries, working tree included
-TREE_ALLOWANCE = 16 * 2**20  # the working tree beside the pack where git cannot measure it: a little over today's
 RECIPE = ROOT / "curricula" / "recipes" / "gpu-draw.yaml"
 SMOKE_RECIPE = ROOT / "curricula" / "demo.yaml"
-TEST_SETS = {
-    "codenetmut": ("codenetmut", "errors"),
-    "tutorial": ("tutorial",),
-    "singleline": ("singleline",),
-    "functions": ("functions", "functions_errors"),
-}  # build folder -> its datasets
-TEST_LIMIT = 300
-WHEELS_ALLOWANCE = int(4.5 * 2**20)  # the wheels every draw carries (4.0 MB measured), counted before the download
-DEEPSPEED_ALLOWANCE = int(5.2 * 2**20)  # DeepSpeed's wheels (5.1 MB), carried where the ids leave room
-OTHER_ALLOWANCE = 2 * 2**20  # data.tar.xz: the tokenizer, curriculum and test samples (0.6 MB measured)
 CODE = ("codeexecutor", "curricula", "eval", "mutation", "benchmarks", "ds_configs")  # what the draw runs
 CODE_FILES = ("run_pretrain.sh", "run_draw.sh")
 
@@ -76,21 +72,6 @@ def code_hash(root: pathlib.Path = ROOT) -> str:
     return h.hexdigest()[:16]
 
 
-def tree_bytes(root: pathlib.Path = ROOT) -> int:
-    """What travels with a device call beside the pack: tracked files and untracked ones git
-    does not ignore (TREE_ALLOWANCE where git is not there to say)."""
-    try:
-        names = subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=root,
-            capture_output=True,
-            check=True,
-        ).stdout.split(b"\0")
-    except (OSError, subprocess.CalledProcessError):
-        return TREE_ALLOWANCE
-    return sum((root / n.decode()).stat().st_size for n in names if n and (root / n.decode()).is_file())
-
-
 def rebased_recipe(recipe: pathlib.Path, data: pathlib.Path) -> dict:
     """The recipe with its datasets under `data` (each source's last two path parts,
     `BUILD/NAME`, and data.dir = `data`): a recipe for datasets built elsewhere (`--data`)."""
@@ -102,28 +83,6 @@ def rebased_recipe(recipe: pathlib.Path, data: pathlib.Path) -> dict:
             src["path"] = str(pathlib.PurePath(*pathlib.PurePath(src["path"]).parts[-2:]))
     raw.setdefault("data", {})["dir"] = str(data)
     return raw
-
-
-def test_samples(data: pathlib.Path, out: pathlib.Path, limit: int = TEST_LIMIT) -> dict:
-    """The fixed test sample of each test set (the rows `evaluate --limit` scores), as small
-    datasets in the layout of a build, stats.json beside."""
-    import datasets
-
-    from eval.evaluate import sample  # the rows `evaluate --limit` scores
-
-    sizes = {}
-    for build, names in TEST_SETS.items():
-        for name in names:
-            folder = data / build / name
-            if not folder.is_dir():
-                continue
-            test = datasets.load_from_disk(str(folder))["test"]
-            rows = test.select(sample(len(test), limit))
-            datasets.DatasetDict({"test": rows}).save_to_disk(str(out / build / name))
-            sizes[f"{build}/{name}"] = len(rows)
-        if (data / build / "stats.json").exists():
-            shutil.copy(data / build / "stats.json", out / build / "stats.json")
-    return sizes
 
 
 def _pack_ids(job: tuple) -> dict:
@@ -181,7 +140,7 @@ def _pack_committed(
     working tree (they travel with it); the pack holds the curriculum, tokenizer, test
     samples and wheels."""
     from codeexecutor.campaign import release
-    from codeexecutor.training.pretrain import load_recipe
+    from codeexecutor.training.recipe import load_recipe
 
     where = where or release.RELEASE
     cur, _ = load_recipe(str(recipe_path), None, overrides)  # no folder of its data is looked for: nothing is built
@@ -219,8 +178,8 @@ def _pack_built(
     import yaml
 
     from codeexecutor.execution.interpreters import dataset_python
+    from codeexecutor.pretrain import Pretrain
     from codeexecutor.training.data_format import DATA_FORMAT, fingerprint
-    from codeexecutor.training.pretrain import Pretrain
 
     prep_dir = (
         pathlib.Path(os.path.abspath(prep)) if prep else ROOT / "runs" / ("draw-prep-smoke" if smoke else "draw-prep")

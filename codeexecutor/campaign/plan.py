@@ -88,7 +88,8 @@ def print_plan(pack: str | None, device: str | None) -> int:
     import yaml
 
     from codeexecutor.campaign import steps
-    from codeexecutor.campaign.pack import LIMIT, tree_bytes, verify
+    from codeexecutor.campaign.pack import verify
+    from codeexecutor.campaign.room import LIMIT, tree_bytes
 
     print(steps.plan())
     total = sum(s[0] for s in steps.STEPS.values())

@@ -212,7 +212,7 @@ MAX_FILE = 45 * 2**20  # a committed file stays well under what git hosts take (
 def _check_room(prep: pathlib.Path, markers: dict) -> None:
     """Refuse a part whose ids, by their tokenized size, would make a file over MAX_FILE or
     leave the tree too large to draw beside the wheels (the exact figure is the pack's)."""
-    from codeexecutor.campaign.pack import LIMIT, OTHER_ALLOWANCE, WHEELS_ALLOWANCE, tree_bytes
+    from codeexecutor.campaign.room import LIMIT, OTHER_ALLOWANCE, WHEELS_ALLOWANCE, tree_bytes
 
     bound = {n: 0.5 * sum(f.stat().st_size for f in (prep / "tokenized" / n).glob("*.arrow")) for n in markers}
     big = [n for n, b in bound.items() if b > MAX_FILE * 4]  # LZMA takes ids to under a quarter of Arrow's bytes
@@ -233,7 +233,7 @@ def _check_room(prep: pathlib.Path, markers: dict) -> None:
 
 def _add_test_samples(release: pathlib.Path, builds: set) -> dict:
     """The fixed test samples of the builds, as test.tar.xz (written atomically); their sizes."""
-    from codeexecutor.campaign.pack import test_samples
+    from codeexecutor.campaign.room import test_samples
 
     with tempfile.TemporaryDirectory() as tmp:
         sizes: dict = {}

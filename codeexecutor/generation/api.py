@@ -204,43 +204,23 @@ def trace_programs(
     (`TraceGenerator.rules_apply`: our own trace formats), where they cut fewer traces at
     the length cap at no measured cost (experiments/NOTEBOOK.md), and leaves them off for the
     release's, whose checkpoint then generates what the release's inference does."""
+    from codeexecutor.generation.answers import generate_answers
     from codeexecutor.generation.html import report_page
-    from codeexecutor.modeling.format import FormatError
 
     generator = cached_generator(model)
     names = generator.rules_apply() if names is None else names
     values = generator.rules_apply() if values is None else values
     beam = default_beam(generator) if beam is None else beam
-    prepared, inputs, skipped = [], [], {}
-    for i, item in enumerate(programs):
-        code, offset, notes = prepare(item["code"], item.get("stdin", ""), docstring)
-        try:
-            inputs.append(generator.code_input(code, "codenet"))
-        except FormatError as exc:
-            if strict:
-                raise
-            skipped[i] = str(exc)
-            continue
-        n, unseen = generator.encoder.unseen_lines(inputs[-1])
-        unseen = [k + 1 - offset for k in unseen if k >= offset]  # the user's 1-based lines
-        if unseen:
-            notes = notes + [
-                f"the program is {n} code tokens and the model reads {generator.encoder.code_body} "
-                f"(code_window {generator.profile.window}): lines {_spans(unseen)} are predicted without "
-                "being read"
-            ]
-        prepared.append((i, code, offset, notes))
-    gens = generator.generate(
-        inputs,
-        beam=beam,
-        max_length=max_length,
-        batch_size=batch_size or programs_per_batch(beam),
-        names=names,
-        values=values,
-        exception_bias=exception_bias,
-        exception_at=exception_at,
-        length_penalty=length_penalty,
-    )
+    prepared, inputs, skipped = _model_inputs(generator, programs, docstring, strict)
+    decoding = {
+        "names": names,
+        "values": values,
+        "exception_bias": exception_bias,
+        "exception_at": exception_at,
+        "length_penalty": length_penalty,
+    }
+    batch_size = batch_size or programs_per_batch(beam)
+    gens = generate_answers(generator, inputs, beam, max_length, batch_size, progress=False, decoding=decoding)
     limit = generator.model.config.max_trace_length
     settings = {
         "beam": beam,
@@ -270,6 +250,34 @@ def trace_programs(
             report["_page"] = report_page(code, report, truth, offset, title=title)
         reports[i] = report
     return reports
+
+
+def _model_inputs(generator, programs: list[dict], docstring: str | None, strict: bool):
+    """(each readable program as (index, code, line offset, notes), the model's inputs, the
+    problems of those the format cannot take by index). A note names the lines a program's
+    code window leaves unread."""
+    from codeexecutor.modeling.format import FormatError
+
+    prepared, inputs, skipped = [], [], {}
+    for i, item in enumerate(programs):
+        code, offset, notes = prepare(item["code"], item.get("stdin", ""), docstring)
+        try:
+            inputs.append(generator.code_input(code, "codenet"))
+        except FormatError as exc:
+            if strict:
+                raise
+            skipped[i] = str(exc)
+            continue
+        n, unseen = generator.encoder.unseen_lines(inputs[-1])
+        unseen = [k + 1 - offset for k in unseen if k >= offset]  # the user's 1-based lines
+        if unseen:
+            notes = notes + [
+                f"the program is {n} code tokens and the model reads {generator.encoder.code_body} "
+                f"(code_window {generator.profile.window}): lines {_spans(unseen)} are predicted without "
+                "being read"
+            ]
+        prepared.append((i, code, offset, notes))
+    return prepared, inputs, skipped
 
 
 def _spans(lines: list[int]) -> str:

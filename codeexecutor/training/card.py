@@ -36,26 +36,8 @@ def write_card(
     (device, minutes, recipe, command) and its scores per test set, plainly."""
     dest = pathlib.Path(dest)
     config = json.loads((dest / "config.json").read_text())
-    from codeexecutor.modeling.int8 import INT8_FILE, SCALE
-
-    int8 = (dest / INT8_FILE).exists() and not (dest / "model.safetensors").exists()
-    weights_file = dest / (INT8_FILE if int8 else "model.safetensors")
-    if parameters is None and weights_file.exists():
-        from safetensors import safe_open
-
-        with safe_open(str(weights_file), "pt") as f:
-            parameters = sum(_count(f.get_slice(k).get_shape()) for k in f.keys() if not k.endswith(SCALE))
-    stored = "int8 codes with a float32 scale a row (norms in bfloat16; loaded into float32)" if int8 else "bfloat16"
-    sets = scores.get("sets") or scores.get("test") or {}
-    rows = []
-    for name in [n for n in ORDER if n in sets] + [n for n in sets if n not in ORDER]:
-        s = sets[name]
-        aligned = s.get("aligned") or s.get("ours_aligned") or {}
-        aligned = aligned.get("aligned_output_accuracy", aligned.get("output_accuracy"))
-        rows.append(
-            f"| {name} | {s.get('examples')} | {_num(s.get('trace_accuracy'))} | {_num(s.get('output_accuracy'))} | "
-            f"{_num(aligned)} | {_num(s.get('line_f1'))} |"
-        )
+    parameters, stored = _weights(dest, parameters)
+    rows = _score_rows(scores.get("sets") or scores.get("test") or {})
     errors = scores.get("runtime_errors") or {}
     try:  # the folder as a user of a clone names it
         shown = dest.resolve().relative_to(pathlib.Path(__file__).resolve().parents[2]).as_posix()
@@ -108,6 +90,35 @@ permissive licences of the contest repositories named in their MANIFEST.md).
     path = dest / "README.md"
     path.write_text(text)
     return str(path)
+
+
+def _weights(dest: pathlib.Path, parameters: int | None) -> tuple[int | None, str]:
+    """(the parameter count, read from the weights file unless given; how the weights are stored)."""
+    from codeexecutor.modeling.int8 import INT8_FILE, SCALE
+
+    int8 = (dest / INT8_FILE).exists() and not (dest / "model.safetensors").exists()
+    weights_file = dest / (INT8_FILE if int8 else "model.safetensors")
+    if parameters is None and weights_file.exists():
+        from safetensors import safe_open
+
+        with safe_open(str(weights_file), "pt") as f:
+            parameters = sum(_count(f.get_slice(k).get_shape()) for k in f.keys() if not k.endswith(SCALE))
+    stored = "int8 codes with a float32 scale a row (norms in bfloat16; loaded into float32)" if int8 else "bfloat16"
+    return parameters, stored
+
+
+def _score_rows(sets: dict) -> list[str]:
+    """The scores table's rows, the test sets in the card's order, then any others."""
+    rows = []
+    for name in [n for n in ORDER if n in sets] + [n for n in sets if n not in ORDER]:
+        s = sets[name]
+        aligned = s.get("aligned") or s.get("ours_aligned") or {}
+        aligned = aligned.get("aligned_output_accuracy", aligned.get("output_accuracy"))
+        rows.append(
+            f"| {name} | {s.get('examples')} | {_num(s.get('trace_accuracy'))} | {_num(s.get('output_accuracy'))} | "
+            f"{_num(aligned)} | {_num(s.get('line_f1'))} |"
+        )
+    return rows
 
 
 def _count(shape) -> int:

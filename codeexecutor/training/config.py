@@ -275,7 +275,15 @@ class Curriculum:
         return head if not rel.startswith("..") and head in self.data.builds else None
 
     def validate(self, base_dir: str | None = None, buildable: bool = False) -> list[str]:
-        from codeexecutor.modeling.format import TASK_TOKENS
+        """Every problem of the curriculum, each a line naming the field and what it takes."""
+        return (
+            self._validate_model()
+            + self._validate_train()
+            + self._validate_stages(base_dir, buildable)
+            + self._validate_recipe(base_dir)
+        )
+
+    def _validate_model(self) -> list[str]:
         from codeexecutor.modeling.model import PRESETS
         from codeexecutor.modeling.rotary import POSITIONS
 
@@ -324,6 +332,10 @@ class Curriculum:
                 f"model.attention flex takes no attention dropout: set model.dropout: 0 (got {self.model.dropout}), "
                 "or model.attention: sdpa"
             )
+        return p
+
+    def _validate_train(self) -> list[str]:
+        p = []
         if self.train.micro_batch_size < 1 or self.train.grad_accum < 1:
             p.append("train.micro_batch_size and train.grad_accum must be >= 1")
         longest = self.model.max_code_length + self.model.max_trace_length
@@ -347,6 +359,12 @@ class Curriculum:
             p.append(f"train.anchor must be example or token, got {self.train.anchor!r}")
         if self.train.autocast not in (None, "bf16"):
             p.append(f"train.autocast must be bf16 or left out, got {self.train.autocast!r}")
+        return p
+
+    def _validate_stages(self, base_dir: str | None, buildable: bool) -> list[str]:
+        from codeexecutor.modeling.format import TASK_TOKENS
+
+        p = []
         if not self.stages:
             p.append("stages: at least one stage is needed")
         for i, st in enumerate(self.stages):
@@ -381,7 +399,6 @@ class Curriculum:
                         f"stages[{i}].sources[{j}]: dataset folder {src.path} not found "
                         "(build it first: codeexecutor build ..., or name its build under data.builds)"
                     )
-        p += self._validate_recipe(base_dir)
         return p
 
     def _validate_recipe(self, base_dir: str | None) -> list[str]:

@@ -58,13 +58,6 @@ def mine_hardest(
     the run's `train.autocast` precision (`precision`). With `seconds`, scoring stops once
     that long has passed (read every `CHECK_EVERY` batches, after the device caught up):
     the hardest of the examples scored by then."""
-    import time
-
-    import torch
-    import torch.distributed as dist
-
-    from codeexecutor.training.setup import autocast
-
     table = data.tables[source]
     sample = mining_pool(len(table), pool, seed)
     # This rank's slice, in length order: batches of similar lengths pad little (the
@@ -73,6 +66,21 @@ def mine_hardest(
     if seconds is not None:  # a deadline may end the pass: what it reaches must be a fair sample, not the shortest
         lengths = data.code_len[source] + data.trace_len[source]
         mine = _random_chunks(mine, lengths, CHECK_EVERY * batch_size, seed)
+    losses, indices, scored = _score(engine, data, table, mine, batch_size, rank, precision, seconds)
+    if seconds is not None:  # the share of the scored examples k is of the pool: the hardest k of n stays a quantile
+        k = _share_of_scored(engine, data, k, scored, len(mine), seconds, rank)
+    return _gather_hardest(engine.device, losses, indices, k, world)
+
+
+def _score(engine, data: StageData, table, mine: list[int], batch_size: int, rank: int, precision, seconds):
+    """Each example of `mine` scored (its loss, kept on the device: no sync a batch) until
+    `seconds` have passed; (losses, indices, how many were scored)."""
+    import time
+
+    import torch
+
+    from codeexecutor.training.setup import autocast
+
     losses, indices = [], []
     engine.eval()
     bar = None
@@ -95,29 +103,43 @@ def mine_hardest(
                 [{"code_ids": c, "trace_ids": t} for c, t in zip(rows["code_ids"], rows["trace_ids"])]
             )
             batch = {n: v.to(engine.device) for n, v in batch.items()}
-            losses.append(engine(**batch, reduction="none").loss.float())  # stays on the device: no sync per batch
+            losses.append(engine(**batch, reduction="none").loss.float())
             indices.append(torch.tensor(idx, device=engine.device))
     if bar is not None:
         bar.close()
-    if (
-        seconds is not None
-    ):  # the same share of what was scored as of the whole pool: the hardest k of n stays a quantile
-        counts = torch.tensor([scored, len(mine)], dtype=torch.long, device=engine.device)  # NCCL: on the GPU
-        dist.all_reduce(counts)  # every rank takes the same k (the gather below needs it)
-        done, pool_size = int(counts[0]), int(counts[1])
-        if done < pool_size:
-            asked, k = k, max(1, round(k * done / max(pool_size, 1)))
-            if rank == 0:
-                print(
-                    f"mining {data.stage.name}: its {seconds:.0f} s spent after {done} of {pool_size} examples "
-                    f"(drawn at random); the hardest {k} of them, the share the {asked} of {pool_size} asked for",
-                    flush=True,
-                )
     engine.train()
-    device = engine.device
+    return losses, indices, scored
+
+
+def _share_of_scored(engine, data: StageData, k: int, scored: int, mine: int, seconds: float, rank: int) -> int:
+    """The k of a pass the deadline stopped: the share of the scored examples that k is of
+    the whole pool, the same on every rank (the gather after it needs one k)."""
+    import torch
+    import torch.distributed as dist
+
+    counts = torch.tensor([scored, mine], dtype=torch.long, device=engine.device)  # NCCL: on the GPU
+    dist.all_reduce(counts)
+    done, pool_size = int(counts[0]), int(counts[1])
+    if done >= pool_size:
+        return k
+    asked, k = k, max(1, round(k * done / max(pool_size, 1)))
+    if rank == 0:
+        print(
+            f"mining {data.stage.name}: its {seconds:.0f} s spent after {done} of {pool_size} examples "
+            f"(drawn at random); the hardest {k} of them, the share the {asked} of {pool_size} asked for",
+            flush=True,
+        )
+    return k
+
+
+def _gather_hardest(device, losses: list, indices: list, k: int, world: int) -> list[int]:
+    """This rank's k hardest, then the k hardest of all ranks' (padded to k each), sorted."""
+    import torch
+    import torch.distributed as dist
+
     loss = torch.cat(losses) if losses else torch.empty(0, device=device)
     index = torch.cat(indices) if indices else torch.empty(0, dtype=torch.long, device=device)
-    best_loss, best_index = hardest(loss, index, k)  # this rank's k, then the k of all ranks' k each
+    best_loss, best_index = hardest(loss, index, k)
     pad = k - best_loss.numel()
     best_loss = torch.cat([best_loss, torch.full((pad,), -float("inf"), device=device)])
     best_index = torch.cat([best_index, torch.full((pad,), -1, dtype=torch.long, device=device)])

@@ -1,6 +1,8 @@
-"""Answers of a model to an evaluation's inputs: decoded in batches, appended to a JSON
-Lines file as each batch finishes (a stopped evaluation resumes), and shared out over
-processes (`shard`): each decodes its part into a file of its own, which the others read."""
+"""The one driver that decodes a set of inputs: `trace` (generation/api.py) and `evaluate`
+(eval/evaluate.py) both come here. Answers are decoded in batches; an evaluation also
+appends them to a JSON Lines file as each batch finishes (a stopped evaluation resumes) and
+shares them out over processes (`shard`): each decodes its part into a file of its own,
+which the others read."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""experiments/first_error.py: the class of the first step where a prediction leaves the gold."""
-
-import sys
-
-from .conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "experiments"))
+"""codeexecutor/modeling/divergence.py: the class of the first step where a prediction leaves the gold."""
 
 CODE = "def f(a):\n    b = a * 2\n    return b\nx = f(3)\nprint(x)\n"
 GOLD = (
@@ -14,7 +8,7 @@ GOLD = (
 
 
 def _classify(pred: str, gold: str = GOLD):
-    from first_error import classify, steps
+    from codeexecutor.modeling.divergence import classify, steps
 
     return classify(steps(pred), steps(gold), CODE)
 

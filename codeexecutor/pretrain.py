@@ -9,7 +9,7 @@ stopped. Until the training has begun, a resumed run may change its schedule (`t
 `score`, the stages' steps, shares, rates and weights) and `--minutes`: the data phases'
 results are kept, and the tokenized sources' curriculum is written again (`data_part`):
 
-    build      each dataset of `data.builds` that is missing (`codeexecutor build KIND`, resumable)
+    build      each dataset of `data.builds` that is missing (curricula/build.py, resumable)
     tokenizer  one tokenizer on a bounded sample of the sources (unless the model names one or an init)
     tokenize   every source once, for that tokenizer and format (OUT/tokenized, resumable)
     train      the stages on the tokenized sources (OUT/run; its checkpoints resume it); with
@@ -17,12 +17,15 @@ results are kept, and the tokenized sources' curriculum is written again (`data_
                (training/budget.py); with `--launcher` through run_pretrain.sh (the deepspeed
                launcher: several GPUs or nodes)
     score      a fixed sample of each dataset's test split, greedy, the release's metric
-               (`codeexecutor evaluate`, its answers journaled)
+               (eval/evaluate.py, its answers journaled)
     card       the model card (README.md) beside the final model
 
-Building and scoring run as `codeexecutor` commands in processes of their own: the
-training package reaches the dataset builders and the evaluation through the CLI's table
-of commands, not by importing them. `OUT/pretrain.json` records each phase as it ends.
+Every phase but one runs in this process, as calls of the builders, the tokenizer and the
+evaluation. The training runs in a child process, because a device fault breaks the CUDA
+context of the process it happens in: the child dies, this process stays sound and starts
+the next attempt (training/fallback.py); with `--launcher` the child is the DeepSpeed
+launcher, which starts a process per GPU. `OUT/pretrain.json` records each phase as it ends.
+The recipe itself is read by training/recipe.py.
 """
 
 from __future__ import annotations
@@ -34,105 +37,14 @@ import sys
 import time
 
 from codeexecutor.errors import ConfigError
-from codeexecutor.training.config import BUILD_FOLDERS, Curriculum, build_folders
+from codeexecutor.training.config import BUILD_FOLDERS, BUILD_OPTIONS, build_folders
 from codeexecutor.training.fallback import REFUSAL_FILE
 from codeexecutor.training.precision import AUTO
+from codeexecutor.training.recipe import data_part, load_recipe
 
 PHASES = ("build", "tokenizer", "tokenize", "train", "score", "card")
 MIN_ATTEMPT = 30.0  # seconds of budget a new training process needs to reach a step and export a model
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def apply_overrides(raw: dict, overrides: list[str]) -> dict:
-    """`section.field=value` set on a recipe's mapping, values read as YAML:
-    `model.preset=small`, `data.builds.codenetmut.mutants=3`, a stage by its name
-    (`stages.codenet.steps=100`), and one of its sources by its index or its path, whole or
-    its last part (`stages.codenet.sources.errors.weight=0.3`; a weight of 0 leaves the
-    source out), or the whole list of stages (`stages=[...]`)."""
-    import yaml
-
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        parts = key.split(".")
-        if sep and parts == ["stages"]:  # the whole list of stages
-            raw["stages"] = yaml.safe_load(value)
-            continue
-        if not sep or len(parts) < 2:
-            raise ConfigError(f"--set {item}: write SECTION.FIELD=VALUE, e.g. --set model.preset=small")
-        node = raw
-        if parts[0] == "stages" and len(parts) in (3, 5):
-            node = next((st for st in raw.get("stages") or [] if st.get("name") == parts[1]), None)
-            if node is None:
-                raise ConfigError(f"--set {item}: the recipe has no stage {parts[1]!r}")
-            if len(parts) == 5 and parts[2] == "sources":
-                sources = node.get("sources") or []
-                node = _source(sources, parts[3], item, parts[1])
-                if parts[4] == "weight" and yaml.safe_load(value) == 0:
-                    sources.remove(node)
-                    continue
-            elif len(parts) == 5:
-                raise ConfigError(
-                    f"--set {item}: a stage's field is stages.STAGE.FIELD or stages.STAGE.sources.SOURCE.FIELD"
-                )
-            parts = parts[-1:]
-        else:
-            for part in parts[:-1]:
-                node = node.setdefault(part, {})
-                if not isinstance(node, dict):
-                    raise ConfigError(f"--set {item}: {part} is not a section")
-        node[parts[-1]] = yaml.safe_load(value)
-    return raw
-
-
-def _source(sources: list[dict], name: str, item: str, stage: str) -> dict:
-    """The one source of a stage that `name` means: its index, its path, or its path's last part."""
-    if name.isdigit() and int(name) < len(sources):
-        return sources[int(name)]
-    found = [src for src in sources if src.get("path") == name or str(src.get("path", "")).rsplit("/", 1)[-1] == name]
-    if len(found) != 1:
-        paths = ", ".join(f"{i}: {src.get('path')}" for i, src in enumerate(sources))
-        raise ConfigError(
-            f"--set {item}: stage {stage} has {'no' if not found else 'several'} source {name!r}; "
-            f"name one by its index or path ({paths})"
-        )
-    return found[0]
-
-
-def load_recipe(path: str, base_dir: str | None, overrides: list[str] = ()) -> tuple[Curriculum, dict]:
-    """(the recipe as a Curriculum, its mapping with the overrides applied); every problem
-    in one ConfigError. `base_dir` None: its dataset and build folders are not looked for
-    (a pack of committed data builds nothing)."""
-    import yaml
-
-    try:
-        with open(path) as f:
-            raw = yaml.safe_load(f) or {}
-    except FileNotFoundError as exc:
-        raise ConfigError(f"recipe not found: {path} (see curricula/recipes/)") from exc
-    except (IsADirectoryError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(
-            f"{path} is not a recipe YAML file ({str(exc).splitlines()[0]}); see curricula/recipes/"
-        ) from exc
-    if not isinstance(raw, dict):
-        raise ConfigError(
-            f"{path} is not a recipe: expected a mapping with model, train and stages (see curricula/recipes/)"
-        )
-    raw = apply_overrides(raw, list(overrides))
-    return Curriculum.from_dict(raw, path, base_dir, buildable=True), raw
-
-
-def data_part(raw: dict) -> dict:
-    """What a recipe's data phases (build, tokenizer, tokenize) depend on: everything but the
-    schedule (`train`, `score`, and of the stages their sources' paths and tasks only). Two
-    recipes with the same data part share their datasets, tokenizer and tokens."""
-    sources = sorted(
-        {
-            (str(src.get("path")), str(src.get("task")))
-            for st in raw.get("stages") or []
-            for src in st.get("sources") or []
-        }
-    )
-    return {**{k: v for k, v in raw.items() if k not in ("train", "score", "stages")}, "sources": sources}
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class Pretrain:
@@ -210,38 +122,39 @@ class Pretrain:
         print(final)
         return final
 
-    def _cli(self, *args: str) -> None:
-        """A `codeexecutor` command in a process of its own, from the base folder."""
-        env = {
-            **os.environ,
-            "PYTHONPATH": ROOT + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""),
-        }
-        subprocess.run([sys.executable, "-m", "codeexecutor", *args], cwd=self.base, env=env, check=True)
+    def _at(self, path: str) -> str:
+        """A path of the recipe (relative to the base folder) as this process opens it."""
+        return path if os.path.isabs(path) or self.base in ("", ".") else os.path.join(self.base, path)
 
     def _build(self) -> dict:
+        """Each missing build of `data.builds`, in this process; the folder options (another
+        build's name, folders, a glob pattern) are read relative to the base folder."""
+        from curricula.build import build
+
         built = []
         for name, spec in self.cur.data.builds.items():
-            folder = os.path.join(self.cur.data.dir, name)
-            if os.path.exists(os.path.join(self.base, folder, "stats.json")):
+            folder = self._at(os.path.join(self.cur.data.dir, name))
+            if os.path.exists(os.path.join(folder, "stats.json")):
                 continue
-            args = ["build", spec["kind"], "--out", folder]
+            options = {}
             for key, value in spec.items():
-                if key == "kind" or value is None or value is False:
+                if key == "kind" or value is None:
                     continue
-                flag = "--" + key.replace("_", "-")
-                values = value if isinstance(value, list) else [value]
-                if key in BUILD_FOLDERS:  # another build's name, or folders (a glob pattern names several)
+                if key in BUILD_FOLDERS:
                     values = [
-                        f
-                        for v in values
+                        self._at(f)
+                        for v in (value if isinstance(value, list) else [value])
                         for f in (
                             [os.path.join(self.cur.data.dir, v)]
                             if v in self.cur.data.builds
                             else build_folders(self.base, v)
                         )
                     ]
-                args += [flag] if value is True else [flag, *map(str, values)]
-            self._cli(*args)
+                    value = values if BUILD_OPTIONS[spec["kind"]][key] is list else values[0]
+                options[key] = value
+            stats = build(spec["kind"], folder, options)
+            rows = {k: sum(v.values()) if isinstance(v, dict) else v for k, v in (stats.get("datasets") or {}).items()}
+            print(f"pretrain: built {name}: {json.dumps(rows)}", file=sys.stderr, flush=True)
             built.append(name)
         return {"built": built}
 
@@ -336,26 +249,24 @@ class Pretrain:
     def _score(self) -> dict:
         if not self.scoring:
             return {"skipped": "--no-score"}
+        from eval.evaluate import evaluate_model
+        from eval.report import save
+
         scores = os.path.join(self.out, "scores")
         os.makedirs(scores, exist_ok=True)
         sets = {}
-        for folder in self._score_folders():
+        for folder in map(self._at, self._score_folders()):
             name = os.path.basename(os.path.normpath(folder))
             out = os.path.join(scores, f"{name}.json")
-            self._cli(
-                "evaluate",
-                "--model",
+            report = evaluate_model(
                 os.path.join(self.out, "run", "final"),
-                "--data",
                 folder,
-                "--split",
                 self.cur.score.split,
-                "--limit",
-                str(self.cur.score.limit),
-                "--out",
-                out,
+                self.cur.score.limit,
+                answers=os.path.splitext(out)[0] + ".answers.jsonl",  # a killed scoring resumes from its answers
             )
-            for dataset, entry in json.load(open(out))["datasets"].items():
+            report = save(report, out)
+            for dataset, entry in report["datasets"].items():
                 sets[dataset] = {
                     "examples": entry["examples"],
                     **entry["table3"],

@@ -1,5 +1,4 @@
-"""The bookkeeping of long measurements: anchor_choice's length halves, bench_million's phase
-records, a run's curves."""
+"""The bookkeeping of long measurements: bench_million's phase records, a run's curves."""
 
 import os
 import sys
@@ -8,7 +7,6 @@ import pytest
 
 from .conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "experiments"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 TRACE = "<line> <{k}> <state> a : {v} </state> <output> {v}\\n"
@@ -19,18 +17,6 @@ GNU_TIME_REPORT = """\tCommand being timed: "python -c 'print(1): 2'"
 \tMaximum resident set size (kbytes): {rss}
 \tExit status: {exit}
 """
-
-
-def test_halves_split_at_the_reference_length_and_score_each_half_apart():
-    from anchor_choice import halves
-
-    golds = [TRACE.format(k=k, v="x" * n) for k, n in enumerate((1, 40, 2, 50))]
-    preds = list(golds)
-    preds[1] = TRACE.format(k=1, v="wrong")  # one long answer wrong: the short half stays perfect
-    out = halves(preds, golds)
-    assert out["short"]["examples"] == out["long"]["examples"] == 2
-    assert out["short"]["trace_accuracy"] == 100.0 and out["long"]["trace_accuracy"] == 50.0
-    assert out["short"]["max_reference_chars"] < out["long"]["max_reference_chars"] == len(golds[3])
 
 
 def test_phase_records_sum_their_tries_and_a_failed_last_try_is_not_done(tmp_path):

@@ -1,11 +1,5 @@
 """experiments/compare_decoding.py: decodings scored again on the examples they share."""
 
-import sys
-
-from .conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "experiments"))
-
 CLEAN = "<line> <1> <state> x : 1 </state> <line> <2> <state> x : 1 <dictsep> y : 2 </state> <output> 2\\n"
 CRASH = "<line> <1> <state> x : 0 </state> <exception> <2> ZeroDivisionError"
 

@@ -5,10 +5,7 @@ import sys
 import pytest
 import torch
 
-from .conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-sys.path.insert(0, str(ROOT / "experiments"))
+from conftest import ROOT
 
 
 def _export(path, seed, **kw):

@@ -1,0 +1,160 @@
+"""One dataset built by a function call: `build(kind, out, options)`.
+
+The four builders a recipe can name (`data.builds` of curricula/recipes/*.yaml) behind one
+entry point, with their options under the names a recipe gives them and their defaults in
+one table (`DEFAULTS`) that the command line's flags read too. `codeexecutor build KIND`
+and `codeexecutor pretrain`'s build phase both come here, so a recipe's build and the
+command's build are the same call.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from types import SimpleNamespace
+
+from codeexecutor.errors import UsageError
+
+# Each kind's options, by the name a recipe gives them (the command line's flag, `-` as `_`),
+# with its default. `from` is the folder(s) read; None where the command requires it.
+DEFAULTS: dict[str, dict] = {
+    "codenetmut": {
+        "codenet": None,
+        "mutants": 20,  # the paper's 20 mutation attempts a program
+        "workers": 2,
+        "shard": "0/1",
+        "limit": None,
+        "seed": 0,
+        "all_statuses": False,
+        "no_heldout_mutants": False,
+    },
+    "functions": {
+        "from": None,
+        "mutants": 8,
+        "input_mutants": 4,
+        "workers": 2,
+        "shard": "0/1",
+        "limit": None,
+        "seed": 0,
+        "humaneval": None,
+        "no_decontaminate": False,
+        "licence": None,
+        "lineage": False,
+    },
+    "tutorial": {"sources": None, "mutants": 100, "workers": 2, "seed": 0},
+    "singleline": {"from": None, "kaggle": None, "workers": 2, "limit": None, "per_line": 4, "augment": 0},
+}
+
+
+def options_of(kind: str, given: dict) -> SimpleNamespace:
+    """The kind's options: its defaults with `given` over them; an option the kind does not
+    have is refused in one line that lists those it has."""
+    if kind not in DEFAULTS:
+        raise UsageError(f"no dataset kind {kind!r}: build one of {', '.join(DEFAULTS)}")
+    unknown = sorted(set(given) - set(DEFAULTS[kind]))
+    if unknown:
+        raise UsageError(f"a {kind} build has no option {', '.join(unknown)} (it has {', '.join(DEFAULTS[kind])})")
+    return SimpleNamespace(**{**DEFAULTS[kind], **given})
+
+
+def check_inputs(kind: str, opts: SimpleNamespace) -> None:
+    """Refuse bad inputs before anything is written to the output folder."""
+    from curricula.common import built_datasets
+
+    if kind == "codenetmut":
+        if not opts.codenet:
+            raise UsageError("a codenetmut build needs codenet: the Project CodeNet root(s) it reads")
+        for root in opts.codenet:
+            if not os.path.isdir(os.path.join(root, "data")):
+                raise UsageError(
+                    f"{root} does not look like Project CodeNet: no data/ folder "
+                    "(expected data/pXXXXX/Python/sXXXXXXXXX.py)"
+                )
+    elif kind == "functions":
+        for root in opts.__dict__["from"] or []:
+            if not os.path.isdir(root):
+                raise UsageError(
+                    f"--from {root}: not a folder (give folders of Python modules, reST documentation "
+                    "or puzzle generators)"
+                )
+            if not (
+                glob.glob(os.path.join(root, "**", "*.py"), recursive=True) or glob.glob(os.path.join(root, "*.rst*"))
+            ):
+                raise UsageError(f"--from {root}: no .py files under it and no *.rst / *.rst.txt documentation in it")
+        if not opts.__dict__["from"]:
+            raise UsageError("a functions build needs from: the folders of modules it reads")
+        if opts.humaneval and not os.path.isfile(opts.humaneval):
+            raise UsageError(f"--humaneval {opts.humaneval}: no such file (HumanEval.jsonl.gz, or --no-decontaminate)")
+    elif kind == "tutorial" and opts.sources is not None:
+        if not glob.glob(os.path.join(opts.sources, "*.rst.txt")):
+            raise UsageError(
+                f"no tutorial sources in {opts.sources} (expected *.rst.txt files, e.g. "
+                "../shared/data/python-tutorial/tutorial_rst)"
+            )
+    elif kind == "singleline":
+        source = opts.__dict__["from"]
+        if bool(source) == bool(opts.kaggle):
+            raise UsageError("give exactly one of --from DIR (a built dataset) or --kaggle FILE")
+        if source:
+            built_datasets(source, "--from folder")
+
+
+def build(kind: str, out: str, given: dict | None = None) -> dict:
+    """Build a dataset of `kind` into `out` (resumable: a stopped build carries on from its
+    journal); its stats. `given`: options by their recipe names (`DEFAULTS`)."""
+    opts = options_of(kind, dict(given or {}))
+    for name in ("codenet", "from"):  # a folder option takes one folder or a list of them
+        if isinstance(getattr(opts, name, None), str) and not (kind == "singleline" and name == "from"):
+            setattr(opts, name, [getattr(opts, name)])
+    check_inputs(kind, opts)
+    if kind in ("codenetmut", "functions"):
+        from curricula.codenet import shard_arg
+
+        shard = shard_arg(opts.shard)
+    if kind == "codenetmut":
+        from curricula.codenet import CodeNetBuilder
+
+        builder = CodeNetBuilder(
+            list(opts.codenet),
+            out,
+            mutants=opts.mutants,
+            workers=opts.workers,
+            shard=shard,
+            seed=opts.seed,
+            limit=opts.limit,
+            accepted_only=not opts.all_statuses,
+            heldout_mutants=not opts.no_heldout_mutants,
+        )
+        return builder.run()
+    if kind == "functions":
+        from curricula.functions import HUMANEVAL, FunctionsBuilder
+
+        builder = FunctionsBuilder(
+            list(opts.__dict__["from"]),
+            out,
+            mutants=opts.mutants,
+            input_mutants=opts.input_mutants,
+            workers=opts.workers,
+            shard=shard,
+            seed=opts.seed,
+            limit=opts.limit,
+            humaneval=None if opts.no_decontaminate else (opts.humaneval or HUMANEVAL),
+            lineage=opts.lineage,
+            licence=opts.licence,
+        )
+        return builder.run()
+    if kind == "tutorial":
+        from curricula.tutorial import build_tutorial
+
+        return build_tutorial(out, sources=opts.sources, mutants=opts.mutants, workers=opts.workers, seed=opts.seed)
+    from curricula.singleline import build_singleline
+
+    return build_singleline(
+        out,
+        source=opts.__dict__["from"],
+        kaggle=opts.kaggle,
+        workers=opts.workers,
+        limit=opts.limit,
+        per_line=opts.per_line,
+        augment=opts.augment,
+    )
