@@ -43,7 +43,9 @@ def test_site_builtins_exist_in_workers_started_without_site(pool):
     "source, flavor",
     [
         ("import numpy as np\n", "numpy"),
-        ("from scipy.sparse import csr_matrix\n", "numpy"),
+        ("from scipy.sparse import csr_matrix\n", "science"),
+        ("def f():\n    from sympy import factorint\n", "science"),
+        ("import numpy as np\nimport scipy.special\n", "science"),
         ("import numpy.linalg\n", "numpy"),
         ("def f():\n    import pandas\n", "numpy"),
         ("x = 1  # numpy would be faster\n", "base"),
@@ -53,6 +55,21 @@ def test_site_builtins_exist_in_workers_started_without_site(pool):
 )
 def test_flavor_of_finds_numpy_imports_in_the_code(source, flavor):
     assert flavor_of(source, _compile(source)) == flavor
+
+
+def test_a_sympy_or_scipy_import_costs_the_program_none_of_its_cpu_limit(pool):
+    """Their imports cost a fresh child 0.3-0.7 s of CPU; the science worker pays them once,
+    so a program that only imports them runs well inside a 0.25 s limit."""
+    pytest.importorskip("sympy")
+    pytest.importorskip("scipy")
+    from codeexecutor.execution import Limits
+
+    for source in (
+        "import sympy\nprint(sympy.factorint(360))\n",
+        "from scipy.sparse.csgraph import shortest_path\nimport scipy.special\nprint(scipy.special.comb(5, 2))\n",
+    ):
+        r = pool.execute(source, limits=Limits(timeout=0.25))
+        assert r.status is ExecStatus.OK, (source, r.status, r.error)
 
 
 @pytest.mark.skipif(not HAS_NUMPY, reason="numpy is not installed")

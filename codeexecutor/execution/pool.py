@@ -64,22 +64,23 @@ class Program:
 # Top-level packages whose import pulls numpy in: programs importing them run in a
 # numpy worker (worker.FLAVORS names each flavor and what it pre-imports). A program that imports numpy some other way
 # (`__import__`) is still correct in a base worker, only slower.
-_NUMPY_USERS = ("numpy", "scipy", "pandas", "sklearn")
+_NUMPY_USERS = ("numpy", "scipy", "pandas", "sklearn", "sympy")
+_SCIENCE_USERS = ("scipy", "sympy")  # their imports cost a fresh child more than its CPU limit can spare
 
 
 def flavor_of(source: str, code: types.CodeType) -> str:
-    """The worker flavor for a compiled program: "numpy" when it imports numpy (or scipy,
-    pandas, sklearn) anywhere, else "base"."""
+    """The worker flavor for a compiled program: "science" when it imports scipy or sympy,
+    "numpy" when it imports numpy (or pandas, sklearn) anywhere, else "base"."""
     if not any(name in source for name in _NUMPY_USERS):
         return "base"
-    todo = [code]
+    found, todo = set(), [code]
     while todo:
         c = todo.pop()
-        for name in c.co_names:
-            if name.partition(".")[0] in _NUMPY_USERS:
-                return "numpy"
+        found.update(name.partition(".")[0] for name in c.co_names)
         todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    return "base"
+    if found & set(_SCIENCE_USERS):
+        return "science"
+    return "numpy" if found & set(_NUMPY_USERS) else "base"
 
 
 def compile_program(source: str) -> bytes | ExecResult:
