@@ -70,12 +70,22 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
         help="write the trace viewer's pages there: each prediction beside its "
         "reference, and index.html, sortable by score (worst first)",
     )
+    p.add_argument(
+        "--debugger",
+        type=int,
+        metavar="K",
+        help="score the debugger's actions instead (step, next, out, continue from K real events of each "
+        "program, beside the 'nothing changes' and full-trace baselines; eval/debugger.py)",
+    )
 
 
 def _eval_run(args: argparse.Namespace) -> int:
     from codeexecutor.errors import UsageError
     from eval.evaluate import evaluate_model
     from eval.report import save, table3
+
+    if args.debugger is not None:
+        return _debugger_run(args)
 
     if (
         args.limit < 0
@@ -120,6 +130,21 @@ def _eval_run(args: argparse.Namespace) -> int:
     report = save(report, out)
     print(f"report: {out}")
     print(table3(report))
+    return 0
+
+
+def _debugger_run(args: argparse.Namespace) -> int:
+    from codeexecutor.errors import UsageError
+    from eval.debugger import debugger_tasks, table
+
+    if args.debugger < 1 or args.limit < 0:
+        raise UsageError("--debugger K needs K >= 1 positions a program, and --limit >= 0")
+    if not os.path.isdir(args.data):
+        raise UsageError(f"--debugger reads built datasets: {args.data} is not a folder (codeexecutor build ... --out)")
+    report = debugger_tasks(args.model, args.data, args.split, args.limit or 100, args.debugger)
+    out = args.out or os.path.join(args.data, "debugger.json")
+    _write(report, out)
+    print(table(report))
     return 0
 
 

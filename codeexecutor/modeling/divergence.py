@@ -1,6 +1,7 @@
 """Where two traces of one program first part, and how: the first step of a prediction that
-differs from the real trace (or the gold of a test set), put in one class. The trace
-viewer, the evaluation's analyses and the debugger's `real` all read a divergence this way.
+differs from the real trace (or the gold of a test set), put in one class. The debugger's
+`real` names where the model's own trace parts from the real run this way, and
+experiments/first_error.py counts a run's first errors by these classes.
 
 Two traces are compared in one text form (a model's compact steps against the gold
 serialized by the same profile). The first differing step is put in one class:

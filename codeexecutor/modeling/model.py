@@ -285,6 +285,28 @@ class CodeExecutorModel(PreTrainedModel):
         )
         return out.past_key_values, code_mask.sum(1)
 
+    def prefill(self, code_ids: torch.Tensor, code_mask: torch.Tensor, trace_ids: torch.Tensor):
+        """Encode the code and an imposed trace prefix (starting with <mask0>) in one pass,
+        as training reads them; returns (cache, code_len (B,), (B, V) log-probs of the token
+        after the prefix). Decoding goes on with `decode_step` at position code_len + T."""
+        B, S = code_ids.shape
+        T = trace_ids.shape[1]
+        ids = torch.cat([code_ids, trace_ids], dim=1)
+        code_len = code_mask.sum(1)
+        positions = (
+            torch.cat(
+                [
+                    torch.arange(S, device=ids.device)[None].expand(B, S),
+                    code_len[:, None] + torch.arange(T, device=ids.device),
+                ],
+                dim=1,
+            ).clamp(max=self.config.max_position_embeddings - POSITION_OFFSET - 1)
+            + POSITION_OFFSET
+        )
+        mask = additive(prefix_lm_mask(code_mask, torch.ones_like(trace_ids)), self.dtype)
+        out = self.roberta(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+        return out.past_key_values, code_len, self.log_probs(self.logits(out.last_hidden_state[:, -1]))
+
     def decode_step(
         self, token_ids: torch.Tensor, cache, key_mask: torch.Tensor, positions: torch.Tensor
     ) -> torch.Tensor:

@@ -1,11 +1,12 @@
 """experiments/interpolate.py: weight interpolation between two exports of one run."""
 
+import pathlib
 import sys
 
 import pytest
 import torch
 
-from conftest import ROOT
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _export(path, seed, **kw):

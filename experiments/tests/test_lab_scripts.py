@@ -1,9 +1,10 @@
 """The lab's scripts: anchor_choice's length halves, stage_exports' order, the constraint
 and exception-bias benches' tables, and their refusals of a run they cannot read."""
 
+import pathlib
 import sys
 
-from conftest import ROOT
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 TRACE = "<line> <{k}> <state> a : {v} </state> <output> {v}\\n"
 

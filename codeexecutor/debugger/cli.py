@@ -1,0 +1,186 @@
+"""`codeexecutor debug prog.py`: the neural debugger at a prompt with pdb's habits, or a
+script of actions (`--do "b 12; c; n; p x"`) answered as JSON lines, one an action."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+
+from codeexecutor.errors import UsageError
+
+HELP = """commands (pdb's habits; the model answers each, the real run is set beside it):
+  b LINE        break at LINE (the state shown is the one after the line ran)
+  c [LINE]      continue to the next hit of LINE, or of any breakpoint
+  s             step: the next event, into calls
+  n             next: the next event in this frame (a call's own steps skipped)
+  r             return: out of this call, to the caller's state
+  p [NAME]      print the state, or one variable of it
+  set NAME = V  change a variable here; the walk then follows the model alone
+  back          undo the last action
+  real          the real run here beside the walk, and where the model's own trace parts from it
+  q             quit"""
+
+
+def _args(p: argparse.ArgumentParser) -> None:
+    from codeexecutor.debugger.session import DEFAULT_MODEL
+
+    p.add_argument("program", help="the Python program")
+    given = p.add_mutually_exclusive_group()
+    given.add_argument("--stdin", metavar="FILE", help="its standard input (inlined, as the model reads it)")
+    given.add_argument("--call", metavar="EXPR", help='a call to run after the program\'s definitions, e.g. "f(3)"')
+    p.add_argument("--model", default=DEFAULT_MODEL, help=f"the model (default {DEFAULT_MODEL})")
+    p.add_argument("--do", metavar="SCRIPT", help='actions separated by ";" (e.g. "b 12; c; n; p x"): JSON lines out')
+    p.add_argument("--no-real", action="store_true", help="do not run the program: the model predicts from its start")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from codeexecutor.debugger.session import Session
+
+    try:
+        with open(args.program, encoding="utf-8") as f:
+            source = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {args.program}: {exc.strerror or exc}; give a Python file") from None
+    stdin = ""
+    if args.stdin:
+        try:
+            with open(args.stdin, encoding="utf-8") as f:
+                stdin = f.read()
+        except OSError as exc:
+            raise UsageError(f"cannot read --stdin {args.stdin}: {exc.strerror}") from None
+    session = Session(source, stdin, args.call, args.model, real=not args.no_real)
+    if args.do is not None:
+        return _script(session, args.do)
+    return _prompt(session)
+
+
+def act(session, command: str) -> dict | None:
+    """One command line on a session: its answer (None for `q`). Bad input raises UsageError."""
+    words = command.strip().split(None, 1)
+    if not words:
+        return {"action": "none"}
+    verb, rest = words[0], (words[1] if len(words) > 1 else "").strip()
+    if verb in ("q", "quit", "exit"):
+        return None
+    if verb in ("s", "step"):
+        return session.step()
+    if verb in ("n", "next"):
+        return session.next()
+    if verb in ("r", "return", "out"):
+        return session.out()
+    if verb in ("c", "cont", "continue"):
+        return session.run_to(_line(rest) if rest else None)
+    if verb in ("b", "break"):
+        if not rest:
+            return {"action": "break", "breakpoints": sorted(session.breakpoints)}
+        return session.add_breakpoint(_line(rest))
+    if verb in ("p", "print"):
+        if not rest:
+            return {"action": "print", "line": session.line, "state": session.state}
+        if rest not in session.state:
+            known = ", ".join(session.state) or "none yet"
+            raise UsageError(f"p {rest}: no variable {rest} in this frame's state (it has: {known})")
+        return {"action": "print", "name": rest, "value": session.state[rest], "line": session.line}
+    if verb == "set":
+        name, eq, value = rest.partition("=")
+        if not eq or not value.strip():
+            raise UsageError("set: write `set NAME = VALUE`, e.g. set x = 3")
+        return session.set(name.strip(), value)
+    if verb == "back":
+        return session.back()
+    if verb == "real":
+        return session.real()
+    if verb in ("h", "help"):
+        return {"action": "help", "text": HELP}
+    raise UsageError(f"unknown command {verb!r}: one of b, c, s, n, r, p, set, back, real, q (help lists them)")
+
+
+def _line(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"{text!r} is not a line number: give one, e.g. b 12") from None
+
+
+def _script(session, script: str) -> int:
+    """Each action of the script as a JSON line; a bad one gets an `error` line and the
+    script goes on, as it would at the prompt."""
+    print(
+        json.dumps({"action": "start", "notes": session.notes, "walk": "real" if session.walk_is_real else "predicted"})
+    )
+    for command in script.split(";"):
+        try:
+            answer = act(session, command)
+        except UsageError as exc:
+            answer = {"action": command.strip(), "error": str(exc)}
+        if answer is None:
+            break
+        if answer.get("action") != "none":
+            print(json.dumps(answer, ensure_ascii=False), flush=True)
+    return 0
+
+
+def _prompt(session) -> int:
+    for note in session.notes:
+        print(f"note: {note}")
+    print("(the model's debugger; `help` lists the commands)")
+    while True:
+        try:
+            command = input("(codeexecutor) ")
+        except EOFError:
+            print()
+            return 0
+        try:
+            answer = act(session, command)
+        except UsageError as exc:
+            print(f"*** {exc}")
+            continue
+        if answer is None:
+            return 0
+        print(describe(answer))
+
+
+def describe(answer: dict) -> str:
+    """An answer as a person reads it at the prompt."""
+    if "text" in answer:
+        return answer["text"]
+    parts = []
+    if "predicted" in answer:
+        parts.append("model:  " + _event(answer["predicted"], answer.get("predicted_end")))
+    if answer.get("real") is not None or "real_end" in answer:
+        parts.append("real:   " + _event(answer.get("real"), answer.get("real_end")))
+        if "agree" in answer:
+            parts[-1] += "   (agree)" if answer["agree"] else "   (differ)"
+    if answer.get("parted"):
+        p = answer["parted"]
+        parts.append(f"the model's own trace first parts from the real run at event {p['event']} ({p['kind']})")
+    elif "parted" in answer:
+        parts.append("the model's own trace agrees with the real run throughout")
+    if "value" in answer:
+        parts.append(f"{answer['name']} = {answer['value']}")
+    if answer.get("note"):
+        parts.append(answer["note"])
+    where = answer.get("line")
+    if not parts or answer.get("action") in ("back", "set", "print", "break"):
+        parts.append(f"> line {where}: " + shlex.join(f"{k}={v}" for k, v in (answer.get("state") or {}).items()))
+    return "\n".join(parts)
+
+
+def _event(event: dict | None, end: str | None) -> str:
+    if event is None:
+        return end or "-"
+    if event.get("exception"):
+        return f"line {event['line']} raises {event['exception']}"
+    state = ", ".join(f"{k}: {v}" for k, v in event["state"].items())
+    printed = f"  prints {event['output']!r}" if event.get("output") else ""
+    return f"line {event['line']}  {{{state}}}{printed}"
+
+
+COMMANDS = {
+    "debug": (
+        "walk a program with pdb's actions, each answered by the model beside the real run",
+        _args,
+        _run,
+    ),
+}

@@ -1,0 +1,149 @@
+"""The debugger's tasks scored on held-out test splits: from a real run's event, where does
+`step`, `next`, `out` and `continue` land, and in what state?
+
+For each program of a sample, up to `positions` events of its real trace are drawn (the
+start, before any event, among them). From each, the model is given the real events up to
+there (codeexecutor/debugger, generation/forced.py) and decodes until every action has
+landed; the landing event is scored against the real one:
+
+* `state`: the frame's variables at the landing equal the real ones (the headline);
+* `event`: line, state, output and exception all equal;
+* beside them two baselines: `unchanged` ("nothing changes": the state at the position is
+  taken for the landing's) and `full_trace` (the model's own trace from the start, not
+  given the real events, read at the landing's index).
+
+`continue` breaks on the line of an event drawn from those after the position. A decoding
+stops at twice the tokens of the real walk to the farthest landing, and 32 more. An action
+whose real walk ends with the program (an `out` from module level) is not scored. Scores
+are percentages over the scored (program, position) pairs of each action.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+from codeexecutor.debugger.events import ACTIONS, Event, Frames, real_events, stack_at, target
+from codeexecutor.debugger.session import landing, predict, trace_text
+from codeexecutor.execution.records import ExecError, Step
+
+MEASURES = ("state", "event", "unchanged", "full_trace")
+
+
+def row_events(row: dict, order: str) -> list[Event]:
+    """A dataset row's real events in the model's order."""
+    steps = [Step(s["line"], s["state"], s.get("output", ""), s.get("depth", 0)) for s in json.loads(row["steps"])]
+    error = None
+    if row.get("error") and row.get("status") in ("error", "memory"):
+        e = json.loads(row["error"])
+        error = ExecError(e["type"], e.get("message", ""), e.get("line"))
+    return real_events(steps, error, order)
+
+
+def _tasks(events: list[Event], position: int, rng: random.Random) -> list[tuple]:
+    """(action, depth, lines, real landing index) of each action from `position`."""
+    depth = events[position].depth if position >= 0 else 0
+    later = [e.line for e in events[position + 1 :] if not e.exception]
+    out = []
+    for action in ACTIONS:
+        lines = {rng.choice(later)} if action == "continue" and later else None
+        if action == "continue" and lines is None:
+            continue
+        j = target(events, position, depth, action, next(iter(lines)) if lines else None)
+        if j is not None:
+            out.append((action, depth, lines, j))
+    return out
+
+
+def score_program(gen, row: dict, positions: int, rng: random.Random) -> list[dict]:
+    """One program's scored tasks: a dict per (position, action)."""
+    code, model_input = row["code"], gen.code_input(row["code"], row["task"])
+    events = row_events(row, gen.profile.order)
+    if not events:
+        return []
+    starts = sorted(rng.sample(range(-1, len(events) - 1), min(positions, len(events))))
+    free = predict(gen, code, model_input, [], Frames(code), [])[0]  # the model's own trace, from the start
+    scored = []
+    for position in starts:
+        tasks = _tasks(events, position, rng)
+        if not tasks:
+            continue
+        frames = stack_at(code, events, position)
+        scoped = len(frames.stack) - 1
+        wanted = [(a, scoped, lines) for a, _, lines, _ in tasks]
+        # decoding stops at twice the real walk's length (in tokens) and 32 more: an answer
+        # further off than that has left the real path anyway, and the cap bounds the cost
+        far = max(j for *_, j in tasks)
+        budget = 2 * len(gen.encoder.ids(trace_text(gen.profile, events[position + 1 : far + 1], code))) + 32
+        predicted = predict(gen, code, model_input, events[: position + 1], frames, wanted, budget)[0]
+        here = events[position].state if position >= 0 else {}
+        for action, _, lines, j in tasks:
+            real = events[j]
+            k = landing(predicted, action, scoped, lines)
+            guess = predicted[k] if k is not None else None
+            scored.append(
+                {
+                    "action": action,
+                    "state": guess is not None and guess.state == real.state,
+                    "event": real.same(guess),
+                    "unchanged": here == real.state,
+                    "full_trace": j < len(free) and free[j].state == real.state,
+                }
+            )
+    return scored
+
+
+def debugger_tasks(model: str, data: str, split: str = "test", limit: int = 100, positions: int = 3, seed: int = 0):
+    """The debugger's tasks on the contest programs (codenetmut) and functions of a folder of
+    built datasets: per dataset and action, each measure's percentage and the count."""
+    import datasets
+
+    from codeexecutor.generation.api import cached_generator
+    from codeexecutor.progress import bar
+    from eval.evaluate import find_datasets, sample
+
+    gen = cached_generator(model)
+    import torch
+
+    report = {
+        "model": model,
+        "split": split,
+        "limit": limit,
+        "positions": positions,
+        "seed": seed,
+        "metric": "exact match of the landing event's state (state), of the whole event (event), and the two baselines",
+        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+        "torch": torch.__version__,
+        "datasets": {},
+    }
+    for name, path in find_datasets(data).items():
+        if name not in ("codenetmut", "errors", "functions", "functions_errors", "tutorial"):
+            continue
+        rows = datasets.load_from_disk(path)[split]
+        rows = rows.select(sample(len(rows), limit, seed))
+        rng = random.Random(seed)
+        results = []
+        for row in bar(rows, desc=f"debugger {name}", unit="program"):
+            results += score_program(gen, row, positions, rng)
+        report["datasets"][name] = summarize(results)
+    return report
+
+
+def summarize(results: list[dict]) -> dict:
+    out = {}
+    for action in ACTIONS:
+        mine = [r for r in results if r["action"] == action]
+        if mine:
+            out[action] = {"scored": len(mine)} | {
+                m: round(100 * sum(r[m] for r in mine) / len(mine), 2) for m in MEASURES
+            }
+    return out
+
+
+def table(report: dict) -> str:
+    """The report as a table: per dataset and action, each measure's percentage."""
+    rows = [f"{'dataset':<18}{'action':<10}{'scored':>7}" + "".join(f"{m:>12}" for m in MEASURES)]
+    for name, actions in report["datasets"].items():
+        for action, f in actions.items():
+            rows.append(f"{name:<18}{action:<10}{f['scored']:>7}" + "".join(f"{f[m]:>12.2f}" for m in MEASURES))
+    return "\n".join(rows)
