@@ -150,6 +150,10 @@ class Pretrain:
                             else build_folders(self.base, v)
                         )
                     ]
+                    if BUILD_OPTIONS[spec["kind"]][key] is not list and len(values) != 1:
+                        raise ConfigError(
+                            f"data.builds.{name}.{key}: {value!r} names {len(values)} folders; this option takes one"
+                        )
                     value = values if BUILD_OPTIONS[spec["kind"]][key] is list else values[0]
                 options[key] = value
             stats = build(spec["kind"], folder, options)
@@ -177,7 +181,9 @@ class Pretrain:
 
     def _train(self) -> dict:
         """The training in a child process (`codeexecutor.training`; a device fault breaks
-        the CUDA context of the process it happens in, so the parent never opens one). A
+        the CUDA context of the process it happens in, so this process opens none before the
+        training is over: only the score phase uses the device here, and a fault there ends
+        the command, which --resume carries on from the journaled answers). A
         child that dies (a fault, a compile error, a recompile limit, a kill) is started
         again from its last checkpoint on the next safer path (training/fallback.py), with
         what the budget has left; each attempt and how it ended is recorded."""

@@ -141,7 +141,7 @@ def _debugger_run(args: argparse.Namespace) -> int:
         raise UsageError("--debugger K needs K >= 1 positions a program, and --limit >= 0")
     if not os.path.isdir(args.data):
         raise UsageError(f"--debugger reads built datasets: {args.data} is not a folder (codeexecutor build ... --out)")
-    report = debugger_tasks(args.model, args.data, args.split, args.limit or 100, args.debugger)
+    report = debugger_tasks(args.model, args.data, args.split, args.limit or None, args.debugger)
     out = args.out or os.path.join(args.data, "debugger.json")
     _write(report, out)
     print(table(report))

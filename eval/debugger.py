@@ -1,19 +1,22 @@
 """The debugger's tasks scored on held-out test splits: from a real run's event, where does
 `step`, `next`, `out` and `continue` land, and in what state?
 
-For each program of a sample, up to `positions` events of its real trace are drawn (the
-start, before any event, among them). From each, the model is given the real events up to
+For each program of a sample, `positions` events of its real trace are taken: the start
+(before any event) and others drawn at random. From each, the model is given the real events up to
 there (codeexecutor/debugger, generation/forced.py) and decodes until every action has
 landed; the landing event is scored against the real one:
 
-* `state`: the frame's variables at the landing equal the real ones (the headline);
+* `state`: the frame's variables at the landing equal the real ones, or where the program
+  raised, the same exception on the same line (the headline);
 * `event`: line, state, output and exception all equal;
-* beside them two baselines: `unchanged` ("nothing changes": the state at the position is
-  taken for the landing's) and `full_trace` (the model's own trace from the start, not
-  given the real events, read at the landing's index).
+* beside them two baselines: `unchanged` ("nothing changes": the state at the position, for
+  `out` the caller's last state, taken for the landing's; never a crash) and `full_trace`
+  (the model's own trace from the start, not given the real events, walked by the same
+  action from the same position).
 
 `continue` breaks on the line of an event drawn from those after the position. A decoding
-stops at twice the tokens of the real walk to the farthest landing, and 32 more. An action
+stops at twice the tokens of the real walk to the farthest landing, and 32 more: a cap on
+the cost that can only turn a late answer into a miss. An action
 whose real walk ends with the program (an `out` from module level) is not scored. Scores
 are percentages over the scored (program, position) pairs of each action.
 """
@@ -41,11 +44,14 @@ def row_events(row: dict, order: str) -> list[Event]:
 
 
 def _tasks(events: list[Event], position: int, rng: random.Random) -> list[tuple]:
-    """(action, depth, lines, real landing index) of each action from `position`."""
+    """(action, depth, lines, real landing index) of each action from `position`; `out` from
+    module level is left out (its walk is the program's end)."""
     depth = events[position].depth if position >= 0 else 0
     later = [e.line for e in events[position + 1 :] if not e.exception]
     out = []
     for action in ACTIONS:
+        if action == "out" and depth == 0:
+            continue
         lines = {rng.choice(later)} if action == "continue" and later else None
         if action == "continue" and lines is None:
             continue
@@ -55,13 +61,35 @@ def _tasks(events: list[Event], position: int, rng: random.Random) -> list[tuple
     return out
 
 
+def _right(guess: Event | None, real: Event) -> bool:
+    """The landing's state is right: the same variables and values, or, where the program
+    raised, the same exception on the same line (a crash has no state to compare)."""
+    if guess is None:
+        return False
+    if real.exception or guess.exception:
+        return guess.exception == real.exception and guess.line == real.line
+    return guess.state == real.state
+
+
+def _unchanged(events: list[Event], position: int, action: str) -> dict | None:
+    """ "Nothing changes": the state at the position (for `out`, the caller's last state
+    before it); None where the landing could not be guessed so (nothing is there yet)."""
+    if position < 0:
+        return {}
+    if action != "out":
+        return events[position].state
+    depth = events[position].depth
+    return next((e.state for e in reversed(events[:position]) if e.depth < depth and not e.exception), {})
+
+
 def score_program(gen, row: dict, positions: int, rng: random.Random) -> list[dict]:
-    """One program's scored tasks: a dict per (position, action)."""
+    """One program's scored tasks: a dict per (position, action). The start (before any
+    event) is always one of the positions."""
     code, model_input = row["code"], gen.code_input(row["code"], row["task"])
     events = row_events(row, gen.profile.order)
     if not events:
         return []
-    starts = sorted(rng.sample(range(-1, len(events) - 1), min(positions, len(events))))
+    starts = [-1] + sorted(rng.sample(range(len(events) - 1), min(positions - 1, len(events) - 1)))
     free = predict(gen, code, model_input, [], Frames(code), [])[0]  # the model's own trace, from the start
     scored = []
     for position in starts:
@@ -76,24 +104,28 @@ def score_program(gen, row: dict, positions: int, rng: random.Random) -> list[di
         far = max(j for *_, j in tasks)
         budget = 2 * len(gen.encoder.ids(trace_text(gen.profile, events[position + 1 : far + 1], code))) + 32
         predicted = predict(gen, code, model_input, events[: position + 1], frames, wanted, budget)[0]
-        here = events[position].state if position >= 0 else {}
+        free_depth = free[position].depth if 0 <= position < len(free) else 0
         for action, _, lines, j in tasks:
             real = events[j]
             k = landing(predicted, action, scoped, lines)
             guess = predicted[k] if k is not None else None
+            f = landing(free, action, free_depth, lines, start=position) if position < len(free) else None
+            stay = _unchanged(events, position, action)
             scored.append(
                 {
                     "action": action,
-                    "state": guess is not None and guess.state == real.state,
+                    "state": _right(guess, real),
                     "event": real.same(guess),
-                    "unchanged": here == real.state,
-                    "full_trace": j < len(free) and free[j].state == real.state,
+                    "unchanged": not real.exception and stay == real.state,
+                    "full_trace": _right(free[f] if f is not None else None, real),
                 }
             )
     return scored
 
 
-def debugger_tasks(model: str, data: str, split: str = "test", limit: int = 100, positions: int = 3, seed: int = 0):
+def debugger_tasks(
+    model: str, data: str, split: str = "test", limit: int | None = 100, positions: int = 3, seed: int = 0
+):
     """The debugger's tasks on the contest programs (codenetmut) and functions of a folder of
     built datasets: per dataset and action, each measure's percentage and the count."""
     import datasets

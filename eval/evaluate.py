@@ -417,6 +417,7 @@ class _Scoring:
             return
         preds = _scored(self.enc, outs)
         self.report["datasets"][name] = self._dataset_report(name, path, use, rows, outs, preds, golds)
+        unseen = self._past_window(name, [c for c, _ in pairs], preds, golds, rows[0]["task"] == "singleline")
         self.predictions += [
             {
                 "dataset": name,
@@ -427,12 +428,35 @@ class _Scoring:
                 "exception_peak": finite_margin(o.exception_peak),
                 "exception_end": finite_margin(o.exception_end),
                 **({"compact": o.compact, "expansion_problems": o.expansion_problems} if self.profile.delta else {}),
+                **({"unseen_lines": u} if u else {}),
             }
-            for r, o, g in zip(rows, outs, golds)
+            for r, o, g, u in zip(rows, outs, golds, unseen)
         ]
         if self.html is not None:
             self.pages += _pages(name, rows, outs, pairs, self.gen.parse)
         self._crash_pairs(name, rows, outs, pairs, docs)
+
+    def _past_window(self, name: str, inputs: list[str], preds, golds, singleline: bool) -> list[list[int]]:
+        """Each program's 1-based lines the model's code window leaves unread; a dataset
+        that has such programs says how many, and scores the others apart."""
+        unseen = [[k + 1 for k in self.enc.unseen_lines(text)[1]] for text in inputs]
+        long = [i for i, u in enumerate(unseen) if u]
+        if long:
+            inside = [i for i, u in enumerate(unseen) if not u]
+            self.report["datasets"][name]["past_code_window"] = {
+                "examples": len(long),
+                "share": round(100 * len(long) / len(inputs), 2),
+                "trace_accuracy_of_the_rest": table3_metrics(
+                    [preds[i] for i in inside], [golds[i] for i in inside], singleline=singleline
+                )["trace_accuracy"]
+                if inside
+                else None,
+            }
+            self.report.setdefault("notes", []).append(
+                f"{name}: {len(long)} of {len(inputs)} programs are longer than the model reads "
+                f"({self.enc.code_body} code tokens): their unread lines are in the predictions (unseen_lines)"
+            )
+        return unseen
 
     def _dataset_report(self, name, path, use, rows, outs, preds, golds) -> dict:
         from codeexecutor.execution.interpreters import dataset_python

@@ -25,10 +25,12 @@ PROGRAM_COMMANDS = {
     "inline": ["inline", "{p}", "--stdin", "{stdin}"],
     "mutate": ["mutate", "{p}"],
     "trace": ["trace", "{p}", "--model", "{missing}"],
+    "debug": ["debug", "{p}", "--model", "{missing}", "--do", "s"],
 }
 MODEL_KINDS = ("missing", "file", "empty_dir", "malformed_config", "no_weights", "wrong_model_type")
 MODEL_COMMANDS = {
     "trace": ["trace", "{ok_program}", "--model", "{m}"],
+    "debug": ["debug", "{ok_program}", "--model", "{m}", "--do", "s"],
     "evaluate": ["evaluate", "--model", "{m}", "--data", "{release_file}"],
     "search": ["search", "--model", "{m}", "--codenet", "{codenet}", "--problems", "2", "--per-problem", "2"],
 }

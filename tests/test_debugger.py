@@ -43,6 +43,11 @@ def test_actions_land_where_pdb_would_in_the_order_the_model_writes():
     # a predicted trace has no depths: they come from the scopes, the same here
     bare = [type(e)(e.line, e.state, e.output) for e in events]
     assert [e.depth for e in with_depths(CALLS, bare, Frames(CALLS))] == [0, 0, 1, 1, 0, 0, 0]
+    siblings = "def read():\n    return 3\ndef solve(n):\n    return n * 2\nprint(solve(read()))\n"
+    real = _real(siblings)  # read returns before solve is called: both one call deep
+    assert [(e.line, e.depth) for e in real] == [(1, 0), (3, 0), (2, 1), (4, 1), (5, 0)]
+    bare = [type(e)(e.line, e.state, e.output) for e in real]
+    assert [e.depth for e in with_depths(siblings, bare, Frames(siblings))] == [0, 0, 1, 1, 0]
     crash = _real("a = 1\nb = a / 0\nc = 2\n")
     assert crash[-1].exception == "ZeroDivisionError"
     assert target(crash, 0, 0, "continue", 3) == len(crash) - 1  # line 3 never runs: the crash ends the walk
@@ -123,7 +128,7 @@ def test_a_script_answers_in_json_lines_and_bad_commands_get_one_line_each(overf
     assert lines[9]["action"] == "back" and lines[9]["line"] == 6
     assert "unknown command 'zap'" in lines[10]["error"] and len(lines) == 11  # q ends the script
     missing = _debug(str(tmp_path / "none.py"), "--model", str(path), "--do", "s")
-    assert missing.returncode == 2 and "cannot read" in missing.stderr and "Traceback" not in missing.stderr
+    assert missing.returncode == 2 and "program not found" in missing.stderr and "Traceback" not in missing.stderr
 
 
 def test_a_program_that_cannot_run_here_is_predicted_from_its_start(overfit_model):

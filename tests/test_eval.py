@@ -223,6 +223,11 @@ def test_evaluate_and_rerank_end_to_end(overfit_model, demo_data, tmp_path):
         assert e["unfinished"]["predictions"] == sum(
             not p["finished"] for p in rep["predictions"] if p["dataset"] == name
         )
+    long = {n: e["past_code_window"]["examples"] for n, e in rep["datasets"].items() if "past_code_window" in e}
+    assert long, "the tiny model reads 124 code tokens: some demo programs are longer"
+    for name, count in long.items():  # named in the report, the unread lines in each prediction
+        assert count == sum(bool(p.get("unseen_lines")) for p in rep["predictions"] if p["dataset"] == name)
+        assert any(note.startswith(f"{name}: {count} of ") for note in rep["notes"])
     cut = evaluate_model(str(model), str(demo_data), limit=5, max_length=3, progress=False)
     assert cut["beam"] == 1  # no beam given: decoded as `trace` decodes our own formats, greedily
     assert all(

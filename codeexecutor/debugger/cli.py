@@ -30,25 +30,20 @@ def _args(p: argparse.ArgumentParser) -> None:
     given.add_argument("--stdin", metavar="FILE", help="its standard input (inlined, as the model reads it)")
     given.add_argument("--call", metavar="EXPR", help='a call to run after the program\'s definitions, e.g. "f(3)"')
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"the model (default {DEFAULT_MODEL})")
-    p.add_argument("--do", metavar="SCRIPT", help='actions separated by ";" (e.g. "b 12; c; n; p x"): JSON lines out')
+    p.add_argument(
+        "--do",
+        metavar="SCRIPT",
+        help='actions separated by ";" (e.g. "b 12; c; n; p x"; a value set here cannot hold a ";"): JSON lines out',
+    )
     p.add_argument("--no-real", action="store_true", help="do not run the program: the model predicts from its start")
 
 
 def _run(args: argparse.Namespace) -> int:
     from codeexecutor.debugger.session import Session
+    from codeexecutor.source import read_program, read_text_file
 
-    try:
-        with open(args.program, encoding="utf-8") as f:
-            source = f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {args.program}: {exc.strerror or exc}; give a Python file") from None
-    stdin = ""
-    if args.stdin:
-        try:
-            with open(args.stdin, encoding="utf-8") as f:
-                stdin = f.read()
-        except OSError as exc:
-            raise UsageError(f"cannot read --stdin {args.stdin}: {exc.strerror}") from None
+    source = read_program(args.program)
+    stdin = read_text_file(args.stdin, "--stdin file") if args.stdin else ""
     session = Session(source, stdin, args.call, args.model, real=not args.no_real)
     if args.do is not None:
         return _script(session, args.do)

@@ -17,7 +17,10 @@ Actions, from the event at position i (-1: before the first):
 The real run's events carry the tracer's depth. A predicted trace carries none, so its
 depths come from the program's scopes (`modeling/compact.line_scopes`): a line in the frame's
 scope stays at its depth, one in a caller's scope returns to it, any other function's is a
-call one deeper. A recursive call's frames read as one, as the trace's compact form reads them.
+call one deeper, unless the frame's last event was one of its exits (a `return`, a `raise`,
+its body's last line): then that call has returned and the new one is its sibling
+(`solve(read())`). A recursive call's frames read as one, as the trace's compact form reads
+them, so a walk through recursion can land elsewhere in a prediction than in the real run.
 """
 
 from __future__ import annotations
@@ -68,11 +71,13 @@ class Frames:
 
     def __init__(self, code: str, stack: list[int] | None = None) -> None:
         self.scopes = line_scopes(code)
+        self.exits = exit_lines(code)
         self.stack = list(stack or [0])
+        self.last: int | None = None  # the line of the event before
 
     def copy(self) -> Frames:
         other = Frames.__new__(Frames)
-        other.scopes, other.stack = self.scopes, list(self.stack)
+        other.scopes, other.exits, other.stack, other.last = self.scopes, self.exits, list(self.stack), self.last
         return other
 
     def enter(self, line: int) -> int:
@@ -82,9 +87,44 @@ class Frames:
             pass
         elif scope in self.stack:  # back in a caller's frame: the frames above it returned
             del self.stack[self.stack.index(scope) + 1 :]
-        else:  # a function called from here
+        else:  # a function called from here, or from the caller of one that just returned
+            if len(self.stack) > 1 and self.last in self.exits.get(self.stack[-1], ()):
+                self.stack.pop()
             self.stack.append(scope)
+        self.last = line
         return len(self.stack) - 1
+
+
+def exit_lines(code: str) -> dict[int, set[int]]:
+    """Each function's scope (the first line of its body) -> the lines its call can end on:
+    its `return` and `raise` lines and the last lines of its body (a trailing loop's header,
+    the last line of each branch of a trailing `if` or `try`)."""
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return {}
+
+    def tails(body: list) -> set[int]:
+        last = body[-1]
+        if isinstance(last, (ast.For, ast.AsyncFor, ast.While)):
+            return {last.lineno} | tails(last.orelse) if last.orelse else {last.lineno}
+        if isinstance(last, ast.If):
+            return tails(last.body) | (tails(last.orelse) if last.orelse else {last.lineno})
+        if isinstance(last, ast.Try):
+            ends = tails(last.finalbody) if last.finalbody else tails(last.orelse or last.body)
+            return ends.union(*(tails(h.body) for h in last.handlers))
+        if isinstance(last, (ast.With, ast.AsyncWith)):
+            return tails(last.body)
+        return {last.lineno}
+
+    out: dict[int, set[int]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            ends = {n.lineno for n in ast.walk(node) if isinstance(n, (ast.Return, ast.Raise))}
+            out[node.body[0].lineno] = ends | tails(node.body)
+    return out
 
 
 def stack_at(code: str, events: list[Event], position: int) -> Frames:

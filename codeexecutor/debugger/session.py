@@ -45,6 +45,7 @@ class Session:
             _check_expression(call, "--call")
             source = source.rstrip("\n") + f"\nprint(repr({call}))\n"
         self.code, _, self.notes = prepare(source, stdin)
+        self.stdin = stdin  # what the real run reads where the inlining left reads in the code
         self.lines = len(self.code.splitlines())
         self.gen = generator or cached_generator(model)
         try:
@@ -99,12 +100,19 @@ class Session:
             raise UsageError("no breakpoint to continue to: set one with `b LINE`, or give the line (`c 12`)")
         for k in lines:
             self._check_line(k)
+        if self.walk_is_real:  # only lines the real run reaches again
+            ahead = {e.line for e in self.real_run[self.position + 1 :]}
+            if not lines & ahead and not self.real_run[-1].exception:
+                shown = ", ".join(map(str, sorted(lines)))
+                raise UsageError(f"line {shown} does not run again in the real run: continue to a line that does")
         return self._act("continue", lines)
 
     def set(self, name: str, value: str) -> dict:
         """Change one variable of the current state; the walk then follows the model alone."""
         if not self.path:
             raise UsageError("nothing has run yet: step to a line first (`s`), then set its variables")
+        if self.ended:
+            raise UsageError("the program has ended (it raised): go `back` to a line that ran, then set")
         if not name.isidentifier():
             raise UsageError(f"set {name}: not a variable name (write `set NAME = VALUE`)")
         _check_expression(value, f"set {name} =")
@@ -134,12 +142,14 @@ class Session:
             return {"action": "real", "real": None, "note": "no real run of this program: " + "; ".join(self.notes)}
         from codeexecutor.modeling.divergence import classify, steps
 
-        here = self.real_run[self.position] if 0 <= self.position < len(self.real_run) else None
+        here = self.real_run[self.position] if self.walk_is_real and self.position >= 0 else None
         if self._first_prediction is None:
             self._first_prediction = self._predict([], Frames(self.code), None, None, None, whole=True)[0]
         predicted, real = self._first_prediction, self.real_run
         parted = classify(steps(self._text(predicted)), steps(self._text(real)), self.code)
         out = {"action": "real", **self._where(), "real": here.to_json() if here else None}
+        if not self.walk_is_real:
+            out["note"] = "the walk follows the model here (after `set`): the real run has no event for it"
         if parted is None:
             out["parted"] = None
         else:
@@ -193,12 +203,14 @@ class Session:
     def _run(self) -> tuple[list[Event] | None, str | None]:
         from codeexecutor.execution import ExecStatus, execute
 
-        result = execute(self.code, "")
+        result = execute(self.code, self.stdin)
         if result.status in (ExecStatus.OK, ExecStatus.ERROR) and not (
             result.error and result.error.type in NO_REAL_RUN
         ):
             return real_events(list(result.steps), result.error, self.gen.profile.order), None
         if result.error and result.error.type == "EOFError":
+            if self.stdin:
+                return None, "the program reads more input than was given (EOFError)"
             return None, "the program reads input and none was given (--stdin FILE)"
         if result.error and result.error.type in NO_REAL_RUN:
             return None, f"the program cannot run here ({result.error.type}: {result.error.message})"
