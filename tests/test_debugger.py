@@ -144,3 +144,21 @@ def test_a_program_that_cannot_run_here_is_predicted_from_its_start(overfit_mode
     assert any(e.output == "9\n" for e in called.real_run)  # the call appended, its value printed
     with pytest.raises(Exception, match="not a Python expression"):
         Session(CALLS, call="f(", model=str(path))
+
+
+def test_the_prompt_answers_each_command_as_a_person_reads_it(overfit_model, tmp_path):
+    path, _ = overfit_model
+    program = tmp_path / "p.py"
+    program.write_text(CALLS)
+    run = subprocess.run(
+        [sys.executable, "-m", "codeexecutor", "debug", str(program), "--model", str(path)],
+        input="b 6\nc\np z\nzap\nq\n",
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    out = run.stdout
+    assert "breakpoints at lines 6" in out and "real:   line 6" in out and "z = 10" in out
+    assert "*** unknown command 'zap'" in out and "Traceback" not in out + run.stderr

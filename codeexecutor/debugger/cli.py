@@ -140,6 +140,8 @@ def describe(answer: dict) -> str:
     """An answer as a person reads it at the prompt."""
     if "text" in answer:
         return answer["text"]
+    if answer.get("action") == "break":
+        return "breakpoints at lines " + ", ".join(map(str, answer["breakpoints"])) if answer["breakpoints"] else "none"
     parts = []
     if "predicted" in answer:
         parts.append("model:  " + _event(answer["predicted"], answer.get("predicted_end")))
@@ -157,7 +159,7 @@ def describe(answer: dict) -> str:
     if answer.get("note"):
         parts.append(answer["note"])
     where = answer.get("line")
-    if not parts or answer.get("action") in ("back", "set", "print", "break"):
+    if not parts or answer.get("action") in ("back", "set", "print"):
         parts.append(f"> line {where}: " + shlex.join(f"{k}={v}" for k, v in (answer.get("state") or {}).items()))
     return "\n".join(parts)
 
