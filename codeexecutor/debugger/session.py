@@ -275,10 +275,11 @@ def predict(
         events = events_of(text)
         return bool(wanted) and all(landing(events, a, d, lines) is not None for a, d, lines in wanted)
 
-    if not path and not wanted:  # the model's own whole trace: the batched search, greedy and free as below
-        (whole,) = gen.generate([model_input], beam=1)
+    rules = gen.rules_apply()  # the state rules where they apply, as `trace` decodes
+    if not path and not wanted:  # the model's own whole trace: the batched search, greedy, as below
+        (whole,) = gen.generate([model_input], beam=1, names=rules, values=rules)
         return events_of(whole.compact or whole.text), whole.finished, not whole.finished
-    cont = continue_trace(gen, model_input, prefix, stop, max_new)
+    cont = continue_trace(gen, model_input, prefix, stop, max_new, rules)
     return events_of(cont.text), cont.finished, cont.cut
 
 

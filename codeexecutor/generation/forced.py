@@ -29,12 +29,21 @@ class Continuation:
 
 @torch.no_grad()
 def continue_trace(
-    generator, model_input: str, prefix: str, stop: Callable[[str], bool] | None = None, max_new: int | None = None
+    generator,
+    model_input: str,
+    prefix: str,
+    stop: Callable[[str], bool] | None = None,
+    max_new: int | None = None,
+    rules: bool = False,
 ) -> Continuation:
     """Greedy steps after the imposed `prefix` (trace text in the model's format, ending at a
     step's end; "" starts from the first step). `stop(text)` is asked after each step the
     model finishes, with the continuation so far: True ends the decoding there. `max_new`:
-    tokens decoded at most (default: up to the model's trace length)."""
+    tokens decoded at most (default: up to the model's trace length). `rules`: decode under
+    the state rules (generation/constraints.py), as `trace` does where they apply; they read
+    the imposed prefix first, as if the model had written it."""
+    from codeexecutor.generation.constraints import RowConstraints
+
     model, enc = generator.model, generator.encoder
     device = next(model.parameters()).device
     code = torch.tensor([enc.code(model_input)], device=device)
@@ -47,6 +56,9 @@ def continue_trace(
     logp = logp[0]
     keys = torch.cat([code_mask.bool(), torch.ones(1, len(fed), dtype=torch.bool, device=device)], 1)
     starts = {t for t in (enc.line_id, enc.exception_id) if t is not None}
+    constraint = RowConstraints([generator._rules(True, True)(model_input)], 1) if rules else None
+    for token in fed[1:] if constraint else ():
+        constraint.advance([0], [token])
 
     def feed(token: int, position: int) -> torch.Tensor:
         nonlocal keys
@@ -57,11 +69,15 @@ def continue_trace(
     written: list[int] = []
     room = min(room, len(fed) + max_new) if max_new else room
     while len(fed) + len(written) < room:
+        if constraint:
+            logp = constraint.mask(logp[None])[0]
         token = int(logp.argmax())
         if token == enc.eos:
             return Continuation(enc.decode(written), True, False, len(written) + 1)
         if token in starts and written and stop is not None and stop(enc.decode(written)):
             return Continuation(enc.decode(written), False, False, len(written))
         written.append(token)
+        if constraint:
+            constraint.advance([0], [token])
         logp = feed(token, len(fed) + len(written) - 1)
     return Continuation(enc.decode(written), False, True, len(written))
