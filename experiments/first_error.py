@@ -3,23 +3,9 @@ differs from the gold trace, by what differs.
 
 A step is compared in the compact form the model wrote (`compact` of a run's
 test_predictions.jsonl) against the gold's compact form, serialized from the dataset row
-by the model's own profile. The first differing step is put in one class:
-
-* `line`: the line (or the kind of step: `<line>`, `<output>`, `<exception>`) differs, a
-  control-flow error;
-* `form`: the line is right but one writes the whole state and the other a delta;
-* `names`: the step names other variables than the gold's (one missing or one added);
-* `arguments`: the names are right, but a value differs in the first step of a call,
-  whose state holds the arguments the call passed;
-* `value`: the names are right, but a value the gold step writes as new or changed (a
-  delta step; in a whole state, one that differs from the last state of the same scope)
-  differs: a computation gone wrong;
-* `recall`: only a name the gold step restates unchanged, in a whole state (a return to
-  a caller, say), differs: the model misremembered a value written earlier. "Unchanged"
-  is against the last state the gold wrote in the same scope (function), which reads a
-  recursive call's frames as one;
-* `output` / `exception`: the step kind matches but the printed text or the error does not;
-* `end`: one trace ends (or is cut) where the other goes on.
+by the model's own profile; the first differing step is put in one of the classes of
+codeexecutor/modeling/divergence.py (line, form, names, arguments, value, recall,
+output, exception, end), counted per test set with its median relative position.
 
     .venv/bin/python experiments/first_error.py --run runs/qd/run --data runs/quality/data-depth \
         [--predictions free=runs/qd/run/test_predictions.jsonl --predictions rules=EVAL.predictions.jsonl ...]
