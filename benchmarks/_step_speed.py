@@ -94,6 +94,27 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
+def vocabulary(curriculum: str | None, vocab: int) -> dict:
+    """The model's vocabulary settings: the curriculum's tokenizer's when the rows come from
+    its data (their ids run to the tokenizer's size, its format tokens included), else
+    `vocab` for synthetic rows."""
+    if not curriculum:
+        return {"vocab_size": vocab, "structural_token_ids": [5, 6], "mask0_token_id": 4}
+    from codeexecutor.modeling.tokenizer import load_tokenizer, structural_ids
+    from codeexecutor.training.config import Curriculum
+    from codeexecutor.training.setup import resolve_profile
+
+    cur = Curriculum.load(curriculum)
+    profile = resolve_profile(cur)
+    tok = load_tokenizer(cur.model.tokenizer, exception=profile.exception_step, delta=profile.delta)
+    return {
+        "vocab_size": len(tok),
+        "pad_token_id": tok.pad_token_id,
+        "structural_token_ids": structural_ids(tok),
+        "mask0_token_id": tok.convert_tokens_to_ids("<mask0>"),
+    }
+
+
 def measure_step(preset: str, tokens: int, curriculum: str | None, engine: str, deadline: float, vocab: int) -> dict:
     import torch
 
@@ -107,12 +128,10 @@ def measure_step(preset: str, tokens: int, curriculum: str | None, engine: str, 
     torch.manual_seed(0)
     cfg = CodeExecutorConfig.preset(
         preset,
-        vocab_size=vocab,
         positions="rotary",
         hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,
-        structural_token_ids=[5, 6],
-        mask0_token_id=4,
+        **vocabulary(curriculum, vocab),
     )
     cfg._attn_implementation = "sdpa"
     model = CodeExecutorModel(cfg).to(dev)
@@ -126,7 +145,7 @@ def measure_step(preset: str, tokens: int, curriculum: str | None, engine: str, 
         "preset": preset,
         "tokens_per_step": tokens,
         "engine": engine,
-        "vocab": vocab,
+        "vocab": cfg.vocab_size,
         "parameters": sum(p.numel() for p in model.parameters()),
     }
     t0 = time.perf_counter()
@@ -185,7 +204,7 @@ def measure_step(preset: str, tokens: int, curriculum: str | None, engine: str, 
     out.update(
         seconds_per_step=round(seconds, 5),
         tokens_per_s=round(kept / seconds),
-        loss=round(float(loss), 4),
+        loss=round(float(loss.detach()), 4),
         row_tokens_per_s=round(tokens / seconds),
         example_share=round(kept / tokens, 4),
         trained_positions_per_s=round(trained / seconds),

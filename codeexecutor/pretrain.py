@@ -47,6 +47,14 @@ MIN_ATTEMPT = 30.0  # seconds of budget a new training process needs to reach a 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def child_env(refusal: str) -> dict:
+    """The training process's environment: this one's, the checkout first on its import path
+    and whatever was there after it (the GPU draw's carried wheels in /tmp/site), and the file
+    a refused setting is written to."""
+    path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path, REFUSAL_FILE: refusal}
+
+
 class Pretrain:
     def __init__(
         self,
@@ -194,7 +202,7 @@ class Pretrain:
         # A refused setting is written here by whichever rank refused it: a launcher (torchrun) reports
         # any rank's failure as its own exit 1, and no safer path mends a setting.
         refusal = os.path.join(self.out, "refused.txt")
-        env = {**os.environ, "PYTHONPATH": ROOT, REFUSAL_FILE: refusal}
+        env = child_env(refusal)
         attempts = self.record["phases"].setdefault("train", {}).setdefault("attempts", [])
         paths = safer_paths(curriculum)
         started = time.time()

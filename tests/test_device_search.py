@@ -92,13 +92,24 @@ def test_a_step_the_device_will_not_capture_decodes_eagerly_the_same_tokens(gene
     assert [a[1] for a in answers] == [b[1] for b in eager] and [a[0] for a in answers] == [b[0] for b in eager]
 
 
-def test_steps_over_the_whole_cache_decode_what_steps_over_its_written_part_decode(generator_and_programs):
+@pytest.mark.parametrize("memory", ["as found", "NaN"])
+def test_steps_over_the_whole_cache_decode_what_steps_over_its_written_part_decode(
+    generator_and_programs, monkeypatch, memory
+):
     """A GPU's greedy step attends over the whole preallocated cache (fixed shapes, for its
     CUDA graph), its unwritten columns masked; the CPU's over the columns written so far.
     Checked here on the CPU, both ways, in lockstep: fed the same tokens, the two give the
     same log-probabilities at every step, to float rounding. (Comparing two free greedy
-    runs instead would fail wherever rounding flips a near tie between two tokens.)"""
+    runs instead would fail wherever rounding flips a near tie between two tokens.)
+    Whatever memory the cache is given: a mask's zero weight times a NaN left in an
+    unwritten column is NaN (on an H200, a row of a CUDA-graph search decoded token 0 at
+    every step so), so "NaN" hands every fresh allocation over NaN."""
     from codeexecutor.generation.device_search import DeviceSearch
+
+    if memory == "NaN":
+        empty, empty_like = torch.empty, torch.empty_like
+        monkeypatch.setattr(torch, "empty", lambda *a, **k: empty(*a, **k).fill_(math.nan))
+        monkeypatch.setattr(torch, "empty_like", lambda *a, **k: empty_like(*a, **k).fill_(math.nan))
 
     gen, inputs = generator_and_programs
     codes = [gen.encoder.code(t) for t in inputs]
@@ -115,6 +126,7 @@ def test_steps_over_the_whole_cache_decode_what_steps_over_its_written_part_deco
     with torch.no_grad():
         whole = DeviceSearch(gen.model, gen.encoder, codes, 1, steps, graphs=False)
         whole.full_cache = True
+        monkeypatch.undo()
         written = DeviceSearch(gen.model, gen.encoder, codes, 1, steps, graphs=False)
         worst = 0.0
         for t in range(steps):

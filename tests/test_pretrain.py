@@ -151,11 +151,13 @@ def test_minutes_fit_each_stage_from_its_measured_speed(tmp_path):
     # the first stage's fix took its share of the half minute: about 0.7 x 30 s / its seconds a step, less the
     # margin; later log steps may have fitted it again to the moment that planned (refits)
     first = fixed["first"]  # plan.json rounds the seconds it records: within a step or two of the figure
-    assert first["ends_at"] == pytest.approx(plan["seconds"] * 0.7 * 0.92, abs=0.1)  # 0.92 of its slot, [0, 0.7 x 30 s]
+    start, span = plan["start"], plan["seconds"] - plan["start"]  # the run's start, then the stages' slots
+    assert 0 < start < plan["seconds"] - first["seconds_left"]  # measured at the first fix, before it
+    assert first["ends_at"] == pytest.approx(start + span * 0.7 * 0.92, abs=0.1)  # 0.92 of its slot
     spent = plan["seconds"] - first["seconds_left"]
     want = max(first["fixed_after"], int((first["ends_at"] - spent) / first["seconds_per_step"]) + first["fixed_after"])
     assert abs(first["planned"] - want) <= max(2, 0.01 * want)
-    assert fixed["second"]["slot"] == pytest.approx([0.7 * plan["seconds"], plan["seconds"]], abs=0.1)
+    assert fixed["second"]["slot"] == pytest.approx([start + 0.7 * span, plan["seconds"]], abs=0.1)
     assert (
         first["refits"] > 0 or first["steps"] == first["planned"]
     )  # steps move only by a refit (which may move them back)
@@ -451,3 +453,34 @@ def test_every_recipe_build_option_is_an_option_of_its_builder_with_a_default_of
         build("tutorial", "unused", {"colour": 1})
     with pytest.raises(UsageError, match="does not look like Project CodeNet"):
         build("codenetmut", "unused", {"codenet": "no/such/folder"})  # one folder given as a string
+
+
+def test_the_training_process_keeps_the_import_path_it_was_given(monkeypatch, tmp_path):
+    """The GPU draw installs its carried wheels (datasets among them) in a folder on
+    PYTHONPATH; the training process must see them beside the checkout."""
+    import os
+
+    from codeexecutor.pretrain import ROOT, child_env
+
+    monkeypatch.setenv("PYTHONPATH", "/tmp/site")
+    env = child_env(str(tmp_path / "refused.txt"))
+    assert env["PYTHONPATH"].split(os.pathsep) == [ROOT, "/tmp/site"]
+    monkeypatch.delenv("PYTHONPATH")
+    assert child_env(str(tmp_path / "refused.txt"))["PYTHONPATH"] == ROOT
+
+
+def test_the_runs_start_is_laid_before_the_slots_not_charged_to_the_first_stage(tmp_path):
+    """A compile of 12 s in a 135 s budget is the run's cost: the first stage, whose share
+    is 12%, still gets its share of the time after it (on a GPU it had been left 20 steps)."""
+    from codeexecutor.training.budget import MARGIN, Budget
+    from codeexecutor.training.config import Source, Stage
+
+    stages = [Stage(n, [Source("x", "codenet")], 100, share=s) for n, s in (("a", 0.12), ("b", 0.02), ("c", 0.86))]
+    budget = Budget(135 / 60, stages, str(tmp_path))
+    budget.spent = 15.0  # set-up and compile (14 s), then 20 warm-up steps of 0.05 s
+    steps = budget.fix(0, 0.05, 20)
+    assert budget.start == 14.0 and budget.slot(0) == (14.0, 14.0 + 0.12 * 121)
+    assert steps == 20 + int((14.0 + 0.12 * 121 * MARGIN - 15.0) / 0.05)  # about 250, not 20
+    assert abs(budget.slot(2)[1] - 135) < 1e-9  # the last slot still ends with the budget
+    again = Budget(135 / 60, stages, str(tmp_path))  # a resumed process keeps the slots
+    assert again.start == 14.0 and again.slot(1) == budget.slot(1)

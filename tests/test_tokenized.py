@@ -197,3 +197,26 @@ def test_the_tokenizer_and_tokenize_commands(demo_data, tmp_path):
         "tokenize", "--curriculum", str(path), "--tokenizer", str(tmp_path / "nowhere"), "--out", str(tmp_path / "u")
     )
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "no tokenizer" in bad.stderr
+
+
+def test_the_step_speed_bench_sizes_its_model_to_the_curriculums_tokenizer(demo_data, tmp_path, monkeypatch):
+    """The GPU draw's throughput step measures the step on the packed rows, whose ids run to
+    the tokenizer's size (its format tokens too): a model sized to a fixed vocabulary would
+    index past its embeddings."""
+    import time
+
+    from codeexecutor.modeling.tokenizer import load_tokenizer
+    from codeexecutor.training.tokenized import train_curriculum_tokenizer
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    from _step_speed import measure_step
+
+    cur, path = _demo_curriculum(demo_data, tmp_path)
+    train_curriculum_tokenizer(cur, ".", str(tmp_path / "tok"), sample=300)
+    raw = yaml.safe_load(path.read_text())
+    raw["model"]["tokenizer"] = str(tmp_path / "tok")
+    path.write_text(yaml.safe_dump(raw))
+    size = len(load_tokenizer(str(tmp_path / "tok")))
+    assert size > 40
+    out = measure_step("tiny", 2048, str(path), "torch", time.perf_counter() + 300, vocab=40)
+    assert out["vocab"] >= size and out["tokens_per_s"] > 0 and "stopped" not in out

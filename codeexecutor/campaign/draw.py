@@ -94,7 +94,7 @@ def draw() -> int:
             elif name == "unpack":
                 d.unpack(checks, manifest)
             elif name == "throughput":
-                d.throughput(checks, results[file], log, step_deadline)
+                status = d.throughput(checks, results[file], log, step_deadline)
             elif name == "train":
                 d.train(results[file], log, step_deadline)
                 if d.trained_model() is None:

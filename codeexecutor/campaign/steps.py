@@ -15,7 +15,9 @@ import tarfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BUDGET = 540  # seconds of steps in one draw: a call may run 600, and the machine's start is counted too
+# seconds of steps in one draw: a call may run 600, and the machine's start is counted too;
+# CAMPAIGN_BUDGET shortens it for a call on what is left of a lease
+BUDGET = int(os.environ.get("CAMPAIGN_BUDGET", "540"))
 SMOKE = os.environ.get("CAMPAIGN_SMOKE") == "1"
 OUT = pathlib.Path(os.environ.get("OUT") or ROOT / "runs" / "campaign" / "out")
 WORK = pathlib.Path(os.environ.get("CAMPAIGN_WORK") or ROOT / "runs" / "campaign")
@@ -370,15 +372,29 @@ def speed(name: str, runs, deadline: float, log: pathlib.Path, decode: int = 0, 
     return {"exit_code": code, **report}
 
 
-def throughput(checks: dict, result: dict, log: pathlib.Path, deadline: float) -> None:
+def throughput(checks: dict, result: dict, log: pathlib.Path, deadline: float) -> str:
     """The training preset's step at the draw's budget (a clean steady step beside the
-    training's own), then `base`'s MFU and greedy decoding at a batch of 300."""
+    training's own), then `base`'s MFU and greedy decoding at a batch of 300; the step's
+    status names the measurements that failed."""
     report = speed("tput", SIZES["speed_runs"], deadline, log, SIZES["decode"])
     result.update(report)
     measured = checks.get("preflight", {}).get("matmul_tflops")
     for r in report.get("steps", []):
         if r.get("achieved_tflops") and measured:
             r["mfu_measured_matmul"] = round(r["achieved_tflops"] / measured, 4)
+    return measurements_status(report)
+
+
+def measurements_status(report: dict) -> str:
+    """ok, or which of a speed report's measurements failed and the first error."""
+    parts = [(f"{r.get('preset')}:{r.get('tokens_per_step')}", r) for r in report.get("steps", [])]
+    parts += [("decode", report["decode"])] if isinstance(report.get("decode"), dict) else []
+    failed = [(name, r["error"]) for name, r in parts if "error" in r]
+    if not parts:
+        return f"failed: no measurement came back (exit code {report.get('exit_code')})"
+    if failed:
+        return f"failed: {len(failed)} of {len(parts)} measurements ({', '.join(n for n, _ in failed)}): {failed[0][1]}"
+    return "ok"
 
 
 def train(result: dict, log: pathlib.Path, deadline: float) -> None:
@@ -435,9 +451,17 @@ def train(result: dict, log: pathlib.Path, deadline: float) -> None:
         log,
         {"TORCH_LOGS": "recompiles"},
     )  # each recompile and the guard that failed, in the log's tail
-    rows = train_log(WORK / "run" / "run")
-    result.update(exit_code=code, seconds=round(time.time() - start, 1), log=rows)
-    plan = WORK / "run" / "run" / "plan.json"
+    result.update(exit_code=code, seconds=round(time.time() - start, 1))
+    collect_training(result, WORK / "run")
+
+
+def collect_training(result: dict, out: pathlib.Path) -> None:
+    """What the `pretrain` run under `out` did, into the step's `result`: its log, plan,
+    steps and speed, the path its last process took and each process's attempt. A draw
+    whose training.json did not come back is rebuilt from these files."""
+    rows = train_log(out / "run")
+    result["log"] = rows
+    plan = out / "run" / "plan.json"
     if plan.exists():
         result["plan"] = json.loads(plan.read_text())
     ends = {}  # each stage's last logged row: its steps and stepping seconds
@@ -455,10 +479,10 @@ def train(result: dict, log: pathlib.Path, deadline: float) -> None:
             "overhead_seconds": round(result["seconds"] - stepped, 1),
             "tokens": sum(r["stage_tokens"] for r in ends.values()),
         }
-    setup = WORK / "run" / "run" / "curriculum.json"
+    setup = out / "run" / "curriculum.json"
     if setup.exists():  # the path the last training process took: precision, attention, compile, fallbacks
         result["setup"] = json.loads(setup.read_text()).get("setup")
-    record = WORK / "run" / "pretrain.json"
+    record = out / "pretrain.json"
     if record.exists():  # each training process and how it ended (a dead one is carried on on a safer path)
         result["attempts"] = json.loads(record.read_text())["phases"].get("train", {}).get("attempts")
 

@@ -27,7 +27,8 @@ POSITION_OFFSET = 2  # RoBERTa positions start after padding_idx (1), as model.P
 class StaticCache:
     """Keys and values of every layer for `rows` rows and `capacity` columns, the code's
     `S` first (copied from the encoder's cache), and `bias` (rows, 1, 1, capacity): 0
-    where a row may attend, the dtype's minimum where not (padding, unwritten columns)."""
+    where a row may attend, the dtype's minimum where not (padding, unwritten columns).
+    Unwritten columns hold zeros: a step over the whole cache multiplies them by weight 0."""
 
     def __init__(self, encoded, code_mask: torch.Tensor, capacity: int, dtype: torch.dtype) -> None:
         N, S = code_mask.shape
@@ -36,8 +37,9 @@ class StaticCache:
         device = code_mask.device
         self.keys, self.values = [], []
         for layer in layers:
-            k = torch.empty((N, H, capacity, D), dtype=layer.keys.dtype, device=device)
-            v = torch.empty_like(k)
+            # zeros, not empty: a masked column's weight is 0, and 0 x NaN left in unwritten memory is NaN
+            k = torch.zeros((N, H, capacity, D), dtype=layer.keys.dtype, device=device)
+            v = torch.zeros_like(k)
             k[:, :, :S], v[:, :, :S] = layer.keys, layer.values
             self.keys.append(k)
             self.values.append(v)
@@ -51,10 +53,10 @@ class StaticCache:
 
     def keep_rows(self, rows: torch.Tensor, written: int) -> None:
         """Only these rows from now on (programs whose search is done leave); the
-        `written` columns are copied, the rest of each new buffer is left unwritten."""
+        `written` columns are copied, the rest of each new buffer zeros."""
 
         def kept(buf: torch.Tensor) -> torch.Tensor:
-            out = buf.new_empty((len(rows), *buf.shape[1:]))
+            out = buf.new_zeros((len(rows), *buf.shape[1:]))
             out[..., :written, :] = buf[..., :written, :].index_select(0, rows)
             return out
 

@@ -1,21 +1,24 @@
 """Fitting a curriculum's stages into a wall-clock budget (`codeexecutor pretrain --minutes`).
 
 The clock starts as the training process enters its loop, so its set-up and the step's
-compile are paid from the budget, however long they take. Each stage owns a slot of the
-clock: the stages' shares (`Stage.share`, by default its part of the recipe's steps) laid
-end to end over the whole budget. Whatever runs in a stage's slot is paid from it: its
-data's set-up, the mining of its hardest examples, its steps, and at its end the
-evaluation and export (`MARGIN` of the slot goes to steps, the rest to that end). So a
-stage whose mining or evaluation is slow takes its own steps' time, never the next
-stage's: the last stage, CodeNetMut, keeps its share. Mining is planned too: it may take
-`MINING_SHARE` of what is left of its stage's slot when it begins (`mining_seconds`), and
-scores the examples it reaches in that time (a recipe's `mine_from` is sized for an hour;
-a ten-minute budget would otherwise spend a stage's whole slot scoring). A stage's steps are fixed when its
-first `WARMUP` steps have run, from their speed (the first two left out: they pay for the
-stage's set-up) and the time to its slot's end. Its learning rate warms up over those
-first steps whatever the total, so fixing the total then changes nothing already
-trained. A stage of another speed (SingleLine's short rows against CodeNet's long ones)
-measures its own.
+compile are paid from the budget, however long they take. That start is the run's, not its
+first stage's: when the first stage fixes its steps, the time it has taken beyond its
+measured steps (`start`: set-up, compile, the first steps' slowness) is taken off the top,
+and each stage owns a slot of what is left: the stages' shares (`Stage.share`, by default
+its part of the recipe's steps) laid end to end after the start (charged to the first
+stage, a 12 s compile would leave a 12% share of a two-minute budget a few steps).
+Whatever runs in a stage's slot is paid from it: its data's set-up, the mining of its
+hardest examples, its steps, and at its end the evaluation and export (`MARGIN` of the
+slot goes to steps, the rest to that end). So a stage whose mining or evaluation is slow
+takes its own steps' time, never the next stage's: the last stage, CodeNetMut, keeps its
+share. Mining is planned too: it may take `MINING_SHARE` of what is left of its stage's
+slot when it begins (`mining_seconds`), and scores the examples it reaches in that time (a
+recipe's `mine_from` is sized for an hour; a ten-minute budget would otherwise spend a
+stage's whole slot scoring). A stage's steps are fixed when its first `WARMUP` steps have
+run, from their speed (the first two left out: they pay for the stage's set-up) and the
+time to its slot's end. Its learning rate warms up over those first steps whatever the
+total, so fixing the total then changes nothing already trained. A stage of another speed
+(SingleLine's short rows against CodeNet's long ones) measures its own.
 
 Fixing sets the moment the stage should end (`ends_at`, on the run's clock). At every
 log step after that the stage's steps are fitted again to that moment from its recent
@@ -51,6 +54,7 @@ class Budget:
         self.seconds = plan.get("seconds", minutes * 60.0)
         self.spent = plan.get("spent", 0.0)  # training seconds of earlier processes (a resumed run)
         self.fixed: dict[str, dict] = plan.get("stages", {})
+        self.start = plan.get("start")  # seconds of the run's start, laid before the slots; None until measured
         total = sum(st.steps for st in stages)  # the recipe's steps, before a resumed run's fixed ones replace them
         self.shares = plan.get("shares") or {
             st.name: st.share if st.share is not None else st.steps / total for st in stages
@@ -70,10 +74,12 @@ class Budget:
 
     def slot(self, index: int) -> tuple[float, float]:
         """(start, end) of stage `index`'s part of the run's clock: the shares laid end to
-        end over the whole budget."""
+        end over the budget after the run's start (the whole budget until it is measured)."""
         total = sum(self.shares.values())
         before = sum(self.shares[st.name] for st in self.stages[:index]) / total
-        return self.seconds * before, self.seconds * (before + self.shares[self.stages[index].name] / total)
+        origin = min(self.start or 0.0, self.seconds)
+        span = self.seconds - origin
+        return origin + span * before, origin + span * (before + self.shares[self.stages[index].name] / total)
 
     def mining_seconds(self, index: int) -> float:
         """The seconds stage `index` may spend mining its hardest examples, from now."""
@@ -84,6 +90,8 @@ class Budget:
         has run: as many as end its steps at MARGIN of its slot (what ran before them in
         the slot, its set-up and mining, already spent); written to plan.json at once."""
         stage = self.stages[index]
+        if self.start is None:  # the run's first fix: what went before the first stage's measured steps
+            self.start = round(max(0.0, self.elapsed() - done * seconds_per_step), 2) if index == 0 else 0.0
         start, end = self.slot(index)
         ends_at = start + (end - start) * MARGIN
         left = max(0.0, ends_at - self.elapsed())
@@ -123,7 +131,13 @@ class Budget:
         tmp = self.path + ".tmp"
         with open(tmp, "w") as f:
             json.dump(
-                {"seconds": self.seconds, "spent": self.elapsed(), "shares": self.shares, "stages": self.fixed},
+                {
+                    "seconds": self.seconds,
+                    "spent": self.elapsed(),
+                    "start": self.start,
+                    "shares": self.shares,
+                    "stages": self.fixed,
+                },
                 f,
                 indent=2,
             )
