@@ -151,7 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args._run(args)
     except CodeExecutorError as exc:  # one line: a multi-line message (every problem of a config) is joined
-        message = "; ".join(line.strip(" -") for line in str(exc).splitlines() if line.strip())
+        lines = (line.strip() for line in str(exc).splitlines())
+        # a bullet's "- " goes; a flag's "--" stays
+        message = "; ".join(line[2:] if line.startswith("- ") else line for line in lines if line)
         print(f"codeexecutor {args.command}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -77,6 +77,19 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
         help="score the debugger's actions instead (step, next, out, continue from K real events of each "
         "program, beside the 'nothing changes' and full-trace baselines; eval/debugger.py)",
     )
+    p.add_argument(
+        "--reval",
+        action="store_true",
+        help="score REval's four questions instead (is a line executed, a variable's value after it, the next "
+        "line, the output), answered from the model's greedy trace of each program (eval/reval.py)",
+    )
+    p.add_argument(
+        "--inverse",
+        type=int,
+        metavar="C",
+        help="score inverse execution instead: C candidate inputs for each held-out function's return value, "
+        "ranked by the model, pass@1 and pass@5 run in the sandbox, beside the proposals' order (eval/inverse.py)",
+    )
 
 
 def _eval_run(args: argparse.Namespace) -> int:
@@ -86,6 +99,10 @@ def _eval_run(args: argparse.Namespace) -> int:
 
     if args.debugger is not None:
         return _debugger_run(args)
+    if args.inverse is not None:
+        return _inverse_run(args)
+    if args.reval:
+        return _reval_run(args)
 
     if (
         args.limit < 0
@@ -143,6 +160,36 @@ def _debugger_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--debugger reads built datasets: {args.data} is not a folder (codeexecutor build ... --out)")
     report = debugger_tasks(args.model, args.data, args.split, args.limit or None, args.debugger)
     out = args.out or os.path.join(args.data, "debugger.json")
+    _write(report, out)
+    print(table(report))
+    return 0
+
+
+def _inverse_run(args: argparse.Namespace) -> int:
+    from codeexecutor.errors import UsageError
+    from eval.inverse import inverse_tasks, table
+
+    if args.inverse < 5 or args.limit < 0:
+        raise UsageError("--inverse C needs C >= 5 candidates a program (pass@5), and --limit >= 0")
+    if not os.path.isdir(args.data):
+        raise UsageError(f"--inverse reads built datasets: {args.data} is not a folder (codeexecutor build ... --out)")
+    report = inverse_tasks(args.model, args.data, args.split, args.limit or None, args.inverse)
+    out = args.out or os.path.join(args.data, "inverse.json")
+    _write(report, out)
+    print(table(report))
+    return 0
+
+
+def _reval_run(args: argparse.Namespace) -> int:
+    from codeexecutor.errors import UsageError
+    from eval.reval import reval_tasks, table
+
+    if args.limit < 0:
+        raise UsageError("--limit must be >= 0")
+    if not os.path.isdir(args.data):
+        raise UsageError(f"--reval reads built datasets: {args.data} is not a folder (codeexecutor build ... --out)")
+    report = reval_tasks(args.model, args.data, args.split, args.limit or None)
+    out = args.out or os.path.join(args.data, "reval.json")
     _write(report, out)
     print(table(report))
     return 0

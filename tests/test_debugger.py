@@ -162,3 +162,143 @@ def test_the_prompt_answers_each_command_as_a_person_reads_it(overfit_model, tmp
     out = run.stdout
     assert "breakpoints at lines 6" in out and "real:   line 6" in out and "z = 10" in out
     assert "*** unknown command 'zap'" in out and "Traceback" not in out + run.stderr
+
+
+SUM_TO = "def f(n):\n    total = 0\n    for i in range(n):\n        total += i\n    return total\n"
+
+
+def test_proposals_reach_the_answer_keep_an_examples_shape_and_never_repeat():
+    from codeexecutor.debugger.proposals import call_candidates, stdin_candidates
+
+    calls = call_candidates(SUM_TO + "f(2)\n", "f", "6", None, 32)
+    assert "f(4)" in calls and len(calls) == len(set(calls)) <= 32  # 0+1+2+3 = 6, among 32 distinct
+    assert call_candidates(SUM_TO, "f", "6", [7], 8)[0] == "f(7)"  # an example call is proposed first
+    shaped = stdin_candidates("2 3\nab\n", "12", "a, b = map(int, input().split())\nprint(a * b)\n", 24)
+    assert shaped[0] == "2 3\nab\n" and len(shaped) == len(set(shaped)) > 10
+    assert all([len(line.split()) for line in s.splitlines()] == [2, 1] for s in shaped)  # the example's shape
+
+
+class _Runner:
+    """A stand-in for the model that predicts every output right (by running the program),
+    so that the ranking and the check are tested apart from the model's skill."""
+
+    def __init__(self):
+        from codeexecutor.generation.search import Generated
+
+        self.Generated = Generated
+
+    def code_input(self, code, task):
+        return code
+
+    def rules_apply(self):
+        return False
+
+    def generate(self, inputs, **_):
+        from codeexecutor.execution import execute
+
+        return [self.Generated(execute(code, "").stdout, -1.0, 1) for code in inputs]
+
+    def parse(self, text):
+        return type("Parsed", (), {"output": text})()
+
+
+def test_a_right_prediction_ranks_first_and_the_sandbox_confirms_it():
+    from codeexecutor.debugger.inverse import inputs_for
+
+    found = inputs_for(_Runner(), SUM_TO, "6", call="f", k=5, candidates=32)
+    best = found["ranked"][0]
+    assert best["predicted_matches"] and best["reproduces"] and found["pass@1"] and found["pass@5"]
+    assert found["wanted"] == "6" and found["mode"] == "call"
+    assert all("reproduces" in c for c in found["ranked"][:5]) and "reproduces" not in found["ranked"][5]
+    words = inputs_for(_Runner(), "def g(s):\n    return s[::-1]\n", "cba", call="g('xy')", k=5)
+    assert words["wanted"] == "'cba'" and words["pass@1"]  # a bare word is the string it names
+    printed = inputs_for(_Runner(), "a, b = map(int, input().split())\nprint(a * b)\n", "12", stdin="2 3\n")
+    assert printed["mode"] == "stdin" and printed["pass@1"]
+
+
+def test_inputs_for_from_the_command_line_and_its_refusals(tmp_path):
+    prog = tmp_path / "f.py"
+    prog.write_text(SUM_TO)
+    model = str(ROOT / "models" / "codeexecutor-mini-cpu")
+    cmd = [sys.executable, "-m", "codeexecutor", "debug", str(prog), "--model", model]
+    run = subprocess.run(cmd + ["--call", "f", "--inputs-for", "6", "--top", "3"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = [json.loads(line) for line in run.stdout.splitlines()]
+    assert [r.get("rank") for r in lines[:3]] == [1, 2, 3] and lines[-1]["action"] == "inputs_for"
+    for r in lines[:3]:  # each checked input's real output is the sandbox's
+        from codeexecutor.execution import execute
+
+        real = execute(SUM_TO + f"print(repr({r['input']}))\n", "").stdout or None
+        assert r["real_output"] == real and r["reproduces"] == (real == "6\n")
+    assert lines[-1]["pass@3"] == any(r["reproduces"] for r in lines[:3])
+    for bad, words in (
+        (["--inputs-for", "6"], "needs --call"),
+        (["--call", "f(", "--inputs-for", "6"], "--call 'f('"),
+        (["--call", "f", "--inputs-for", "6", "--top", "0"], "--top 0"),
+        (["--call", "h", "--inputs-for", "6"], "defines no function h"),
+    ):
+        out = subprocess.run(cmd + bad, capture_output=True, text=True)
+        assert out.returncode == 2 and words in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_inverse_questions_hide_the_last_call_and_score_three_orders(demo_data, overfit_model):
+    from eval.inverse import inverse_tasks, question
+
+    row = {"status": "ok", "n_steps": 4, "code": SUM_TO + "f(2)\nprint(repr(f(4)))\n", "stdout": "6\n"}
+    assert question(row, 30) == (SUM_TO + "f(2)\n", "f", "f(4)", "6")
+    assert question(dict(row, stdout="<object at 0x1>\n"), 30) is None  # a value that is no literal
+    assert question(dict(row, n_steps=99), 30) is None
+    report = inverse_tasks(str(overfit_model[0]), str(demo_data), "test", limit=3, candidates=8)
+    f = report["datasets"]["functions"]
+    assert f["scored"] == min(3, f["questions"]) > 0
+    assert f["model@1"] <= f["model@5"] <= f["coverage"] and f["proposed@1"] <= f["proposed@5"] <= f["coverage"]
+
+
+def test_revals_questions_are_answered_from_a_trace_and_a_perfect_trace_answers_all():
+    from codeexecutor.debugger.events import Event
+    from eval.reval import QUESTIONS, answer, ask
+
+    real = _real(CALLS)
+    stdout = "10\n"
+    rng = random.Random(0)
+    asked = [q for _ in range(20) for q in ask(CALLS, real, stdout, rng)]
+    assert {q["q"] for q in asked} == set(QUESTIONS)
+    assert all(answer(q, real) == q["real"] for q in asked)  # the real run answers its own questions
+    shifted = [Event(e.line, {k: v + "0" for k, v in e.state.items()}, e.output) for e in real]
+    assert any(answer(q, shifted) != q["real"] for q in asked if q["q"] == "state")  # other values are wrong
+    assert answer({"q": "path", "line": 4, "n": 3}, real) is None  # no fourth run of line 4: no answer
+
+
+def test_reval_scores_a_memorized_model_on_the_demo_sets(demo_data, overfit_model):
+    from eval.reval import reval_tasks
+
+    report = reval_tasks(str(overfit_model[0]), str(demo_data), "test", limit=4)
+    assert {"codenetmut", "functions"} <= set(report["datasets"])
+    for qs in report["datasets"].values():
+        assert 1 <= qs["output"]["asked"] <= 4 and all(0 <= f["model"] <= 100 for f in qs.values())
+        assert all("baseline" in f for q, f in qs.items() if q in ("coverage", "path"))
+
+
+def test_a_session_opens_in_the_viewer_one_step_an_action(tmp_path):
+    import re
+
+    prog = tmp_path / "calls.py"
+    prog.write_text(CALLS)
+    page = tmp_path / "session.html"
+    cmd = [
+        sys.executable,
+        "-m",
+        "codeexecutor",
+        "debug",
+        str(prog),
+        "--model",
+        str(ROOT / "models" / "codeexecutor-mini-cpu"),
+    ]
+    run = subprocess.run(cmd + ["--do", "b 6; c; s; p", "--html", str(page)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    data = json.loads(re.search(r'id="trace-data">(.*?)</script>', page.read_text(), re.S).group(1))
+    assert data["labels"] == ["c → continue", "s → step"] and "breakpoints: 6" in data["title"]
+    assert [s["line"] for s in data["real"]["steps"]] == [6, 7]  # the real landings beside the model's
+    assert data["real"]["steps"][0]["state"] == {"f": "<function>", "x": "3", "y": "7", "z": "10"}
+    refused = subprocess.run(cmd + ["--do", "s", "--html", str(tmp_path)], capture_output=True, text=True)
+    assert refused.returncode == 2 and "is a folder" in refused.stderr and "Traceback" not in refused.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 
 from codeexecutor.errors import UsageError
@@ -36,6 +37,21 @@ def _args(p: argparse.ArgumentParser) -> None:
         help='actions separated by ";" (e.g. "b 12; c; n; p x"; a value set here cannot hold a ";"): JSON lines out',
     )
     p.add_argument("--no-real", action="store_true", help="do not run the program: the model predicts from its start")
+    p.add_argument(
+        "--inputs-for",
+        metavar="OUTPUT",
+        help="inverse execution: inputs that make the program print OUTPUT (--stdin FILE: an example input, "
+        "its shape) or the --call function return OUTPUT (--call f, or an example call); the model ranks "
+        "candidates, the sandbox checks the first --top: JSON lines out",
+    )
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write the session to the trace viewer when it ends: one step an action, the model's landing "
+        "beside the real one",
+    )
+    p.add_argument("--candidates", type=int, default=32, help="inputs proposed for --inputs-for (default 32)")
+    p.add_argument("--top", type=int, default=5, help="ranked inputs run in the sandbox (default 5)")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -44,10 +60,43 @@ def _run(args: argparse.Namespace) -> int:
 
     source = read_program(args.program)
     stdin = read_text_file(args.stdin, "--stdin file") if args.stdin else ""
+    if args.inputs_for is not None:
+        return _inverse(args, source, stdin)
+    if args.html and os.path.isdir(args.html):
+        raise UsageError(f"--html {args.html} is a folder; name the page's file, e.g. session.html")
     session = Session(source, stdin, args.call, args.model, real=not args.no_real)
-    if args.do is not None:
-        return _script(session, args.do)
-    return _prompt(session)
+    taken: list[tuple[str, dict]] = []
+    try:
+        return _script(session, args.do, taken) if args.do is not None else _prompt(session, taken)
+    finally:
+        if args.html:
+            _write_page(args.html, session, taken, args.program)
+
+
+def _write_page(path: str, session, taken: list, program: str) -> None:
+    from codeexecutor.debugger.page import session_page
+    from codeexecutor.generation.html import render_page, write_atomic
+
+    data = session_page(session.code, taken, session.breakpoints, f"debugger session of {os.path.basename(program)}")
+    write_atomic(path, render_page(data))
+    print(f"page: {path}")
+
+
+def _inverse(args: argparse.Namespace, source: str, stdin: str) -> int:
+    """`--inputs-for`: the checked candidates, best first, then a summary line."""
+    from codeexecutor.debugger.inverse import inputs_for
+    from codeexecutor.generation.api import cached_generator
+
+    if not 1 <= args.top <= args.candidates:
+        raise UsageError(f"--top {args.top} --candidates {args.candidates}: --top runs 1 to --candidates of them")
+    found = inputs_for(
+        cached_generator(args.model), source, args.inputs_for, args.call, stdin, args.top, args.candidates
+    )
+    for rank, c in enumerate(found["ranked"][: args.top], 1):
+        print(json.dumps({"rank": rank, **c}), flush=True)
+    summary = {k: v for k, v in found.items() if k != "ranked"}
+    print(json.dumps({"action": "inputs_for", **summary}), flush=True)
+    return 0
 
 
 def act(session, command: str) -> dict | None:
@@ -98,7 +147,7 @@ def _line(text: str) -> int:
         raise UsageError(f"{text!r} is not a line number: give one, e.g. b 12") from None
 
 
-def _script(session, script: str) -> int:
+def _script(session, script: str, taken: list) -> int:
     """Each action of the script as a JSON line; a bad one gets an `error` line and the
     script goes on, as it would at the prompt."""
     print(
@@ -112,11 +161,12 @@ def _script(session, script: str) -> int:
         if answer is None:
             break
         if answer.get("action") != "none":
+            taken.append((command, answer))
             print(json.dumps(answer, ensure_ascii=False), flush=True)
     return 0
 
 
-def _prompt(session) -> int:
+def _prompt(session, taken: list) -> int:
     for note in session.notes:
         print(f"note: {note}")
     print("(the model's debugger; `help` lists the commands)")
@@ -133,6 +183,7 @@ def _prompt(session) -> int:
             continue
         if answer is None:
             return 0
+        taken.append((command, answer))
         print(describe(answer))
 
 

@@ -41,6 +41,7 @@ class Session:
         from codeexecutor.generation.api import cached_generator, prepare
         from codeexecutor.modeling.format import FormatError
 
+        self.source, self.call = source, call
         if call is not None:
             _check_expression(call, "--call")
             source = source.rstrip("\n") + f"\nprint(repr({call}))\n"
@@ -191,6 +192,15 @@ class Session:
             if k is not None:
                 self.path = self.path + predicted[: k + 1]
         return {**out, **self._where()}
+
+    def inputs_for(self, wanted: str, k: int = 5, candidates: int = 32) -> dict:
+        """Inverse execution (debugger/inverse.py): inputs that make this session's call
+        return `wanted` (the call's function, its arguments as the example), or its stdin
+        of the same shape make the program print it; ranked by the model, the first `k`
+        checked in the sandbox."""
+        from codeexecutor.debugger.inverse import inputs_for
+
+        return inputs_for(self.gen, self.source, wanted, self.call, self.stdin or None, k, candidates)
 
     def _predict(self, path, frames, action, depth, lines, whole: bool = False):
         """The model's events after `path`, decoded until the action's landing (or the end)."""

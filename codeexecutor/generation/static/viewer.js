@@ -98,7 +98,7 @@
     if (nx && lineEl(nx.line) && !lineEl(nx.line).classList.contains("cur")) lineEl(nx.line).classList.add("next");
     const at = (p || r) ? lineEl((p || r).line) : null;
     if (at) at.scrollIntoView({block: "nearest"});
-    $("pos").textContent = "step " + (cur + 1) + " of " + n +
+    $("pos").textContent = (D.labels ? D.labels[cur] + ": " : "") + "step " + (cur + 1) + " of " + n +
       (p ? ", line " + p.line : ", predicted trace ended") + (R && r && (!p || r.line !== p.line) ? " (real: line " + r.line + ")" : "");
     $("frame").textContent = sides.map((s, j) => {
       const st = s.steps[cur];
