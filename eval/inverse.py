@@ -12,14 +12,16 @@ the sandbox, so that three orders are scored on the same runs:
 * `coverage`: whether any candidate reproduces the value, the most a ranking can reach.
 
 pass@k is the share of programs whose first k inputs include one whose real return value is
-the wanted one (any such input counts). Rows whose value is not a literal, or whose run
-takes more than `max_steps` events (CRUXEval's functions are short), are left out and
-counted.
+the wanted one (any such input counts). Rows whose value is not a literal, whose last call is not of a
+function the program defines (`str(...)`, a method), or whose run takes more than
+`max_steps` events (CRUXEval's functions are short), are left out and counted.
 """
 
 from __future__ import annotations
 
 import ast
+
+from codeexecutor.debugger.proposals import arity
 
 KS = (1, 5)
 
@@ -48,7 +50,12 @@ def question(row: dict, max_steps: int) -> tuple[str, str, str, str] | None:
     ):
         return None
     call = node.value.args[0].args[0]
-    return "\n".join(lines[:-1]) + "\n", call.func.id, ast.unparse(call), value
+    source = "\n".join(lines[:-1]) + "\n"
+    try:
+        defined = arity(ast.parse(source), call.func.id) is not None
+    except SyntaxError:
+        return None
+    return (source, call.func.id, ast.unparse(call), value) if defined else None  # a function of the program
 
 
 def score_question(gen, source: str, name: str, value: str, candidates: int) -> dict:

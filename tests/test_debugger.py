@@ -248,6 +248,7 @@ def test_inverse_questions_hide_the_last_call_and_score_three_orders(demo_data, 
     assert question(row, 30) == (SUM_TO + "f(2)\n", "f", "f(4)", "6")
     assert question(dict(row, stdout="<object at 0x1>\n"), 30) is None  # a value that is no literal
     assert question(dict(row, n_steps=99), 30) is None
+    assert question(dict(row, code=SUM_TO + "print(repr(str(4)))\n", stdout="'4'\n"), 30) is None  # not its own
     report = inverse_tasks(str(overfit_model[0]), str(demo_data), "test", limit=3, candidates=8)
     f = report["datasets"]["functions"]
     assert f["scored"] == min(3, f["questions"]) > 0
