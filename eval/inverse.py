@@ -64,7 +64,8 @@ def score_question(gen, source: str, name: str, value: str, candidates: int) -> 
     found = inputs_for(gen, source, value, call=name, k=max(KS), candidates=candidates, check=False)
     runs = {}
     for c in found["ranked"]:
-        runs[c["input"]] = run_candidate(source.rstrip("\n") + f"\nprint(repr({c['input']}))\n", "", found["wanted"])[1]
+        program = source.rstrip("\n") + f"\nprint(repr({c['input']}))\n"
+        runs[c["input"]] = run_candidate(program, "", found["wanted"], "call")[1]
     model = [runs[c["input"]] for c in found["ranked"]]
     proposed = [runs[c["input"]] for c in sorted(found["ranked"], key=lambda c: c["proposed"])]
     out = {"candidates": len(model), "coverage": any(model)}

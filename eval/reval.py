@@ -7,17 +7,23 @@ and the model answers all four from one greedy trace of the program from its sta
 as `evaluate` decodes (no real events given; the debugger's actions are scored apart, by
 eval/debugger.py):
 
-* coverage: a line drawn from the program's lines that hold code; the answer is whether the
-  predicted trace has an event at it (half the questions ask of a line the real run reaches,
-  half of one it does not, where the program has such a line);
-* state: an event drawn from the real run and a variable of its state; the answer is that
-  variable's value at the same occurrence (the n-th event at that line) of the predicted trace;
-* path: the same event; the answer is the line of the event after that occurrence;
+* coverage: a line that can produce an event (one with code the interpreter runs, not an
+  `else:` or a docstring); the answer is whether the predicted trace has an event at it
+  (half the questions ask of a line the real run reaches, half of one it does not, where
+  the program has such a line);
+* state: an event drawn from the real run and a variable of its state whose value is data
+  (not a function, class or module); the answer is that variable's value at the same
+  occurrence (the n-th event at that line) of the predicted trace;
+* path: the same event; the answer is the line of the next event. Events are in the order
+  the model writes them, which for this project's models is the order lines finish (a
+  call's steps before the line that called), so this asks which line finishes next,
+  REval's "runs next" wherever no call sits between;
 * output: the printed output, whole.
 
-Beside them two answers that need no model: coverage "every line runs" and path "the next
-line of the source" (REval's own baselines are the models it compares). Scores are
-percentages of the questions asked, per dataset.
+Beside the model, answers that need none: coverage "every line runs", state "nothing
+changes" (the variable's value at the event before, where it had one), path "the next line
+of the source", output "prints nothing" (REval's own baselines are the models it compares).
+Scores are percentages of the questions asked, per dataset.
 """
 
 from __future__ import annotations
@@ -43,23 +49,49 @@ def nth(lines: list[int], line: int, n: int) -> int | None:
     return None
 
 
+def event_lines(code: str) -> set[int] | None:
+    """The lines that can produce an event: those the compiled program has code at, in every
+    function and class too (None where it does not compile here)."""
+    import types
+
+    try:
+        stack = [compile(code, "<program>", "exec")]
+    except (SyntaxError, ValueError):
+        return None
+    lines = set()
+    while stack:
+        co = stack.pop()
+        lines |= {line for _, _, line in co.co_lines() if line}
+        stack += [c for c in co.co_consts if isinstance(c, types.CodeType)]
+    return lines
+
+
+def _data(value: str) -> bool:
+    return not value.startswith(("<function", "<class", "<module", "<built-in"))
+
+
 def ask(code: str, real: list, stdout: str, rng: random.Random) -> list[dict]:
     """The questions of one program's real run: each with its real answer and what it needs."""
     lines = [e.line for e in real if not e.exception]
     states = [e for e in real if not e.exception]
     out = []
-    codelines = [i + 1 for i, t in enumerate(code.splitlines()) if t.strip() and not t.strip().startswith("#")]
-    reached, missed = sorted(set(lines)), [k for k in codelines if k not in set(lines)]
+    runnable = event_lines(code)
+    if runnable is None:
+        runnable = {i + 1 for i, t in enumerate(code.splitlines()) if t.strip() and not t.strip().startswith("#")}
+    reached, missed = sorted(set(lines)), sorted(runnable - set(lines))
     pool = missed if (missed and rng.random() < 0.5) else reached
     if pool:
         k = rng.choice(pool)
         out.append({"q": "coverage", "line": k, "real": k in set(lines)})
-    with_vars = [i for i, e in enumerate(states) if e.state]
-    if with_vars:
-        i = rng.choice(with_vars)
-        name = rng.choice(sorted(states[i].state))
+    with_data = [i for i, e in enumerate(states) if any(_data(v) for v in e.state.values())]
+    if with_data:
+        i = rng.choice(with_data)
+        name = rng.choice(sorted(n for n, v in states[i].state.items() if _data(v)))
         n = occurrence(lines, i)
-        out.append({"q": "state", "line": lines[i], "n": n, "name": name, "real": states[i].state[name]})
+        before = states[i - 1].state.get(name) if i > 0 else None
+        out.append(
+            {"q": "state", "line": lines[i], "n": n, "name": name, "real": states[i].state[name], "before": before}
+        )
         if i + 1 < len(lines):
             out.append({"q": "path", "line": lines[i], "n": n, "real": lines[i + 1]})
     out.append({"q": "output", "real": stdout})
@@ -84,12 +116,13 @@ def answer(question: dict, predicted: list) -> object:
 
 
 def baseline(question: dict) -> object:
-    q = question["q"]
-    if q == "coverage":
-        return True
-    if q == "path":
-        return question["line"] + 1
-    return None
+    """The answer that needs no model (see the module's docstring)."""
+    return {
+        "coverage": True,
+        "state": question.get("before"),
+        "path": question.get("line", 0) + 1,
+        "output": "",
+    }[question["q"]]
 
 
 def reval_tasks(model: str, data: str, split: str = "test", limit: int | None = 100, seed: int = 0) -> dict:
@@ -140,9 +173,11 @@ def summarize(results: list[dict]) -> dict:
     for q in QUESTIONS:
         mine = [r for r in results if r["q"] == q]
         if mine:
-            out[q] = {"asked": len(mine), "model": round(100 * sum(r["model"] for r in mine) / len(mine), 2)}
-            if q in ("coverage", "path"):
-                out[q]["baseline"] = round(100 * sum(r["baseline"] for r in mine) / len(mine), 2)
+            out[q] = {
+                "asked": len(mine),
+                "model": round(100 * sum(r["model"] for r in mine) / len(mine), 2),
+                "baseline": round(100 * sum(r["baseline"] for r in mine) / len(mine), 2),
+            }
     return out
 
 
@@ -150,6 +185,5 @@ def table(report: dict) -> str:
     rows = [f"{'dataset':<18}{'question':<10}{'asked':>7}{'model':>10}{'baseline':>10}"]
     for name, qs in report["datasets"].items():
         for q, f in qs.items():
-            base = f"{f['baseline']:>10.2f}" if "baseline" in f else f"{'-':>10}"
-            rows.append(f"{name:<18}{q:<10}{f['asked']:>7}{f['model']:>10.2f}{base}")
+            rows.append(f"{name:<18}{q:<10}{f['asked']:>7}{f['model']:>10.2f}{f['baseline']:>10.2f}")
     return "\n".join(rows)

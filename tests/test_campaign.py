@@ -246,3 +246,13 @@ def test_the_checks_step_fails_where_a_gpu_test_fails_or_none_ran(monkeypatch):
     )
     monkeypatch.setitem(checks.SIZES, "tests_need", 10**9)  # the CPU smoke run: no GPU tests to run
     assert checks.with_tests({"test_gpu": {"skipped": "no GPU"}}, "ok") == "ok"
+
+
+def test_a_throughput_step_whose_measurements_fail_says_so():
+    from codeexecutor.campaign.steps import measurements_status
+
+    ok = {"steps": [{"preset": "small", "tokens_per_step": 49152, "tokens_per_s": 1.0}], "decode": {"graph": {}}}
+    assert measurements_status(ok) == "ok"
+    bad = {"steps": [dict(ok["steps"][0], error="IndexError: index 8008 is out of bounds")], "decode": {"graph": {}}}
+    assert measurements_status(bad).startswith("failed: 1 of 2 measurements (small:49152): IndexError")
+    assert measurements_status({"exit_code": 1}).startswith("failed: no measurement came back")

@@ -236,6 +236,8 @@ def test_inputs_for_from_the_command_line_and_its_refusals(tmp_path):
         (["--call", "f(", "--inputs-for", "6"], "--call 'f('"),
         (["--call", "f", "--inputs-for", "6", "--top", "0"], "--top 0"),
         (["--call", "h", "--inputs-for", "6"], "defines no function h"),
+        (["--call", "f", "--inputs-for", "6", "--do", "s"], "runs no session"),
+        (["--call", "f(3)", "--do", "s", "--html", str(tmp_path / "no" / "p.html")], "does not exist"),
     ):
         out = subprocess.run(cmd + bad, capture_output=True, text=True)
         assert out.returncode == 2 and words in out.stderr and "Traceback" not in out.stderr, out.stderr
@@ -303,3 +305,31 @@ def test_a_session_opens_in_the_viewer_one_step_an_action(tmp_path):
     assert data["real"]["steps"][0]["state"] == {"f": "<function>", "x": "3", "y": "7", "z": "10"}
     refused = subprocess.run(cmd + ["--do", "s", "--html", str(tmp_path)], capture_output=True, text=True)
     assert refused.returncode == 2 and "is a folder" in refused.stderr and "Traceback" not in refused.stderr
+
+
+class _Wrong(_Runner):
+    """A stand-in that predicts the same wrong output for every candidate."""
+
+    def generate(self, inputs, **_):
+        return [self.Generated("-99\n", -1.0, 1) for _ in inputs]
+
+
+def test_the_sandbox_checks_but_never_reorders_and_earlier_output_does_not_count():
+    from codeexecutor.debugger.inverse import inputs_for
+    from codeexecutor.debugger.proposals import call_candidates
+
+    blind = inputs_for(_Wrong(), SUM_TO, "6", call="f", k=32, candidates=32)
+    assert [c["input"] for c in blind["ranked"]] == call_candidates(SUM_TO, "f", "6", None, 32)  # proposed order
+    assert blind["pass@1"] == blind["ranked"][0]["reproduces"] and blind["pass@32"]  # f(4) is among them
+    chatty = SUM_TO + "print('start')\nprint(f(3))\n"  # prints before the call: only the call's line counts
+    assert inputs_for(_Runner(), chatty, "6", call="f")["pass@1"]
+    reads = SUM_TO + "k = int(input())\n"  # reads stdin: the call's candidates run with the stdin given
+    assert inputs_for(_Runner(), reads, "6", call="f", stdin="3\n")["pass@1"]
+    assert inputs_for(_Runner(), SUM_TO, "1e999", call="f(1e999)")["candidates"] > 1  # no crash on inf
+
+
+def test_coverage_asks_only_of_lines_that_can_have_an_event():
+    from eval.reval import event_lines
+
+    code = "def f(x):\n    '''doc'''\n    if x:\n        return 1\n    else:\n        return 2\nf(1)\n"
+    assert event_lines(code) == {1, 3, 4, 6, 7}  # not the docstring, not else:

@@ -17,7 +17,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # seconds of steps in one draw: a call may run 600, and the machine's start is counted too;
 # CAMPAIGN_BUDGET shortens it for a call on what is left of a lease
-BUDGET = int(os.environ.get("CAMPAIGN_BUDGET", "540"))
+BUDGET = int(float(os.environ.get("CAMPAIGN_BUDGET", "540")))
 SMOKE = os.environ.get("CAMPAIGN_SMOKE") == "1"
 OUT = pathlib.Path(os.environ.get("OUT") or ROOT / "runs" / "campaign" / "out")
 WORK = pathlib.Path(os.environ.get("CAMPAIGN_WORK") or ROOT / "runs" / "campaign")

@@ -61,9 +61,13 @@ def _run(args: argparse.Namespace) -> int:
     source = read_program(args.program)
     stdin = read_text_file(args.stdin, "--stdin file") if args.stdin else ""
     if args.inputs_for is not None:
+        if args.do is not None or args.html or args.no_real:
+            raise UsageError("--inputs-for runs no session: leave --do, --html and --no-real out")
         return _inverse(args, source, stdin)
     if args.html and os.path.isdir(args.html):
         raise UsageError(f"--html {args.html} is a folder; name the page's file, e.g. session.html")
+    if args.html and not os.path.isdir(os.path.dirname(os.path.abspath(args.html))):
+        raise UsageError(f"--html {args.html}: its folder does not exist; make it first or name another")
     session = Session(source, stdin, args.call, args.model, real=not args.no_real)
     taken: list[tuple[str, dict]] = []
     try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import math
 
 from codeexecutor.debugger.proposals import arity, call_candidates, calls_of, literal, stdin_candidates
 from codeexecutor.errors import UsageError
@@ -39,9 +40,10 @@ def likeness(predicted: str | None, wanted: str) -> float:
 
 def _number(text: str) -> float | None:
     try:
-        return float(text)
+        x = float(text)
     except ValueError:
         return None
+    return x if math.isfinite(x) else None  # nan and inf are compared as text
 
 
 def parse_call(call: str) -> tuple[str, list | None]:
@@ -75,11 +77,30 @@ def inputs_for(
     seed: int = 0,
 ) -> dict:
     """Inputs for `source` that should give `wanted`: with `call` (a function's name or an
-    example call) the arguments of a call whose return value's repr is `wanted`; else a
+    example call) the arguments of a call whose return value's repr is `wanted` (the program
+    reads `stdin` as given, and what it prints before the call does not count); else a
     stdin, of the shape of the example `stdin`, that makes the program print `wanted`.
     Returns the ranked candidates (the first `k` run in the sandbox when `check`)."""
-    from codeexecutor.generation.api import prepare
+    texts, programs, target, mode = _candidates(source, wanted, call, stdin, candidates, seed)
+    ranked = _rank(gen, texts, programs, target, mode)
+    if check:
+        for c in ranked[:k]:
+            c["real_output"], c["reproduces"] = run_candidate(*c["_program"], target, mode)
+    for c in ranked:
+        del c["_program"]
+    checked = [c for c in ranked[:k] if "reproduces" in c]
+    return {
+        "wanted": target,
+        "mode": mode,
+        "candidates": len(ranked),
+        "ranked": ranked,
+        "pass@1": checked[0]["reproduces"] if checked else None,
+        f"pass@{k}": any(c["reproduces"] for c in checked) if checked else None,
+    }
 
+
+def _candidates(source: str, wanted: str, call: str | None, stdin: str | None, limit: int, seed: int):
+    """(candidate texts, (program, stdin) of each, the wanted output, the mode)."""
     if call is not None:
         name, example = parse_call(call)
         try:
@@ -91,56 +112,57 @@ def inputs_for(
                 f"--call {name}: the program defines no function {name} and never calls it; "
                 f"name one it defines, or give an example call such as {name}(1, 'a')"
             )
-        texts = call_candidates(source, name, wanted, example, candidates, seed)
-        programs = [(source.rstrip("\n") + f"\nprint(repr({t}))\n", "") for t in texts]
-        target = repr(literal(wanted))  # what print(repr(call)) writes: 6 for 6, 'ab' for ab or 'ab'
-    elif stdin:
-        texts = stdin_candidates(stdin, wanted, source, candidates, seed)
-        programs = [(source, t) for t in texts]
-        target = wanted
-    else:
-        raise UsageError(
-            "inverse execution needs --call (a function, or an example call) or --stdin (an example input)"
-        )
-    inputs = [gen.code_input(prepare(code, text)[0], "codenet") for code, text in programs]
+        texts = call_candidates(source, name, wanted, example, limit, seed)
+        programs = [(source.rstrip("\n") + f"\nprint(repr({t}))\n", stdin or "") for t in texts]
+        return texts, programs, repr(literal(wanted)), "call"  # as print(repr(call)) writes it: 'ab' for ab
+    if stdin:
+        texts = stdin_candidates(stdin, wanted, source, limit, seed)
+        return texts, [(source, t) for t in texts], wanted, "stdin"
+    raise UsageError("inverse execution needs --call (a function, or an example call) or --stdin (an example input)")
+
+
+def _rank(gen, texts: list[str], programs: list[tuple[str, str]], target: str, mode: str) -> list[dict]:
+    """The candidates best first by the model's predicted output alone (no run)."""
+    from codeexecutor.generation.api import prepare
+    from codeexecutor.modeling.format import FormatError
+
+    try:
+        inputs = [gen.code_input(prepare(code, text)[0], "codenet") for code, text in programs]
+    except FormatError as exc:
+        raise UsageError(f"the model cannot read this program: {exc}") from None
     rules = gen.rules_apply()
     decoded = gen.generate(inputs, beam=1, names=rules, values=rules, batch_size=64)
     ranked = []
-    for i, (text, (code, given), g) in enumerate(zip(texts, programs, decoded)):
+    for i, (text, program, g) in enumerate(zip(texts, programs, decoded)):
         predicted = gen.parse(g.text).output if g.finished else None
+        shown = None if predicted is None else compared(predicted, mode)
         ranked.append(
             {
                 "input": text,
                 "predicted_output": predicted,
-                "predicted_matches": predicted is not None and normal(predicted) == normal(target),
-                "likeness": round(likeness(predicted, target), 4),
+                "predicted_matches": shown is not None and shown == normal(target),
+                "likeness": round(likeness(shown, target), 4),
                 "logprob": round(g.logprob, 3),
                 "proposed": i,
-                "_program": (code, given),
+                "_program": program,
             }
         )
     ranked.sort(key=lambda c: (-c["predicted_matches"], -c["likeness"], -c["logprob"], c["proposed"]))
-    if check:
-        for c in ranked[:k]:
-            c["real_output"], c["reproduces"] = run_candidate(*c["_program"], target)
-    for c in ranked:
-        del c["_program"]
-    checked = [c for c in ranked[:k] if "reproduces" in c]
-    return {
-        "wanted": target,
-        "mode": "call" if call is not None else "stdin",
-        "candidates": len(ranked),
-        "ranked": ranked,
-        "pass@1": checked[0]["reproduces"] if checked else None,
-        f"pass@{k}": any(c["reproduces"] for c in checked) if checked else None,
-    }
+    return ranked
 
 
-def run_candidate(code: str, stdin: str, target: str) -> tuple[str | None, bool]:
+def compared(output: str, mode: str) -> str:
+    """The part of an output the question asks about: a call's printed repr is its last
+    line (what the program printed before it does not count), stdin's is the whole."""
+    text = normal(output)
+    return text.rsplit("\n", 1)[-1] if mode == "call" else text
+
+
+def run_candidate(code: str, stdin: str, target: str, mode: str = "stdin") -> tuple[str | None, bool]:
     """The candidate's real output in the sandbox, and whether it is the wanted one."""
     from codeexecutor.execution import ExecStatus, execute
 
     result = execute(code, stdin)
     if result.status != ExecStatus.OK:
         return None, False
-    return result.stdout, normal(result.stdout) == normal(target)
+    return result.stdout, compared(result.stdout, mode) == normal(target)

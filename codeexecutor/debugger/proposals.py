@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import math
 import random
 
 SMALL = [*range(11), -1, 100, "", "a", "ab", "abc", [], [1], [1, 2, 3], (), {}, True, False, None, 0.5]
@@ -33,7 +34,7 @@ def neighbours(value) -> list:
     if isinstance(value, int):
         return [value - 1, value + 1, value * 2, value // 2, -value, 0]
     if isinstance(value, float):
-        return [value * 2, value / 2, -value, round(value)]
+        return [value * 2, value / 2, -value] + ([round(value)] if math.isfinite(value) else [])
     if isinstance(value, str):
         return [value[::-1], value[:-1], value[1:], value.upper(), value.lower(), "".join(sorted(value)), value * 2]
     if isinstance(value, (list, tuple)):

@@ -3,7 +3,8 @@
 The clock starts as the training process enters its loop, so its set-up and the step's
 compile are paid from the budget, however long they take. That start is the run's, not its
 first stage's: when the first stage fixes its steps, the time it has taken beyond its
-measured steps (`start`: set-up, compile, the first steps' slowness) is taken off the top,
+measured steps (`start`: set-up, compile, the first stage's data and the first steps'
+slowness) is taken off the top,
 and each stage owns a slot of what is left: the stages' shares (`Stage.share`, by default
 its part of the recipe's steps) laid end to end after the start (charged to the first
 stage, a 12 s compile would leave a 12% share of a two-minute budget a few steps).
