@@ -117,6 +117,10 @@ def inverse_tasks(
             score_question(gen, s, f, v, candidates) for s, f, _, v in bar(picked, desc="inverse", unit="program")
         ]
         report["datasets"][name] = summarize(results) | {"rows": len(rows), "questions": len(questions)}
+    if not report["datasets"]:
+        from codeexecutor.errors import UsageError
+
+        raise UsageError(f"--inverse scores the functions set and {data} has none (codeexecutor build functions)")
     return report
 
 

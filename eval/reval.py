@@ -165,6 +165,10 @@ def reval_tasks(model: str, data: str, split: str = "test", limit: int | None = 
                     | {"baseline": baseline(question) == question["real"]}
                 )
         report["datasets"][name] = summarize(results)
+    if not report["datasets"]:
+        from codeexecutor.errors import UsageError
+
+        raise UsageError(f"--reval needs contest programs, functions or the Tutorial, and {data} holds none of them")
     return report
 
 

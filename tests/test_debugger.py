@@ -333,3 +333,12 @@ def test_coverage_asks_only_of_lines_that_can_have_an_event():
 
     code = "def f(x):\n    '''doc'''\n    if x:\n        return 1\n    else:\n        return 2\nf(1)\n"
     assert event_lines(code) == {1, 3, 4, 6, 7}  # not the docstring, not else:
+
+
+@pytest.mark.parametrize("flag", [["--inverse", "8"], ["--reval"]])
+def test_a_folder_without_the_sets_a_measure_reads_is_refused(tmp_path, flag):
+    model = str(ROOT / "models" / "codeexecutor-mini-cpu")
+    cmd = [sys.executable, "-m", "codeexecutor", "evaluate", "--model", model, "--data", str(tmp_path), *flag]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    assert out.returncode == 2 and ("holds none" in out.stderr or "has none" in out.stderr), out.stderr[-1500:]
+    assert "Traceback" not in out.stderr and not list(tmp_path.iterdir())  # no empty report written

@@ -458,7 +458,8 @@ def train(result: dict, log: pathlib.Path, deadline: float) -> None:
 def collect_training(result: dict, out: pathlib.Path) -> None:
     """What the `pretrain` run under `out` did, into the step's `result`: its log, plan,
     steps and speed, the path its last process took and each process's attempt. A draw
-    whose training.json did not come back is rebuilt from these files."""
+    whose training.json did not come back is rebuilt from these files and the step's exit
+    code and seconds, which its log holds."""
     rows = train_log(out / "run")
     result["log"] = rows
     plan = out / "run" / "plan.json"
