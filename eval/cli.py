@@ -151,46 +151,57 @@ def _eval_run(args: argparse.Namespace) -> int:
 
 
 def _debugger_run(args: argparse.Namespace) -> int:
-    from codeexecutor.errors import UsageError
     from eval.debugger import debugger_tasks, table
 
-    if args.debugger < 1 or args.limit < 0:
-        raise UsageError("--debugger K needs K >= 1 positions a program, and --limit >= 0")
-    if not os.path.isdir(args.data):
-        raise UsageError(f"--debugger reads built datasets: {args.data} is not a folder (codeexecutor build ... --out)")
-    report = debugger_tasks(args.model, args.data, args.split, args.limit or None, args.debugger)
-    out = args.out or os.path.join(args.data, "debugger.json")
-    _write(report, out)
-    print(table(report))
-    return 0
+    bad = args.debugger < 1 or args.limit < 0
+    return _task_run(
+        args,
+        "--debugger",
+        "--debugger K needs K >= 1 positions a program, and --limit >= 0" if bad else None,
+        lambda: debugger_tasks(args.model, args.data, args.split, args.limit or None, args.debugger),
+        table,
+        "debugger.json",
+    )
 
 
 def _inverse_run(args: argparse.Namespace) -> int:
-    from codeexecutor.errors import UsageError
     from eval.inverse import inverse_tasks, table
 
-    if args.inverse < 5 or args.limit < 0:
-        raise UsageError("--inverse C needs C >= 5 candidates a program (pass@5), and --limit >= 0")
-    if not os.path.isdir(args.data):
-        raise UsageError(f"--inverse reads built datasets: {args.data} is not a folder (codeexecutor build ... --out)")
-    report = inverse_tasks(args.model, args.data, args.split, args.limit or None, args.inverse)
-    out = args.out or os.path.join(args.data, "inverse.json")
-    _write(report, out)
-    print(table(report))
-    return 0
+    bad = args.inverse < 5 or args.limit < 0
+    return _task_run(
+        args,
+        "--inverse",
+        "--inverse C needs C >= 5 candidates a program (pass@5), and --limit >= 0" if bad else None,
+        lambda: inverse_tasks(args.model, args.data, args.split, args.limit or None, args.inverse),
+        table,
+        "inverse.json",
+    )
 
 
 def _reval_run(args: argparse.Namespace) -> int:
-    from codeexecutor.errors import UsageError
     from eval.reval import reval_tasks, table
 
-    if args.limit < 0:
-        raise UsageError("--limit must be >= 0")
+    return _task_run(
+        args,
+        "--reval",
+        "--limit must be >= 0" if args.limit < 0 else None,
+        lambda: reval_tasks(args.model, args.data, args.split, args.limit or None),
+        table,
+        "reval.json",
+    )
+
+
+def _task_run(args: argparse.Namespace, flag: str, problem: str | None, score, table, name: str) -> int:
+    """One of the debugger's measures: its bad input refused in one line, its report written
+    (--out, else NAME beside the data) and its table printed."""
+    from codeexecutor.errors import UsageError
+
+    if problem:
+        raise UsageError(problem)
     if not os.path.isdir(args.data):
-        raise UsageError(f"--reval reads built datasets: {args.data} is not a folder (codeexecutor build ... --out)")
-    report = reval_tasks(args.model, args.data, args.split, args.limit or None)
-    out = args.out or os.path.join(args.data, "reval.json")
-    _write(report, out)
+        raise UsageError(f"{flag} reads built datasets: {args.data} is not a folder (codeexecutor build ... --out)")
+    report = score()
+    _write(report, args.out or os.path.join(args.data, name))
     print(table(report))
     return 0
 

@@ -133,21 +133,11 @@ def debugger_tasks(
     from codeexecutor.generation.api import cached_generator
     from codeexecutor.progress import bar
     from eval.evaluate import find_datasets, sample
+    from eval.report import task_header
 
     gen = cached_generator(model)
-    import torch
-
-    report = {
-        "model": model,
-        "split": split,
-        "limit": limit,
-        "positions": positions,
-        "seed": seed,
-        "metric": "exact match of the landing event's state (state), of the whole event (event), and the two baselines",
-        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
-        "torch": torch.__version__,
-        "datasets": {},
-    }
+    metric = "exact match of the landing event's state (state), of the whole event (event), and the two baselines"
+    report = task_header(model, split, limit, seed, metric, positions=positions)
     for name, path in find_datasets(data).items():
         if name not in ("codenetmut", "errors", "functions", "functions_errors", "tutorial"):
             continue

@@ -88,25 +88,15 @@ def inverse_tasks(
     """pass@1 and pass@5 of the model's ranking, of the proposals' order and the coverage,
     on the functions sets of a folder of built datasets."""
     import datasets
-    import torch
 
     from codeexecutor.generation.api import cached_generator
     from codeexecutor.progress import bar
     from eval.evaluate import find_datasets, sample
+    from eval.report import task_header
 
     gen = cached_generator(model)
-    report = {
-        "model": model,
-        "split": split,
-        "limit": limit,
-        "candidates": candidates,
-        "max_steps": max_steps,
-        "seed": seed,
-        "metric": "pass@k, execution-checked: a program passes when one of its first k inputs returns the value",
-        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
-        "torch": torch.__version__,
-        "datasets": {},
-    }
+    metric = "pass@k, execution-checked: a program passes when one of its first k inputs returns the value"
+    report = task_header(model, split, limit, seed, metric, candidates=candidates, max_steps=max_steps)
     for name, path in find_datasets(data).items():
         if name != "functions":
             continue

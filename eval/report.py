@@ -15,6 +15,24 @@ PAPER_TABLE3 = {  # output acc, trace acc, line F1, identifier F1 (CodeExecutor)
 }
 
 
+def task_header(model: str, split: str, limit: int | None, seed: int, metric: str, **settings) -> dict:
+    """The head of a task's report (the debugger's, inverse execution's, REval's): what was
+    scored and how, on which device and torch; its `datasets` filled by the task."""
+    import torch
+
+    return {
+        "model": model,
+        "split": split,
+        "limit": limit,
+        **settings,
+        "seed": seed,
+        "metric": metric,
+        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+        "torch": torch.__version__,
+        "datasets": {},
+    }
+
+
 def table3(report: dict) -> str:
     lines = [
         f"metric: {report.get('metric', METRIC_NAME)}; format profile {report.get('format_profile', '?')}",

@@ -128,24 +128,16 @@ def baseline(question: dict) -> object:
 def reval_tasks(model: str, data: str, split: str = "test", limit: int | None = 100, seed: int = 0) -> dict:
     """Per dataset and question: the share the model's trace answers right, and the baselines'."""
     import datasets
-    import torch
 
     from codeexecutor.debugger.events import Event
     from codeexecutor.generation.api import cached_generator
     from eval.debugger import row_events
     from eval.evaluate import find_datasets, sample
+    from eval.report import task_header
 
     gen = cached_generator(model)
-    report = {
-        "model": model,
-        "split": split,
-        "limit": limit,
-        "seed": seed,
-        "metric": "share of questions answered right from the model's greedy trace from the program's start",
-        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
-        "torch": torch.__version__,
-        "datasets": {},
-    }
+    metric = "share of questions answered right from the model's greedy trace from the program's start"
+    report = task_header(model, split, limit, seed, metric)
     for name, path in find_datasets(data).items():
         if name not in ("codenetmut", "errors", "functions", "functions_errors", "tutorial"):
             continue

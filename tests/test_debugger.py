@@ -342,3 +342,13 @@ def test_a_folder_without_the_sets_a_measure_reads_is_refused(tmp_path, flag):
     out = subprocess.run(cmd, capture_output=True, text=True)
     assert out.returncode == 2 and ("holds none" in out.stderr or "has none" in out.stderr), out.stderr[-1500:]
     assert "Traceback" not in out.stderr and not list(tmp_path.iterdir())  # no empty report written
+
+
+def test_the_debugger_measure_reports_what_it_scored_and_where(demo_data, overfit_model):
+    from eval.debugger import debugger_tasks, table
+
+    report = debugger_tasks(str(overfit_model[0]), str(demo_data), "test", limit=1, positions=1)
+    assert report["positions"] == 1 and report["device"] and report["torch"] and report["metric"]
+    assert "codenetmut" in report["datasets"] and table(report).startswith("dataset")
+    step = report["datasets"]["codenetmut"]["step"]
+    assert step["scored"] == 1 and all(0 <= step[m] <= 100 for m in ("state", "event", "unchanged", "full_trace"))
