@@ -128,21 +128,15 @@ def debugger_tasks(
 ):
     """The debugger's tasks on the contest programs (codenetmut) and functions of a folder of
     built datasets: per dataset and action, each measure's percentage and the count."""
-    import datasets
 
     from codeexecutor.generation.api import cached_generator
     from codeexecutor.progress import bar
-    from eval.evaluate import find_datasets, sample
-    from eval.report import task_header
+    from eval.report import sampled_sets, task_header
 
     gen = cached_generator(model)
     metric = "exact match of the landing event's state (state), of the whole event (event), and the two baselines"
     report = task_header(model, split, limit, seed, metric, positions=positions)
-    for name, path in find_datasets(data).items():
-        if name not in ("codenetmut", "errors", "functions", "functions_errors", "tutorial"):
-            continue
-        rows = datasets.load_from_disk(path)[split]
-        rows = rows.select(sample(len(rows), limit, seed))
+    for name, rows in sampled_sets(data, split, limit, seed):
         rng = random.Random(seed)
         results = []
         for row in bar(rows, desc=f"debugger {name}", unit="program"):

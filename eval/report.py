@@ -33,6 +33,21 @@ def task_header(model: str, split: str, limit: int | None, seed: int, metric: st
     }
 
 
+TRACE_SETS = ("codenetmut", "errors", "functions", "functions_errors", "tutorial")  # the sets with whole runs
+
+
+def sampled_sets(data: str, split: str, limit: int | None, seed: int):
+    """(name, rows) of each trace set under `data`: the fixed sample `evaluate` scores."""
+    import datasets
+
+    from eval.evaluate import find_datasets, sample
+
+    for name, path in find_datasets(data).items():
+        if name in TRACE_SETS:
+            rows = datasets.load_from_disk(path)[split]
+            yield name, rows.select(sample(len(rows), limit, seed))
+
+
 def table3(report: dict) -> str:
     lines = [
         f"metric: {report.get('metric', METRIC_NAME)}; format profile {report.get('format_profile', '?')}",

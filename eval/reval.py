@@ -127,22 +127,16 @@ def baseline(question: dict) -> object:
 
 def reval_tasks(model: str, data: str, split: str = "test", limit: int | None = 100, seed: int = 0) -> dict:
     """Per dataset and question: the share the model's trace answers right, and the baselines'."""
-    import datasets
 
     from codeexecutor.debugger.events import Event
     from codeexecutor.generation.api import cached_generator
     from eval.debugger import row_events
-    from eval.evaluate import find_datasets, sample
-    from eval.report import task_header
+    from eval.report import sampled_sets, task_header
 
     gen = cached_generator(model)
     metric = "share of questions answered right from the model's greedy trace from the program's start"
     report = task_header(model, split, limit, seed, metric)
-    for name, path in find_datasets(data).items():
-        if name not in ("codenetmut", "errors", "functions", "functions_errors", "tutorial"):
-            continue
-        rows = datasets.load_from_disk(path)[split]
-        rows = rows.select(sample(len(rows), limit, seed))
+    for name, rows in sampled_sets(data, split, limit, seed):
         rng = random.Random(seed)
         inputs = [gen.profile.example(r)[0] for r in rows]
         rules = gen.rules_apply()
