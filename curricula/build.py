@@ -1,6 +1,6 @@
 """One dataset built by a function call: `build(kind, out, options)`.
 
-The four builders a recipe can name (`data.builds` of curricula/recipes/*.yaml) behind one
+The builders a recipe can name (`data.builds` of curricula/recipes/*.yaml) behind one
 entry point, with their options under the names a recipe gives them and their defaults in
 one table (`DEFAULTS`) that the command line's flags read too. `codeexecutor build KIND`
 and `codeexecutor pretrain`'s build phase both come here, so a recipe's build and the
@@ -43,6 +43,8 @@ DEFAULTS: dict[str, dict] = {
     },
     "tutorial": {"sources": None, "mutants": 100, "workers": 2, "seed": 0},
     "singleline": {"from": None, "kaggle": None, "workers": 2, "limit": None, "per_line": 4, "augment": 0},
+    # the debugger's actions drawn from a built folder's runs (curricula/actions.py)
+    "actions": {"from": None, "per_program": 2, "limit": None, "max_chars": 2000, "seed": 0},
 }
 
 
@@ -91,6 +93,10 @@ def check_inputs(kind: str, opts: SimpleNamespace) -> None:
                 f"no tutorial sources in {opts.sources} (expected *.rst.txt files, e.g. "
                 "../shared/data/python-tutorial/tutorial_rst)"
             )
+    elif kind == "actions":
+        if not opts.__dict__["from"]:
+            raise UsageError("give --from DIR: a built folder whose runs the actions are drawn from")
+        built_datasets(opts.__dict__["from"], "--from folder")
     elif kind == "singleline":
         source = opts.__dict__["from"]
         if bool(source) == bool(opts.kaggle):
@@ -104,7 +110,7 @@ def build(kind: str, out: str, given: dict | None = None) -> dict:
     journal); its stats. `given`: options by their recipe names (`DEFAULTS`)."""
     opts = options_of(kind, dict(given or {}))
     for name in ("codenet", "from"):  # a folder option takes one folder or a list of them
-        if isinstance(getattr(opts, name, None), str) and not (kind == "singleline" and name == "from"):
+        if isinstance(getattr(opts, name, None), str) and not (kind in ("singleline", "actions") and name == "from"):
             setattr(opts, name, [getattr(opts, name)])
     check_inputs(kind, opts)
     if kind in ("codenetmut", "functions"):
@@ -147,6 +153,17 @@ def build(kind: str, out: str, given: dict | None = None) -> dict:
         from curricula.tutorial import build_tutorial
 
         return build_tutorial(out, sources=opts.sources, mutants=opts.mutants, workers=opts.workers, seed=opts.seed)
+    if kind == "actions":
+        from curricula.actions import build_actions
+
+        return build_actions(
+            out,
+            opts.__dict__["from"],
+            per_program=opts.per_program,
+            limit=opts.limit,
+            max_chars=opts.max_chars,
+            seed=opts.seed,
+        )
     from curricula.singleline import build_singleline
 
     return build_singleline(

@@ -131,6 +131,20 @@ def _build_args(p: argparse.ArgumentParser) -> None:
         "values, each run in the sandbox for its target (default %(default)s: none; valid/test never)",
     )
     s.set_defaults(**{k: v for k, v in DEFAULTS["singleline"].items() if k != "from"})
+    a = sub.add_parser("actions", help="the debugger's actions (next, out, continue) drawn from a build's runs")
+    a.add_argument("--out", required=True, metavar="DIR")
+    a.add_argument("--from", dest="source", required=True, metavar="DIR", help="a built codenetmut/functions folder")
+    a.add_argument("--per-program", type=int, metavar="K", help="actions drawn from each run (default %(default)s)")
+    a.add_argument("--limit", type=int, metavar="N", help="at most N runs of each split, drawn at random")
+    a.add_argument(
+        "--max-chars",
+        type=int,
+        metavar="C",
+        help="longest given steps, in characters of a compact trace (default %(default)s): a longer "
+        "trace would be cut before its landing",
+    )
+    a.add_argument("--seed", type=int)
+    a.set_defaults(**{k: v for k, v in DEFAULTS["actions"].items() if k != "from"})
 
 
 def _build_run(args: argparse.Namespace) -> int:

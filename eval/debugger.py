@@ -9,6 +9,9 @@ landed; the landing event is scored against the real one:
 * `state`: the frame's variables at the landing equal the real ones, or where the program
   raised, the same exception on the same line (the headline);
 * `event`: line, state, output and exception all equal;
+* `taught`: the landing's state where the action is asked as a trained task (the real
+  events, the action's marker, one step decoded: codeexecutor/debugger/taught.py; for a
+  model trained without action rows, what the marker alone gets);
 * beside them two baselines: `unchanged` ("nothing changes": the state at the position, for
   `out` the caller's last state, taken for the landing's; never a crash) and `full_trace`
   (the model's own trace from the start, not given the real events, walked by the same
@@ -23,24 +26,13 @@ are percentages over the scored (program, position) pairs of each action.
 
 from __future__ import annotations
 
-import json
 import random
 
-from codeexecutor.debugger.events import ACTIONS, Event, Frames, real_events, stack_at, target
+from codeexecutor.debugger.events import ACTIONS, Event, Frames, row_events, stack_at, target
 from codeexecutor.debugger.session import landing, predict, trace_text
-from codeexecutor.execution.records import ExecError, Step
+from codeexecutor.debugger.taught import taught
 
-MEASURES = ("state", "event", "unchanged", "full_trace")
-
-
-def row_events(row: dict, order: str) -> list[Event]:
-    """A dataset row's real events in the model's order."""
-    steps = [Step(s["line"], s["state"], s.get("output", ""), s.get("depth", 0)) for s in json.loads(row["steps"])]
-    error = None
-    if row.get("error") and row.get("status") in ("error", "memory"):
-        e = json.loads(row["error"])
-        error = ExecError(e["type"], e.get("message", ""), e.get("line"))
-    return real_events(steps, error, order)
+MEASURES = ("state", "event", "taught", "unchanged", "full_trace")
 
 
 def _tasks(events: list[Event], position: int, rng: random.Random) -> list[tuple]:
@@ -111,11 +103,14 @@ def score_program(gen, row: dict, positions: int, rng: random.Random) -> list[di
             guess = predicted[k] if k is not None else None
             f = landing(free, action, free_depth, lines, start=position) if position < len(free) else None
             stay = _unchanged(events, position, action)
+            breakpoint_line = min(lines) if lines else None
+            asked = taught(gen, code, model_input, events[: position + 1], action, breakpoint_line, budget)
             scored.append(
                 {
                     "action": action,
                     "state": _right(guess, real),
                     "event": real.same(guess),
+                    "taught": _right(asked, real),
                     "unchanged": not real.exception and stay == real.state,
                     "full_trace": _right(free[f] if f is not None else None, real),
                 }

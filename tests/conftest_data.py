@@ -25,7 +25,9 @@ def demo_data(tmp_path_factory) -> pathlib.Path:
     return root
 
 
-def _overfit(pairs: list[tuple[str, str]], path: pathlib.Path, profile=None, length: int = 128) -> None:
+def _overfit(
+    pairs: list[tuple[str, str]], path: pathlib.Path, profile=None, length: int = 128, config: dict | None = None
+) -> None:
     """A tiny model trained on fixed (input, target) pairs until it reproduces them: to a
     criterion with a cap, not for a fixed number of steps, so that a CPU whose float
     arithmetic differs still gets there (every next token the argmax under teacher
@@ -50,6 +52,7 @@ def _overfit(pairs: list[tuple[str, str]], path: pathlib.Path, profile=None, len
         max_code_length=length,
         max_trace_length=length,
         **profile.to_config(),
+        **(config or {}),
     )
     model = CodeExecutorModel(cfg)
     batch = enc.collate([{"code_ids": enc.code(c), "trace_ids": enc.trace(t)} for c, t in pairs])

@@ -41,6 +41,7 @@ DATA_COMMANDS = {
     "tokenizer": ["tokenizer", "--curriculum", "{d}", "--out", "{out}"],
     "tokenize": ["tokenize", "--curriculum", "{d}", "--tokenizer", "{d}", "--out", "{out}"],
     "build-singleline": ["build", "singleline", "--from", "{d}", "--out", "{out}"],
+    "build-actions": ["build", "actions", "--from", "{d}", "--out", "{out}"],
     "build-codenetmut": ["build", "codenetmut", "--codenet", "{d}", "--out", "{out}"],
     "build-tutorial": ["build", "tutorial", "--sources", "{d}", "--out", "{out}"],
     "pretrain": ["pretrain", "--curriculum", "{d}"],

@@ -129,6 +129,9 @@ def test_a_script_answers_in_json_lines_and_bad_commands_get_one_line_each(overf
     assert "unknown command 'zap'" in lines[10]["error"] and len(lines) == 11  # q ends the script
     missing = _debug(str(tmp_path / "none.py"), "--model", str(path), "--do", "s")
     assert missing.returncode == 2 and "program not found" in missing.stderr and "Traceback" not in missing.stderr
+    untaught = _debug(str(program), "--model", str(path), "--actions", "taught", "--do", "n")
+    assert untaught.returncode == 2 and "not trained on the actions" in untaught.stderr
+    assert len(untaught.stderr.strip().splitlines()) == 1
 
 
 def test_a_program_that_cannot_run_here_is_predicted_from_its_start(overfit_model):

@@ -484,3 +484,20 @@ def test_the_runs_start_is_laid_before_the_slots_not_charged_to_the_first_stage(
     assert abs(budget.slot(2)[1] - 135) < 1e-9  # the last slot still ends with the budget
     again = Budget(135 / 60, stages, str(tmp_path))  # a resumed process keeps the slots
     assert again.start == 14.0 and again.slot(1) == budget.slot(1)
+
+
+def test_a_run_from_a_model_continues_in_the_format_it_learnt_unless_told_otherwise(tmp_path):
+    """A curriculum that starts from a compact, finish-order model and names no format keeps
+    the model's: tokenizing or training it in the defaults' (whole states, start order) would
+    teach it another format without a word. A format the curriculum names wins."""
+    from codeexecutor.training.config import Curriculum
+
+    def profile(**model):
+        stages = [{"name": "s", "steps": 1, "sources": [{"path": "x", "task": "codenet"}]}]
+        init = str(ROOT / "models" / "codeexecutor-mini-cpu")
+        return Curriculum.from_dict({"model": {"init": init, **model}, "stages": stages}).profile()
+
+    inherited = profile()
+    assert (inherited.state, inherited.order, inherited.window) == ("delta", "end", "head")
+    told = profile(trace_state="full", step_order="start")
+    assert (told.state, told.order) == ("full", "start")

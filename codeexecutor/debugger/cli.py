@@ -38,6 +38,12 @@ def _args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-real", action="store_true", help="do not run the program: the model predicts from its start")
     p.add_argument(
+        "--actions",
+        choices=("imposed", "taught"),
+        help="walk the model's whole trace to where next, out and continue land (imposed, the default), or ask "
+        "them as trained tasks, one step after the action's marker (taught: a model trained on them)",
+    )
+    p.add_argument(
         "--inputs-for",
         metavar="OUTPUT",
         help="inverse execution: inputs that make the program print OUTPUT (--stdin FILE: an example input, "
@@ -68,7 +74,7 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(f"--html {args.html} is a folder; name the page's file, e.g. session.html")
     if args.html and not os.path.isdir(os.path.dirname(os.path.abspath(args.html))):
         raise UsageError(f"--html {args.html}: its folder does not exist; make it first or name another")
-    session = Session(source, stdin, args.call, args.model, real=not args.no_real)
+    session = Session(source, stdin, args.call, args.model, real=not args.no_real, actions=args.actions)
     taken: list[tuple[str, dict]] = []
     try:
         return _script(session, args.do, taken) if args.do is not None else _prompt(session, taken)

@@ -65,6 +65,18 @@ def real_events(steps: list[Step], error: ExecError | None, order: str) -> list[
     return events
 
 
+def row_events(row, order: str) -> list[Event]:
+    """A built dataset row's real events (its `steps` and `error` columns) in the model's order."""
+    import json
+
+    steps = [Step(s["line"], s["state"], s.get("output", ""), s.get("depth", 0)) for s in json.loads(row["steps"])]
+    error = None
+    if row.get("error") and row.get("status") in ("error", "memory"):
+        e = json.loads(row["error"])
+        error = ExecError(e["type"], e.get("message", ""), e.get("line"))
+    return real_events(steps, error, order)
+
+
 class Frames:
     """The stack of scopes a predicted trace is in, followed event by event: the depth of
     each event read off the program's scopes (module level is scope 0)."""

@@ -37,6 +37,7 @@ class Session:
         model: str = DEFAULT_MODEL,
         real: bool = True,
         generator=None,
+        actions: str | None = None,
     ) -> None:
         from codeexecutor.generation.api import cached_generator, prepare
         from codeexecutor.modeling.format import FormatError
@@ -49,6 +50,18 @@ class Session:
         self.stdin = stdin  # what the real run reads where the inlining left reads in the code
         self.lines = len(self.code.splitlines())
         self.gen = generator or cached_generator(model)
+        # how `next`, `out` and `continue` are asked: imposed on the model's whole trace (the
+        # default: it scored higher at equal steps, docs/debugger.md), or as trained tasks (one
+        # step after the action's marker), which only a model trained on them can answer
+        self.actions = actions or "imposed"
+        if self.actions not in ("imposed", "taught"):
+            raise UsageError(f"--actions {self.actions}: one of imposed, taught")
+        config = getattr(getattr(self.gen, "model", None), "config", None)
+        if self.actions == "taught" and getattr(config, "debugger_actions", None) != "taught":
+            raise UsageError(
+                "--actions taught: this model was not trained on the actions as tasks (its config has no "
+                "debugger_actions: taught); drop --actions, or train with a source of `codeexecutor build actions`"
+            )
         try:
             self.model_input = self.gen.code_input(self.code, "codenet")
         except FormatError as exc:
@@ -171,8 +184,12 @@ class Session:
         depth = self.path[-1].depth if self.path else 0
         frames = stack_at(self.code, self.path, self.position)
         scoped = len(frames.stack) - 1  # the depth the predicted events are read against
-        predicted, finished, cut = self._predict(self.path, frames, action, scoped, lines)
-        k = landing(predicted, action, scoped, lines)
+        if self.actions == "taught" and action != "step" and len(lines or ()) <= 1:
+            predicted, finished, cut = self._taught(frames, action, lines)
+            k = 0 if predicted else None
+        else:
+            predicted, finished, cut = self._predict(self.path, frames, action, scoped, lines)
+            k = landing(predicted, action, scoped, lines)
         out = {"action": action, "predicted": predicted[k].to_json() if k is not None else None}
         if k is None:
             out["predicted_end"] = "the trace reaches the model's length limit" if cut else "the program ends"
@@ -206,6 +223,14 @@ class Session:
         """The model's events after `path`, decoded until the action's landing (or the end)."""
         wanted = [] if whole else [(action, depth, lines)]
         return predict(self.gen, self.code, self.model_input, path, frames, wanted)
+
+    def _taught(self, frames, action: str, lines: set[int] | None):
+        """The landing as a trained task (debugger/taught.py): ([event] or [], the model
+        ended the trace instead, False)."""
+        from codeexecutor.debugger.taught import taught
+
+        event = taught(self.gen, self.code, self.model_input, self.path, action, min(lines) if lines else None)
+        return (with_depths(self.code, [event], frames) if event else []), event is None, False
 
     def _text(self, events: list[Event]) -> str:
         return trace_text(self.gen.profile, events, self.code)

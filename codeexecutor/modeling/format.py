@@ -183,6 +183,23 @@ def format_trace(
     return " ".join(parts)
 
 
+ACTION_MARKER = "<mask>"  # opens a debugger action in a trace: RoBERTa's mask token, which no trace holds
+MARKED_ACTIONS = ("next", "out", "continue")  # `step` is the next step of a whole trace: it has no marker
+
+
+def action_marker(action: str, line: int | None = None) -> str:
+    """The words that ask for a debugger action after a trace's steps: `<mask> next`,
+    `<mask> out`, `<mask> continue <k>` (k the 0-based breakpoint line, as steps write it).
+    What follows them is the one step the action lands on (docs/debugger.md)."""
+    if action not in MARKED_ACTIONS:
+        raise ValueError(f"no marker for action {action!r}; one of {', '.join(MARKED_ACTIONS)}")
+    if action == "continue":
+        if line is None:
+            raise ValueError("continue needs its breakpoint line")
+        return f"{ACTION_MARKER} continue <{line - 1}>"
+    return f"{ACTION_MARKER} {action}"
+
+
 def format_singleline_target(
     state: Mapping[str, str], line: int, quotes: bool = True, lexical: bool = False, line_info: bool = True
 ) -> str:

@@ -40,6 +40,7 @@ from codeexecutor.execution.records import ExecError, Step
 from codeexecutor.modeling.compact import STATE_KINDS, expand
 from codeexecutor.modeling.format import (
     STEP_ORDERS,
+    action_marker,
     finish_order,
     format_code,
     format_singleline_target,
@@ -114,6 +115,29 @@ class Profile:
             code=code,
         )
 
+    def action(self, steps, error: ExecError | None, code: str, action: Mapping) -> str:
+        """A debugger action's target text: the real steps before the position, already in
+        this profile's order (`action["at"]` of them), the action's marker, then the step
+        it lands on: `steps[at]`, or the crash where the steps end there. A compact landing
+        writes what changed since the position, as the model's own trace would there."""
+        if action.get("order", self.order) != self.order:
+            raise ValueError(f"an action row in step order {action['order']!r} read by a {self.order!r} profile")
+        at = int(action["at"])
+        write = {
+            "quotes": not self.official,
+            "exception_step": self.exception_step,
+            "lexical": self.official,
+            "compact": self.delta,
+            "code": code,
+        }
+        prefix = format_trace(list(steps[:at]), **write)
+        landed = list(steps[: at + 1])
+        whole = format_trace(landed, error=error if len(landed) == at else None, **write)
+        if not whole.startswith(prefix) or len(whole) == len(prefix):
+            raise ValueError(f"action row: nothing lands after step {at}")
+        marker = action_marker(action["name"], action.get("line"))
+        return f"{prefix} {marker} {whole[len(prefix) :].lstrip()}".lstrip()
+
     def singleline(self, state: Mapping[str, str], line: int) -> str:
         return format_singleline_target(
             state, line, quotes=not self.official, lexical=self.official, line_info=not self.official
@@ -141,6 +165,9 @@ class Profile:
         if row.get("error") and row.get("status") in ("error", "memory"):
             e = json.loads(row["error"])
             error = ExecError(e["type"], e.get("message", ""), e.get("line"))
+        if row.get("action"):  # a debugger action (curricula/actions.py): steps already in this order
+            action = json.loads(row["action"])
+            return self.code(row["code"], row["task"]), self.action(steps, error, row["code"], action)
         return self.code(row["code"], row["task"]), self.trace(steps, error, row["code"])
 
     def examples(self, batch: Mapping[str, list]) -> list[tuple[str, str]]:

@@ -14,7 +14,9 @@ Per token the row carries (all built here, on the host, by the data worker):
     weights    that prediction's loss weight: the token's weight (structural, other,
                `<exception>`) from the trace's `<mask0>` to the token before `</s>`;
                0 on code, on padding and on each example's last token, whose next
-               token belongs to another example
+               token belongs to another example; in a debugger action's trace
+               (`<mask> next ...`, docs/debugger.md) also 0 up to the step it lands
+               on: the real steps before it are given, not predicted
 
 One rule says who attends to whom: a query sees a key of the same example that is code
 or not after it. That is the prefix-LM mask of one example (code bidirectional, trace
@@ -87,9 +89,12 @@ class RowSpec:
         b = self.block
         return min(self.length // b, -(-(self.max_example - 1) // b) + -(-max_code // b) + 1)
 
-    def row(self, codes: list, traces: list, pad_id: int, weight_of: np.ndarray, max_code: int) -> dict:
-        """One micro-step's row: numpy arrays, and the ints a step reads as constants."""
-        row = pack_row(codes, traces, self.length, pad_id, weight_of)
+    def row(
+        self, codes: list, traces: list, pad_id: int, weight_of: np.ndarray, max_code: int, action: tuple | None = None
+    ) -> dict:
+        """One micro-step's row: numpy arrays, and the ints a step reads as constants
+        (`action`: `pack_row`'s)."""
+        row = pack_row(codes, traces, self.length, pad_id, weight_of, action)
         if not self.fixed:
             row = head_positions(row)
         tiles = kv_tiles(row["doc"], row["code"], self.block)
@@ -121,9 +126,13 @@ def loss_weights(
     return table
 
 
-def pack_row(codes: list, traces: list, length: int, pad_id: int, weight_of: np.ndarray) -> dict[str, np.ndarray]:
+def pack_row(
+    codes: list, traces: list, length: int, pad_id: int, weight_of: np.ndarray, action: tuple | None = None
+) -> dict[str, np.ndarray]:
     """One row of `length` tokens from examples' code ids and trace ids (each a sequence
-    of ints or a numpy array; a trace starts with `<mask0>` and ends with `</s>`)."""
+    of ints or a numpy array; a trace starts with `<mask0>` and ends with `</s>`).
+    `action`: (the action marker's id, the ids that start a step): a trace holding the
+    marker bears no loss before the first step after it."""
     lc = np.fromiter((len(c) for c in codes), dtype=np.int64, count=len(codes))
     lt = np.fromiter((len(t) for t in traces), dtype=np.int64, count=len(traces))
     total = lc + lt
@@ -152,6 +161,8 @@ def pack_row(codes: list, traces: list, length: int, pad_id: int, weight_of: np.
     # length) to the token before </s> (within == total - 2).
     trained = np.zeros(length, dtype=bool)
     trained[:used] = (within[:used] >= np.repeat(lc, total)) & (within[:used] <= np.repeat(total, total) - 2)
+    if action is not None:
+        given_until(trained, traces, starts + lc, *action)
     weights = np.where(trained, weight_of[labels], 0.0).astype(np.float32)
     return {
         "ids": ids,
@@ -163,6 +174,20 @@ def pack_row(codes: list, traces: list, length: int, pad_id: int, weight_of: np.
         "code_len": lc,
         "total_len": total,
     }
+
+
+def given_until(trained: np.ndarray, traces: list, trace_starts: np.ndarray, marker: int, step_starts) -> None:
+    """Clears `trained` (in place) before the landing step of each trace that asks for a
+    debugger action: the position predicting the landing's first token (the marker's last
+    token) is the first that bears loss; a trace cut before its landing bears none."""
+    for trace, at in zip(traces, trace_starts):
+        trace = np.asarray(trace)
+        hits = np.flatnonzero(trace == marker)
+        if not len(hits):
+            continue
+        after = np.flatnonzero(np.isin(trace[hits[0] :], list(step_starts)))
+        land = hits[0] + after[0] if len(after) else len(trace)
+        trained[at : at + max(land - 1, 0)] = False
 
 
 def head_positions(row: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 import torch
 
 from codeexecutor.modeling.compact import DELTA
-from codeexecutor.modeling.format import LINE_TOKENS, OFFICIAL_SPECIAL_TOKENS, SPECIAL_TOKENS
+from codeexecutor.modeling.format import ACTION_MARKER, LINE_TOKENS, OFFICIAL_SPECIAL_TOKENS, SPECIAL_TOKENS
 from codeexecutor.modeling.profiles import Profile
 
 ROBERTA_SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
@@ -133,6 +133,9 @@ class Encoder:
         self.line_id = vocab.get("<line>")
         self.exception_id = vocab.get("<exception>")
         self.line_ids = frozenset(vocab[t] for t in LINE_TOKENS if t in vocab)  # the code's per-line `<k>`
+        # a debugger action's marker, and the ids a step starts with: a row's loss starts at the landing
+        starts = frozenset(t for t in (self.line_id, self.exception_id) if t is not None)
+        self.action_ids = (vocab[ACTION_MARKER], starts) if ACTION_MARKER in vocab else None
 
     def ids(self, text: str) -> list[int]:
         return self.tok.encode(text, add_special_tokens=False)

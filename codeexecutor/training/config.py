@@ -23,10 +23,15 @@ class ModelArgs:
     tokenizer: str | None = None  # a saved tokenizer; default: init's, else trained on the data
     format_profile: str | None = None  # official | exact; default: init's (the release: official), else exact
     exception_step: bool = True  # crashing traces end with <exception> (added to the released vocabulary if needed)
-    trace_state: str = "full"  # full | delta: a step writes the whole state, or only what changed (modeling/compact.py)
-    step_order: str = "start"  # start | end: a line that calls writes its step before the call's steps, or after them
-    code_window: str = (
-        "head"  # head | ends: a program past max_code_length is read from its start, or its start and last lines
+    # The three below default to init's (a model continues in the format it learnt), else the first named
+    trace_state: str | None = (
+        None  # full | delta: a step writes the whole state, or only what changed (modeling/compact.py)
+    )
+    step_order: str | None = (
+        None  # start | end: a line that calls writes its step before the call's steps, or after them
+    )
+    code_window: str | None = (
+        None  # head | ends: a program past max_code_length is read from its start, or its start and last lines
     )
     vocab_size: int = 8000  # for a trained tokenizer
     split_digits: bool = False  # a trained tokenizer: one token per digit (learnable arithmetic)
@@ -107,6 +112,7 @@ BUILD_OPTIONS = {
     "codenetmut": {"codenet": list, "mutants": int, "limit": int, "seed": int, "workers": int, "shard": str},
     "tutorial": {"sources": str, "mutants": int, "seed": int, "workers": int},
     "singleline": {"from": str, "limit": int, "augment": int, "per_line": int, "workers": int},
+    "actions": {"from": str, "per_program": int, "limit": int, "max_chars": int, "seed": int},
     "functions": {
         "from": list,
         "mutants": int,
@@ -246,13 +252,18 @@ class Curriculum:
         checkpoint is `official`); else `exact`."""
         from codeexecutor.modeling.profiles import Profile
 
-        name = self.model.format_profile
-        if name is None and self.model.init:
+        name, given = self.model.format_profile, {}
+        if self.model.init:
             from codeexecutor.modeling.loading import folder_profile, read_config, resolve
 
             path = resolve(self.model.init)
-            name = folder_profile(path, read_config(path))
-        if name == "official" and (self.model.step_order, self.model.code_window) != ("start", "head"):
+            config = read_config(path)
+            name = name or folder_profile(path, config)
+            given = {k: config.get(k) for k in ("trace_state", "step_order", "code_window")}
+        state = self.model.trace_state or given.get("trace_state") or "full"
+        order = self.model.step_order or given.get("step_order") or "start"
+        window = self.model.code_window or given.get("code_window") or "head"
+        if name == "official" and (order, window) != ("start", "head"):
             from codeexecutor.errors import ConfigError
 
             raise ConfigError(
@@ -260,13 +271,7 @@ class Curriculum:
                 "order and reads code from its start: drop model.step_order and model.code_window, or set "
                 "model.format_profile: exact"
             )
-        return Profile(
-            name or "exact",
-            self.model.exception_step,
-            self.model.trace_state,
-            self.model.step_order,
-            self.model.code_window,
-        )
+        return Profile(name or "exact", self.model.exception_step, state, order, window)
 
     def built_by(self, path: str) -> str | None:
         """The name of the build in `data.builds` that makes the source folder `path`."""
@@ -294,13 +299,13 @@ class Curriculum:
             p.append(f"model.positions must be one of {', '.join(POSITIONS)}, got {self.model.positions!r}")
         if self.model.format_profile not in (None, "official", "exact"):
             p.append(f"model.format_profile must be official or exact, got {self.model.format_profile!r}")
-        if self.model.trace_state not in ("full", "delta"):
+        if self.model.trace_state not in (None, "full", "delta"):
             p.append(f"model.trace_state must be full or delta, got {self.model.trace_state!r}")
         if self.model.exception_weight is not None and not 0 <= self.model.exception_weight <= 1000:
             p.append(f"model.exception_weight must be between 0 and 1000, got {self.model.exception_weight!r}")
         if self.model.attention not in ("sdpa", "flex"):
             p.append(f"model.attention must be sdpa or flex, got {self.model.attention!r}")
-        if self.model.step_order not in ("start", "end"):
+        if self.model.step_order not in (None, "start", "end"):
             p.append(f"model.step_order must be start or end, got {self.model.step_order!r}")
         if self.model.step_order == "end" and self.model.format_profile == "official":
             p.append(
@@ -308,7 +313,7 @@ class Curriculum:
             )
         from codeexecutor.modeling.profiles import CODE_WINDOWS
 
-        if self.model.code_window not in CODE_WINDOWS:
+        if self.model.code_window not in (None, *CODE_WINDOWS):
             p.append(f"model.code_window must be {' or '.join(CODE_WINDOWS)}, got {self.model.code_window!r}")
         if self.model.code_window == "ends" and self.model.format_profile == "official":
             p.append(

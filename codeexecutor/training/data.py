@@ -176,17 +176,20 @@ class StageData:
     def batch(self, seed: int, step: int, micro: int, rank: int, size: int) -> dict:
         j, idx = self.indices(seed, step, micro, rank, size)
         if self.max_tokens:
-            return row_batch(self.tables[j], idx, self.rows, self.encoder.pad, self.weight_of, self.max_code)
+            return row_batch(
+                self.tables[j], idx, self.rows, self.encoder.pad, self.weight_of, self.max_code, self.encoder.action_ids
+            )
         rows = self.tables[j][idx]
         pairs = [{"code_ids": c, "trace_ids": t} for c, t in zip(rows["code_ids"], rows["trace_ids"])]
         return self.encoder.collate(pairs)
 
 
-def row_batch(table, idx: list[int], spec, pad_id: int, weight_of, max_code: int) -> dict:
+def row_batch(table, idx: list[int], spec, pad_id: int, weight_of, max_code: int, action=None) -> dict:
     """The micro-step row (modeling/rows.py) of rows `idx` of a tokenized table, its ids
     read as Arrow list columns and cut with numpy (no row becomes a Python list); tensors,
     and the ints a step reads as constants, under `row`; beside it the row's `tokens`
-    that belong to an example and its `examples` (for the log, never for the step)."""
+    that belong to an example and its `examples` (for the log, never for the step).
+    `action`: the encoder's `action_ids` (a debugger action's loss starts at its landing)."""
     import numpy as np
     import torch
 
@@ -197,7 +200,7 @@ def row_batch(table, idx: list[int], spec, pad_id: int, weight_of, max_code: int
         values = col.flatten().to_numpy(zero_copy_only=False)
         offsets = col.offsets.to_numpy(zero_copy_only=False) - col.offsets[0].as_py()
         parts.append(np.split(values, offsets[1:-1]))
-    row = spec.row(parts[0], parts[1], pad_id, weight_of, max_code)
+    row = spec.row(parts[0], parts[1], pad_id, weight_of, max_code, action)
     tokens = sum(len(c) + len(t) for c, t in zip(*parts))
     return {
         "row": {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in row.items()},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 from codeexecutor.training.config import Curriculum
@@ -59,6 +60,27 @@ def traced_python(cur: Curriculum) -> str | None:
     return ", ".join(sorted(found)) or None
 
 
+def trained_actions(cur: Curriculum) -> str | None:
+    """ "taught" where a source holds the debugger's action rows (its build's stats.json says
+    kind `actions`; a tokenized folder is followed to the dataset it was made from), saved in
+    the model's config as `debugger_actions`: `debug` then asks them as trained tasks."""
+    from codeexecutor.training.tokenized import MARKER, is_tokenized
+
+    for src in (src for stage in cur.stages for src in stage.sources):
+        path = src.path
+        if is_tokenized(path):
+            with open(os.path.join(path, MARKER)) as f:
+                path = json.load(f).get("source") or path
+        for folder in (path, os.path.dirname(path)):
+            stats = os.path.join(folder, "stats.json")
+            if os.path.isfile(stats):
+                with open(stats) as f:
+                    if json.load(f).get("kind") == "actions":
+                        return "taught"
+                break
+    return None
+
+
 def build_model(cur: Curriculum, tok, profile):
     from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
     from codeexecutor.modeling.tokenizer import structural_ids
@@ -76,6 +98,8 @@ def build_model(cur: Curriculum, tok, profile):
         exception_token_id=tok.convert_tokens_to_ids("<exception>") if profile.exception_step else None,
         **profile.to_config(),
     )
+    if trained_actions(cur):
+        settings["debugger_actions"] = "taught"
     if cur.model.init:  # any supported layout; embeddings resized to the tokenizer (<exception>, format tokens)
         from codeexecutor.modeling.loading import load_model
 

@@ -1,0 +1,151 @@
+"""The debugger's actions as training rows: transitions sampled from the traces a build
+already recorded.
+
+A row of a built dataset holds a real run's steps, each with its call depth. From it this
+build draws a few (position, action) pairs and writes each as a row of its own: the real
+steps up to the position, then the action asked (`next`, `out`, or `continue` to a line),
+then the one step where the real run lands (or its crash). Tokenized, such a row reads
+
+    <mask0> <line> <0> <state> ... </state> ... <mask> next <line> <7> <delta> s : 12 </state> </s>
+
+and only the landing bears loss (modeling/rows.py): the steps before it are given, as the
+debugger gives the model the real run up to where the user stands. `step` needs no rows
+of its own: it is the next step of a whole trace, which every trace row already trains.
+
+The positions are drawn uniformly over the run (the start included), the action uniformly
+among those that land somewhere from there (`out` only inside a call), and a `continue`
+breaks on the line of a later step drawn at random, as `evaluate --debugger` asks them
+(eval/debugger.py). Rows whose steps before the landing would write more than
+`max_chars` characters are drawn again (a trace cut before its landing trains nothing).
+
+    codeexecutor build actions --from runs/data/codenetmut --out runs/data/actions
+
+Each split is drawn from the same split of the source, so held-out problems stay held out.
+Written atomically, one dataset a source dataset, under the source's names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+
+from codeexecutor.debugger.events import Event, row_events, target
+from codeexecutor.execution.records import Step
+from codeexecutor.modeling.format import format_trace
+
+MARKED = ("next", "out", "continue")
+COLUMNS = ("id", "problem_id", "split", "task", "kind", "source_id", "code", "steps", "status", "error", "action")
+
+
+def draw(events: list[Event], rng: random.Random) -> tuple[int, str, int | None, int] | None:
+    """One (position, action, breakpoint line, landing index) from a run's events, or None
+    where the drawn position has no action that lands."""
+    position = rng.randrange(-1, len(events) - 1)
+    depth = events[position].depth if position >= 0 else 0
+    later = [e.line for e in events[position + 1 :] if not e.exception]
+    actions = [a for a in MARKED if (a != "out" or depth > 0) and (a != "continue" or later)]
+    action = rng.choice(actions)
+    line = rng.choice(later) if action == "continue" else None
+    j = target(events, position, depth, action, line)
+    return None if j is None else (position, action, line, j)
+
+
+def _step(e: Event) -> dict:
+    return {"line": e.line, "state": e.state, "output": e.output, "depth": e.depth}
+
+
+def action_rows(row: dict, rng: random.Random, per_program: int, order: str, max_chars: int) -> list[dict]:
+    """Up to `per_program` action rows of one built row (tries 3x as many draws)."""
+    events = row_events(row, order)
+    if len(events) < 2:
+        return []
+    out, seen = [], set()
+    for _ in range(3 * per_program):
+        if len(out) == per_program:
+            break
+        drawn = draw(events, rng)
+        if drawn is None or drawn[:3] in seen:
+            continue
+        position, action, line, j = drawn
+        given = events[: position + 1]
+        if (
+            len(format_trace([Step(e.line, e.state, e.output) for e in given], compact=True, code=row["code"]))
+            > max_chars
+        ):
+            continue
+        seen.add(drawn[:3])
+        land = events[j]
+        steps = [_step(e) for e in given] + ([] if land.exception else [_step(land)])
+        error = json.dumps({"type": land.exception, "message": "", "line": land.line}) if land.exception else ""
+        spec = {"name": action, "at": position + 1, "order": order} | ({"line": line} if line else {})
+        out.append(
+            {
+                "id": f"{row['id']}_a{len(out)}",
+                "problem_id": row.get("problem_id", ""),
+                "split": row.get("split", ""),
+                "task": row.get("task") or "codenet",
+                "kind": "action",
+                "source_id": row["id"],
+                "code": row["code"],
+                "steps": json.dumps(steps),
+                "status": "error" if land.exception else "ok",
+                "error": error,
+                "action": json.dumps(spec),
+            }
+        )
+    return out
+
+
+def build_actions(
+    out: str,
+    source: str,
+    per_program: int = 2,
+    limit: int | None = None,
+    order: str = "end",
+    max_chars: int = 2000,
+    seed: int = 0,
+) -> dict:
+    """Action rows of every dataset of the built folder `source`, into `out/<name>`; `limit`:
+    at most this many source rows a split (drawn at random). Returns the stats."""
+    import datasets
+
+    from codeexecutor.progress import bar
+    from curricula.common import built_datasets
+
+    stats = {"kind": "actions", "source": os.path.abspath(source), "per_program": per_program, "order": order}
+    stats["datasets"], stats["drawn"] = {}, {}
+    for name, path in built_datasets(source, "--from folder").items():
+        dd = datasets.load_from_disk(path)
+        splits, counts = {}, {}
+        for split, ds in dd.items():
+            rng = random.Random(f"{seed}:{name}:{split}")
+            idx = list(range(len(ds)))
+            if limit is not None and len(idx) > limit:
+                idx = sorted(rng.sample(idx, limit))
+            rows = []
+            for row in bar(ds.select(idx), desc=f"actions {name}/{split}", unit="program"):
+                rows += action_rows(row, rng, per_program, order, max_chars)
+            columns = {c: [r[c] for r in rows] for c in COLUMNS}
+            splits[split] = datasets.Dataset.from_dict(columns, features=_features())
+            counts[split] = {"programs": len(idx), "rows": len(rows)} | {
+                a: sum(json.loads(r["action"])["name"] == a for r in rows) for a in MARKED
+            }
+        target_dir = os.path.join(out, name)
+        tmp = target_dir + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        datasets.DatasetDict(splits).save_to_disk(tmp)
+        shutil.rmtree(target_dir, ignore_errors=True)
+        os.replace(tmp, target_dir)
+        stats["datasets"][name] = {split: c["rows"] for split, c in counts.items()}  # rows a split, as every build
+        stats["drawn"][name] = counts
+    with open(os.path.join(out, "stats.json"), "w") as f:
+        json.dump(stats, f, indent=2)
+    return stats
+
+
+def _features():
+    import datasets
+
+    return datasets.Features({c: datasets.Value("string") for c in COLUMNS})
