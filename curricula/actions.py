@@ -98,6 +98,31 @@ def action_rows(row: dict, rng: random.Random, per_program: int, order: str, max
     return out
 
 
+def check_source(source: str | None, out: str, opts) -> None:
+    """Refuse, in one line each, what would build nothing useful or overwrite the source."""
+    import datasets
+
+    from codeexecutor.errors import UsageError
+    from curricula.common import built_datasets
+
+    if not source:
+        raise UsageError("give --from DIR: a built folder whose runs the actions are drawn from")
+    if opts.per_program < 1 or (opts.limit is not None and opts.limit < 1) or opts.max_chars < 1:
+        raise UsageError("--per-program, --limit and --max-chars take a number of at least 1")
+    if opts.order not in ("end", "start"):
+        raise UsageError(f"--order {opts.order}: end or start (the step order of the model trained on them)")
+    if out and os.path.realpath(out) == os.path.realpath(source):
+        raise UsageError(f"--out {out} is the --from folder: the actions would replace the runs they are drawn from")
+    for name, path in built_datasets(source, "--from folder").items():
+        dd = datasets.load_from_disk(path)
+        first = next(iter(dd.values()))
+        if "action" in first.column_names or (len(first) and first[0].get("task") == "singleline"):
+            raise UsageError(
+                f"--from {source}: {name} holds no whole runs (a singleline or actions build); "
+                "draw from a codenetmut, functions or tutorial build"
+            )
+
+
 def build_actions(
     out: str,
     source: str,

@@ -44,7 +44,7 @@ DEFAULTS: dict[str, dict] = {
     "tutorial": {"sources": None, "mutants": 100, "workers": 2, "seed": 0},
     "singleline": {"from": None, "kaggle": None, "workers": 2, "limit": None, "per_line": 4, "augment": 0},
     # the debugger's actions drawn from a built folder's runs (curricula/actions.py)
-    "actions": {"from": None, "per_program": 2, "limit": None, "max_chars": 2000, "seed": 0},
+    "actions": {"from": None, "per_program": 2, "limit": None, "max_chars": 2000, "order": "end", "seed": 0},
 }
 
 
@@ -59,7 +59,7 @@ def options_of(kind: str, given: dict) -> SimpleNamespace:
     return SimpleNamespace(**{**DEFAULTS[kind], **given})
 
 
-def check_inputs(kind: str, opts: SimpleNamespace) -> None:
+def check_inputs(kind: str, opts: SimpleNamespace, out: str = "") -> None:
     """Refuse bad inputs before anything is written to the output folder."""
     from curricula.common import built_datasets
 
@@ -94,9 +94,9 @@ def check_inputs(kind: str, opts: SimpleNamespace) -> None:
                 "../shared/data/python-tutorial/tutorial_rst)"
             )
     elif kind == "actions":
-        if not opts.__dict__["from"]:
-            raise UsageError("give --from DIR: a built folder whose runs the actions are drawn from")
-        built_datasets(opts.__dict__["from"], "--from folder")
+        from curricula.actions import check_source
+
+        check_source(opts.__dict__["from"], out, opts)
     elif kind == "singleline":
         source = opts.__dict__["from"]
         if bool(source) == bool(opts.kaggle):
@@ -112,7 +112,7 @@ def build(kind: str, out: str, given: dict | None = None) -> dict:
     for name in ("codenet", "from"):  # a folder option takes one folder or a list of them
         if isinstance(getattr(opts, name, None), str) and not (kind in ("singleline", "actions") and name == "from"):
             setattr(opts, name, [getattr(opts, name)])
-    check_inputs(kind, opts)
+    check_inputs(kind, opts, out)
     if kind in ("codenetmut", "functions"):
         from curricula.codenet import shard_arg
 
@@ -162,6 +162,7 @@ def build(kind: str, out: str, given: dict | None = None) -> dict:
             per_program=opts.per_program,
             limit=opts.limit,
             max_chars=opts.max_chars,
+            order=opts.order,
             seed=opts.seed,
         )
     from curricula.singleline import build_singleline

@@ -143,6 +143,11 @@ def _build_args(p: argparse.ArgumentParser) -> None:
         help="longest given steps, in characters of a compact trace (default %(default)s): a longer "
         "trace would be cut before its landing",
     )
+    a.add_argument(
+        "--order",
+        choices=("end", "start"),
+        help="the step order of the model trained on them (its step_order; default %(default)s)",
+    )
     a.add_argument("--seed", type=int)
     a.set_defaults(**{k: v for k, v in DEFAULTS["actions"].items() if k != "from"})
 

@@ -10,8 +10,8 @@ landed; the landing event is scored against the real one:
   raised, the same exception on the same line (the headline);
 * `event`: line, state, output and exception all equal;
 * `taught`: the landing's state where the action is asked as a trained task (the real
-  events, the action's marker, one step decoded: codeexecutor/debugger/taught.py; for a
-  model trained without action rows, what the marker alone gets);
+  events, the action's marker, one step decoded without the state rules:
+  codeexecutor/debugger/taught.py); only for a model trained on them (`debugger_actions`);
 * beside them two baselines: `unchanged` ("nothing changes": the state at the position, for
   `out` the caller's last state, taken for the landing's; never a crash) and `full_trace`
   (the model's own trace from the start, not given the real events, walked by the same
@@ -83,6 +83,7 @@ def score_program(gen, row: dict, positions: int, rng: random.Random) -> list[di
         return []
     starts = [-1] + sorted(rng.sample(range(len(events) - 1), min(positions - 1, len(events) - 1)))
     free = predict(gen, code, model_input, [], Frames(code), [])[0]  # the model's own trace, from the start
+    teach = getattr(gen.model.config, "debugger_actions", None) == "taught"
     scored = []
     for position in starts:
         tasks = _tasks(events, position, rng)
@@ -103,14 +104,16 @@ def score_program(gen, row: dict, positions: int, rng: random.Random) -> list[di
             guess = predicted[k] if k is not None else None
             f = landing(free, action, free_depth, lines, start=position) if position < len(free) else None
             stay = _unchanged(events, position, action)
-            breakpoint_line = min(lines) if lines else None
-            asked = taught(gen, code, model_input, events[: position + 1], action, breakpoint_line, budget)
+            asked = None
+            if teach:  # a model trained on the actions as tasks: ask it so too
+                breakpoint_line = min(lines) if lines else None
+                asked = taught(gen, code, model_input, events[: position + 1], action, breakpoint_line, budget)[0]
             scored.append(
                 {
                     "action": action,
                     "state": _right(guess, real),
                     "event": real.same(guess),
-                    "taught": _right(asked, real),
+                    "taught": _right(asked, real) if teach else None,
                     "unchanged": not real.exception and stay == real.state,
                     "full_trace": _right(free[f] if f is not None else None, real),
                 }
@@ -146,7 +149,7 @@ def summarize(results: list[dict]) -> dict:
         mine = [r for r in results if r["action"] == action]
         if mine:
             out[action] = {"scored": len(mine)} | {
-                m: round(100 * sum(r[m] for r in mine) / len(mine), 2) for m in MEASURES
+                m: round(100 * sum(r[m] for r in mine) / len(mine), 2) for m in MEASURES if mine[0][m] is not None
             }
     return out
 
@@ -156,5 +159,8 @@ def table(report: dict) -> str:
     rows = [f"{'dataset':<18}{'action':<10}{'scored':>7}" + "".join(f"{m:>12}" for m in MEASURES)]
     for name, actions in report["datasets"].items():
         for action, f in actions.items():
-            rows.append(f"{name:<18}{action:<10}{f['scored']:>7}" + "".join(f"{f[m]:>12.2f}" for m in MEASURES))
+            rows.append(
+                f"{name:<18}{action:<10}{f['scored']:>7}"
+                + "".join(f"{f[m]:>12.2f}" if m in f else f"{'-':>12}" for m in MEASURES)
+            )
     return "\n".join(rows)

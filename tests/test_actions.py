@@ -55,6 +55,9 @@ def test_an_action_row_gives_the_real_steps_then_the_marker_then_where_the_run_l
         "action": json.dumps({"name": "continue", "at": 1, "line": 3, "order": "end"}),
     }
     assert profile.example(row)[1].endswith("<mask> continue <2> <exception> <1> ZeroDivisionError")
+    # a format without the crash step has no step to land on: the trace ends at the marker
+    quiet = Profile("exact", exception_step=False, state="delta", order="end")
+    assert quiet.example(row)[1].endswith("<mask> continue <2>")
 
 
 def test_drawn_actions_land_where_the_real_run_does_and_keep_their_split():
@@ -79,9 +82,8 @@ def test_drawn_actions_land_where_the_real_run_does_and_keep_their_split():
         assert steps[at]["line"] == events[j].line and steps[at]["state"] == events[j].state
     given = real_events([Step(**s) for s in json.loads(rows[0]["steps"])], None, "end")
     assert given  # the steps read back as events
-    assert action_rows(row, random.Random(0), 2, "end", max_chars=10) == [
-        r for r in action_rows(row, random.Random(0), 2, "end", max_chars=10) if json.loads(r["action"])["at"] == 0
-    ]  # a tight cap leaves only the draws from the start, whose given steps are empty
+    tight = action_rows(row, random.Random(0), 6, "end", max_chars=10)
+    assert tight and all(json.loads(r["action"])["at"] == 0 for r in tight)  # only draws from the start fit
 
 
 def test_an_action_row_bears_loss_from_its_landing_only_and_other_rows_as_before():
@@ -136,7 +138,7 @@ def test_a_model_taught_the_actions_answers_each_with_one_step(demo_data, tmp_pa
         spec = json.loads(a["action"])
         events = row_events(a, "end")
         path, real = events[: spec["at"]], events[spec["at"]]
-        got = taught(gen, a["code"], gen.code_input(a["code"], "codenet"), path, spec["name"], spec.get("line"))
+        got = taught(gen, a["code"], gen.code_input(a["code"], "codenet"), path, spec["name"], spec.get("line"))[0]
         assert got is not None and got.line == real.line and got.state == real.state, (spec, got, real)
     # a session on such a model asks the action so: walked (for real) to the position, the action
     # lands where the real run does, in one step of decoding
@@ -151,7 +153,10 @@ def test_a_model_taught_the_actions_answers_each_with_one_step(demo_data, tmp_pa
             answer = s.run_to(spec["line"])
         else:
             answer = s.next() if spec["name"] == "next" else s.out()
+        assert answer["asked"] == "taught"
         assert answer["predicted"]["line"] == answer["real"]["line"] and answer["agree"], answer
+    s = Session(asked[0]["code"], generator=gen, actions="taught", real=False)  # no real steps to give
+    assert s.next()["asked"] == "imposed"
 
 
 def test_a_build_of_actions_keeps_splits_and_a_model_trained_on_it_says_so(demo_data, tmp_path):
@@ -177,3 +182,43 @@ def test_a_build_of_actions_keeps_splits_and_a_model_trained_on_it_says_so(demo_
     assert (
         trained_actions(cur(str(demo_data / "tutorial" / "tutorial"), str(tmp_path / "actions" / "errors"))) == "taught"
     )
+
+
+def test_a_curriculum_that_cannot_train_its_actions_is_refused_and_so_is_a_useless_build(demo_data, tmp_path):
+    from types import SimpleNamespace
+
+    import pytest
+
+    from codeexecutor.errors import ConfigError, UsageError
+    from codeexecutor.modeling.profiles import Profile
+    from codeexecutor.training.setup import check_action_sources
+    from curricula.build import build
+
+    out = str(tmp_path / "actions")
+    build("actions", out, {"from": str(demo_data / "codenetmut"), "per_program": 1})
+
+    def cur(max_tokens=1024, hardest=None):
+        source = SimpleNamespace(path=out + "/codenetmut", hardest=hardest)
+        return SimpleNamespace(
+            stages=[SimpleNamespace(name="s", sources=[source])], train=SimpleNamespace(max_tokens=max_tokens)
+        )
+
+    end, start = Profile("exact", state="delta", order="end"), Profile("exact", state="delta", order="start")
+    check_action_sources(cur(), end)
+    with pytest.raises(ConfigError, match="--order start"):
+        check_action_sources(cur(), start)
+    with pytest.raises(ConfigError, match="max_tokens"):
+        check_action_sources(cur(max_tokens=None), end)
+    with pytest.raises(ConfigError, match="hardest"):
+        check_action_sources(cur(hardest=10), end)
+    for options, words in (
+        ({"per_program": 0}, "at least 1"),
+        ({"limit": -1}, "at least 1"),
+        ({"order": "sideways"}, "end or start"),
+    ):
+        with pytest.raises(UsageError, match=words):
+            build("actions", str(tmp_path / "x"), {"from": str(demo_data / "codenetmut"), **options})
+    with pytest.raises(UsageError, match="is the --from folder"):
+        build("actions", str(demo_data / "codenetmut"), {"from": str(demo_data / "codenetmut")})
+    with pytest.raises(UsageError, match="no whole runs"):
+        build("actions", str(tmp_path / "y"), {"from": out})

@@ -184,13 +184,15 @@ class Session:
         depth = self.path[-1].depth if self.path else 0
         frames = stack_at(self.code, self.path, self.position)
         scoped = len(frames.stack) - 1  # the depth the predicted events are read against
-        if self.actions == "taught" and action != "step" and len(lines or ()) <= 1:
+        # taught: one action, from real steps (the given steps of its training); else imposed
+        asked = "taught" if self.actions == "taught" and self._can_teach(action, lines) else "imposed"
+        if asked == "taught":
             predicted, finished, cut = self._taught(frames, action, lines)
             k = 0 if predicted else None
         else:
             predicted, finished, cut = self._predict(self.path, frames, action, scoped, lines)
             k = landing(predicted, action, scoped, lines)
-        out = {"action": action, "predicted": predicted[k].to_json() if k is not None else None}
+        out = {"action": action, "asked": asked, "predicted": predicted[k].to_json() if k is not None else None}
         if k is None:
             out["predicted_end"] = "the trace reaches the model's length limit" if cut else "the program ends"
         self.history.append((list(self.path), self.walk_is_real))
@@ -224,13 +226,19 @@ class Session:
         wanted = [] if whole else [(action, depth, lines)]
         return predict(self.gen, self.code, self.model_input, path, frames, wanted)
 
+    def _can_teach(self, action: str, lines: set[int] | None) -> bool:
+        """A trained task answers `next`, `out` and a `continue` to one line, from a real walk:
+        after `set` or without a real run the walk has no real steps to give, and `step` is
+        the whole trace's next step anyway."""
+        return action != "step" and len(lines or ()) <= 1 and self.walk_is_real
+
     def _taught(self, frames, action: str, lines: set[int] | None):
-        """The landing as a trained task (debugger/taught.py): ([event] or [], the model
-        ended the trace instead, False)."""
+        """The landing as a trained task (debugger/taught.py): ([event] or [], finished, cut)."""
         from codeexecutor.debugger.taught import taught
 
-        event = taught(self.gen, self.code, self.model_input, self.path, action, min(lines) if lines else None)
-        return (with_depths(self.code, [event], frames) if event else []), event is None, False
+        line = min(lines) if lines else None
+        event, finished, cut = taught(self.gen, self.code, self.model_input, self.path, action, line)
+        return (with_depths(self.code, [event], frames) if event else []), finished, cut
 
     def _text(self, events: list[Event]) -> str:
         return trace_text(self.gen.profile, events, self.code)

@@ -16,10 +16,11 @@ from codeexecutor.modeling.format import action_marker
 
 def taught(
     gen, code: str, model_input: str, path: list[Event], action: str, line: int | None = None, max_new=None
-) -> Event | None:
-    """The event `action` lands on from the last event of the real `path` (`line`: the
-    breakpoint of a `continue`), as the model writes it after the action's marker; None
-    where it writes no step (it ended the trace, or ran out of length)."""
+) -> tuple[Event | None, bool, bool]:
+    """(the event `action` lands on from the last event of the real `path`, as the model writes
+    it after the action's marker; whether it ended the trace instead; whether the trace's
+    length ran out first). `line`: the breakpoint of a `continue`. Decoded greedily, without
+    the state rules (they read a trace's steps, and the marker is none)."""
     from codeexecutor.debugger.session import trace_text
     from codeexecutor.generation.forced import continue_trace
 
@@ -29,7 +30,8 @@ def taught(
     parsed = gen.parse(f"{prefix} {cont.text}".strip())
     if len(parsed.steps) > len(path):
         s = parsed.steps[len(path)]
-        return Event(s.line, dict(s.state), s.output)
+        return Event(s.line, dict(s.state), s.output), False, False
     if parsed.exception:
-        return Event(parsed.exception_line or 0, {}, "", 0, parsed.exception)
-    return None
+        where = parsed.exception_line or (path[-1].line if path else 0)  # as `predict` places a crash
+        return Event(where, {}, "", 0, parsed.exception), False, False
+    return None, cont.finished, cont.cut

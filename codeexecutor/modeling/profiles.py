@@ -54,7 +54,8 @@ CODE_WINDOWS = ("head", "ends")  # a model's `code_window`: which tokens of a to
 RELEASE_MAX_GENERATED = 768  # max_target_length: the release's decoding loop runs at most this many steps
 
 
-EXAMPLE_COLUMNS = ("task", "code", "steps", "status", "error")  # what `Profile.example` reads of a dataset row
+# what `Profile.example` reads of a dataset row
+EXAMPLE_COLUMNS = ("task", "code", "steps", "status", "error", "action")
 
 
 @dataclass(frozen=True)
@@ -133,10 +134,12 @@ class Profile:
         prefix = format_trace(list(steps[:at]), **write)
         landed = list(steps[: at + 1])
         whole = format_trace(landed, error=error if len(landed) == at else None, **write)
-        if not whole.startswith(prefix) or len(whole) == len(prefix):
-            raise ValueError(f"action row: nothing lands after step {at}")
+        if not whole.startswith(prefix):
+            raise ValueError(f"action row: the steps before {at} are not written alike alone and with the landing")
         marker = action_marker(action["name"], action.get("line"))
-        return f"{prefix} {marker} {whole[len(prefix) :].lstrip()}".lstrip()
+        # a crash in a format without the crash step lands on nothing: the trace ends at the
+        # marker, and the row bears no loss (modeling/rows.py)
+        return f"{prefix} {marker} {whole[len(prefix) :].lstrip()}".strip()
 
     def singleline(self, state: Mapping[str, str], line: int) -> str:
         return format_singleline_target(

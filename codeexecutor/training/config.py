@@ -112,7 +112,7 @@ BUILD_OPTIONS = {
     "codenetmut": {"codenet": list, "mutants": int, "limit": int, "seed": int, "workers": int, "shard": str},
     "tutorial": {"sources": str, "mutants": int, "seed": int, "workers": int},
     "singleline": {"from": str, "limit": int, "augment": int, "per_line": int, "workers": int},
-    "actions": {"from": str, "per_program": int, "limit": int, "max_chars": int, "seed": int},
+    "actions": {"from": str, "per_program": int, "limit": int, "max_chars": int, "order": str, "seed": int},
     "functions": {
         "from": list,
         "mutants": int,
@@ -253,7 +253,8 @@ class Curriculum:
         from codeexecutor.modeling.profiles import Profile
 
         name, given = self.model.format_profile, {}
-        if self.model.init:
+        named = (self.model.trace_state, self.model.step_order, self.model.code_window)
+        if self.model.init and (name is None or None in named):  # the init's say what the curriculum leaves open
             from codeexecutor.modeling.loading import folder_profile, read_config, resolve
 
             path = resolve(self.model.init)

@@ -42,7 +42,7 @@ class StageEvaluator:
                     continue
             dd = datasets.load_from_disk(path)
             split = next((s for s in ("valid", "test") if isinstance(dd, datasets.DatasetDict) and s in dd), None)
-            if split is None:
+            if split is None or "action" in dd[split].column_names:  # debugger actions: no whole trace to score
                 continue
             table = dd[split]
             pick = random.Random(f"eval:{src.path}").sample(range(len(table)), min(loss_examples, len(table)))

@@ -17,7 +17,7 @@ from codeexecutor.training.engine import TorchEngine, checkpoint_engine, choose,
 from codeexecutor.training.precision import apply as apply_precision
 from codeexecutor.training.precision import capability, check_kernels, decide, ds_half, resolve_ds_config
 from codeexecutor.training.resume import universal_tag
-from codeexecutor.training.setup import build_model, build_tokenizer, resolve_profile
+from codeexecutor.training.setup import build_model, build_tokenizer, check_action_sources, resolve_profile
 from codeexecutor.training.step import prepare_rows, row_spec
 
 log = logging.getLogger("codeexecutor.train")
@@ -88,12 +88,13 @@ def set_up(curriculum_path: str, ds_config_path: str, base_dir: str, output_dir:
     decided = decide(cap, kind, ds_cfg, cur.train.autocast, cur.model.attention)
     torch.manual_seed(cur.train.seed)
     profile = resolve_profile(cur)
+    check_action_sources(cur, profile, base_dir)
     tok = build_tokenizer(cur, base_dir, out, rank, profile)
     from codeexecutor.modeling.tokenizer import Encoder
 
     encoder = Encoder(tok, cur.model.max_code_length, cur.model.max_trace_length, profile)
     zero_stage = ds_cfg.get("zero_optimization", {}).get("stage", 0)
-    model = build_model(cur, tok, profile)
+    model = build_model(cur, tok, profile, base_dir)
     run = Run(cur, base_dir, out, rank, world, device, ds_cfg, zero_stage, tok, encoder, model, kind, None, None, ckpt)
     if engine_note:
         run.setup["engine_chosen_by"] = engine_note

@@ -60,28 +60,70 @@ def traced_python(cur: Curriculum) -> str | None:
     return ", ".join(sorted(found)) or None
 
 
-def trained_actions(cur: Curriculum) -> str | None:
-    """ "taught" where a source holds the debugger's action rows (its build's stats.json says
-    kind `actions`; a tokenized folder is followed to the dataset it was made from), saved in
-    the model's config as `debugger_actions`: `debug` then asks them as trained tasks."""
+def action_build(path: str, base_dir: str = ".") -> dict | None:
+    """The stats of the `codeexecutor build actions` that made the source `path` (its
+    stats.json says kind `actions`; a tokenized folder is followed to the dataset it was made
+    from), or None: a source of whole traces."""
     from codeexecutor.training.tokenized import MARKER, is_tokenized
 
-    for src in (src for stage in cur.stages for src in stage.sources):
-        path = src.path
-        if is_tokenized(path):
-            with open(os.path.join(path, MARKER)) as f:
-                path = json.load(f).get("source") or path
-        for folder in (path, os.path.dirname(path)):
-            stats = os.path.join(folder, "stats.json")
-            if os.path.isfile(stats):
+    path = os.path.join(base_dir, path)
+    if is_tokenized(path):
+        with open(os.path.join(path, MARKER)) as f:
+            path = json.load(f).get("source") or path
+    for folder in (path, os.path.dirname(path)):
+        stats = os.path.join(folder, "stats.json")
+        if os.path.isfile(stats):
+            try:
                 with open(stats) as f:
-                    if json.load(f).get("kind") == "actions":
-                        return "taught"
-                break
+                    found = json.load(f)
+            except (OSError, ValueError):
+                return None
+            return found if isinstance(found, dict) and found.get("kind") == "actions" else None
     return None
 
 
-def build_model(cur: Curriculum, tok, profile):
+def action_sources(cur: Curriculum, base_dir: str = ".") -> dict[str, dict]:
+    """Source path -> its action build's stats, for the sources that hold debugger action rows."""
+    out = {}
+    for src in (src for stage in cur.stages for src in stage.sources):
+        found = action_build(src.path, base_dir)
+        if found is not None:
+            out[src.path] = found
+    return out
+
+
+def check_action_sources(cur: Curriculum, profile, base_dir: str = ".") -> None:
+    """One line (ConfigError) where a curriculum cannot train on its action rows: rows drawn in
+    another step order than the run's profile writes, a run without packed rows (only they
+    take the loss off the given steps: modeling/rows.py), or an action source mined for its
+    hardest rows (their loss would be the given steps')."""
+    from codeexecutor.errors import ConfigError
+
+    for stage in cur.stages:
+        for src in stage.sources:
+            found = action_build(src.path, base_dir)
+            if found is None:
+                continue
+            if found.get("order", "end") != profile.order:
+                raise ConfigError(
+                    f"{src.path} holds debugger actions in step order {found.get('order', 'end')} and the run writes "
+                    f"{profile.order}: build them again with --order {profile.order}"
+                )
+            if not cur.train.max_tokens:
+                raise ConfigError(
+                    f"{src.path} holds debugger actions, which train only in packed rows: set train.max_tokens"
+                )
+            if src.hardest:
+                raise ConfigError(f"stage {stage.name}: {src.path} holds debugger actions: leave out its `hardest`")
+
+
+def trained_actions(cur: Curriculum, base_dir: str = ".") -> str | None:
+    """ "taught" where a source holds the debugger's action rows, saved in the model's config
+    as `debugger_actions`: the model can answer `debug --actions taught`."""
+    return "taught" if action_sources(cur, base_dir) else None
+
+
+def build_model(cur: Curriculum, tok, profile, base_dir: str = "."):
     from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
     from codeexecutor.modeling.tokenizer import structural_ids
 
@@ -98,8 +140,7 @@ def build_model(cur: Curriculum, tok, profile):
         exception_token_id=tok.convert_tokens_to_ids("<exception>") if profile.exception_step else None,
         **profile.to_config(),
     )
-    if trained_actions(cur):
-        settings["debugger_actions"] = "taught"
+    settings["debugger_actions"] = trained_actions(cur, base_dir)  # None: a taught init continued on whole traces only
     if cur.model.init:  # any supported layout; embeddings resized to the tokenizer (<exception>, format tokens)
         from codeexecutor.modeling.loading import load_model
 
