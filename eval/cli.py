@@ -87,8 +87,16 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
         "--inverse",
         type=int,
         metavar="C",
-        help="score inverse execution instead: C candidate inputs for each held-out function's return value, "
-        "ranked by the model, pass@1 and pass@5 run in the sandbox, beside the proposals' order (eval/inverse.py)",
+        help="score inverse execution instead: C candidate inputs for each held-out function's return value "
+        "(and each contest program's output), ranked by the model, pass@1 and pass@5 run in the sandbox, beside "
+        "the proposals' order (eval/inverse.py)",
+    )
+    p.add_argument(
+        "--codenet",
+        action="append",
+        metavar="DIR",
+        help="a CodeNet root the contest programs of --inverse and their sample inputs are read from (repeatable; "
+        "default ../shared/data/atcoder-python*)",
     )
 
 
@@ -168,11 +176,17 @@ def _inverse_run(args: argparse.Namespace) -> int:
     from eval.inverse import inverse_tasks, table
 
     bad = args.inverse < 5 or args.limit < 0
+    missing = [d for d in args.codenet or [] if not os.path.isdir(os.path.join(d, "data"))]
+    problem = "--inverse C needs C >= 5 candidates a program (pass@5), and --limit >= 0" if bad else None
+    if missing:
+        problem = f"--codenet {missing[0]}: not a CodeNet root (no data/ folder of pXXXXX/Python/ programs)"
     return _task_run(
         args,
         "--inverse",
-        "--inverse C needs C >= 5 candidates a program (pass@5), and --limit >= 0" if bad else None,
-        lambda: inverse_tasks(args.model, args.data, args.split, args.limit or None, args.inverse),
+        problem,
+        lambda: inverse_tasks(
+            args.model, args.data, args.split, args.limit or None, args.inverse, codenet=args.codenet
+        ),
         table,
         "inverse.json",
     )

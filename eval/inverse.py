@@ -11,10 +11,16 @@ the sandbox, so that three orders are scored on the same runs:
 * `proposed`: the proposals' own order, no model (the program's own calls' types first);
 * `coverage`: whether any candidate reproduces the value, the most a ranking can reach.
 
-pass@k is the share of programs whose first k inputs include one whose real return value is
-the wanted one (any such input counts). Rows whose value is not a literal, whose last call is not of a
-function the program defines (`str(...)`, a method), or whose run takes more than
-`max_steps` events (CRUXEval's functions are short), are left out and counted.
+Contest programs (the held-out problems' original submissions) are asked for a stdin: the
+problem's first sample input is the example, whose tokens the candidates vary, and the
+program's real output on its second sample is wanted (read from the CodeNet root the build
+came from); a question whose two samples print the same is left out.
+
+pass@k is the share of programs whose first k inputs include one whose real return value (or
+printed output) is the wanted one (any such input counts). Functions rows whose value is not
+a literal, whose last call is not of a function the program defines (`str(...)`, a method),
+or whose run takes more than `max_steps` events (CRUXEval's functions are short), are left
+out and counted.
 """
 
 from __future__ import annotations
@@ -58,14 +64,46 @@ def question(row: dict, max_steps: int) -> tuple[str, str, str, str] | None:
     return (source, call.func.id, ast.unparse(call), value) if defined else None  # a function of the program
 
 
-def score_question(gen, source: str, name: str, value: str, candidates: int) -> dict:
+def contest_question(row: dict, roots: list[str]) -> tuple[str, str, str] | None:
+    """(program, example stdin, wanted output) of an original contest program of a held-out
+    problem, read from its CodeNet root: the problem's first sample input is the example,
+    and the program's real output on its second is wanted; None where either is missing,
+    the program does not run, or both inputs print the same (the example would answer)."""
+    import os
+
+    from codeexecutor.execution import ExecStatus, execute
+
+    if row.get("kind") != "original":
+        return None
+    for root in roots:
+        program = os.path.join(root, "data", row["problem_id"], "Python", f"{row['source_id']}.py")
+        samples = os.path.join(root, "derived", "input_output", "data", row["problem_id"])
+        if os.path.isfile(program) and all(os.path.isfile(os.path.join(samples, f"input_{k}.txt")) for k in (0, 1)):
+            break
+    else:
+        return None
+    with open(program, encoding="utf-8", errors="replace") as f:
+        source = f.read()
+    example, other = (open(os.path.join(samples, f"input_{k}.txt")).read() for k in (0, 1))
+    runs = [execute(source, stdin) for stdin in (example, other)]
+    if any(r.status != ExecStatus.OK for r in runs) or runs[0].stdout == runs[1].stdout or not runs[1].stdout.strip():
+        return None
+    return source, example, runs[1].stdout
+
+
+def score_question(gen, source: str, name: str | None, value: str, candidates: int, stdin: str | None = None) -> dict:
+    """The three orders of one question: a call of `name` that returns `value`, or (`stdin`
+    the example) a stdin that makes the program print `value`."""
     from codeexecutor.debugger.inverse import inputs_for, run_candidate
 
-    found = inputs_for(gen, source, value, call=name, k=max(KS), candidates=candidates, check=False)
+    found = inputs_for(gen, source, value, call=name, stdin=stdin, k=max(KS), candidates=candidates, check=False)
     runs = {}
     for c in found["ranked"]:
-        program = source.rstrip("\n") + f"\nprint(repr({c['input']}))\n"
-        runs[c["input"]] = run_candidate(program, "", found["wanted"], "call")[1]
+        if stdin is None:
+            program = source.rstrip("\n") + f"\nprint(repr({c['input']}))\n"
+            runs[c["input"]] = run_candidate(program, "", found["wanted"], "call")[1]
+        else:
+            runs[c["input"]] = run_candidate(source, c["input"], found["wanted"], "stdin")[1]
     model = [runs[c["input"]] for c in found["ranked"]]
     proposed = [runs[c["input"]] for c in sorted(found["ranked"], key=lambda c: c["proposed"])]
     out = {"candidates": len(model), "coverage": any(model)}
@@ -84,9 +122,15 @@ def inverse_tasks(
     candidates: int = 32,
     max_steps: int = 30,
     seed: int = 0,
+    codenet: list[str] | None = None,
 ) -> dict:
     """pass@1 and pass@5 of the model's ranking, of the proposals' order and the coverage,
-    on the functions sets of a folder of built datasets."""
+    on the functions and contest sets of a folder of built datasets (`codenet`: the CodeNet
+    roots the contest programs and their sample inputs are read from; default the shared
+    data's `atcoder-python*` folders beside the checkout)."""
+    import glob
+    import os
+
     import datasets
 
     from codeexecutor.generation.api import cached_generator
@@ -97,20 +141,33 @@ def inverse_tasks(
     gen = cached_generator(model)
     metric = "pass@k, execution-checked: a program passes when one of its first k inputs returns the value"
     report = task_header(model, split, limit, seed, metric, candidates=candidates, max_steps=max_steps)
+    roots = (
+        codenet if codenet is not None else sorted(glob.glob(os.path.join("..", "shared", "data", "atcoder-python*")))
+    )
+    report["codenet"] = [os.path.abspath(r) for r in roots]
     for name, path in find_datasets(data).items():
-        if name != "functions":
+        if name not in ("functions", "codenetmut"):
             continue
         rows = datasets.load_from_disk(path)[split]
-        questions = [q for q in (question(r, max_steps) for r in rows) if q]
+        if name == "functions":
+            questions = [(s, f, v, None) for s, f, _, v in filter(None, (question(r, max_steps) for r in rows))]
+        else:  # contest programs: a stdin from the output; each question runs the program twice to be posed
+            originals = rows.filter(lambda r: r["kind"] == "original")
+            found = [contest_question(r, roots) for r in bar(originals, desc="contest questions", unit="program")]
+            questions = [(s, None, v, x) for s, x, v in filter(None, found)]
         picked = [questions[i] for i in sample(len(questions), limit, seed)]
         results = [
-            score_question(gen, s, f, v, candidates) for s, f, _, v in bar(picked, desc="inverse", unit="program")
+            score_question(gen, s, f, v, candidates, stdin=x)
+            for s, f, v, x in bar(picked, desc=f"inverse {name}", unit="program")
         ]
         report["datasets"][name] = summarize(results) | {"rows": len(rows), "questions": len(questions)}
     if not report["datasets"]:
         from codeexecutor.errors import UsageError
 
-        raise UsageError(f"--inverse scores the functions set and {data} has none (codeexecutor build functions)")
+        raise UsageError(
+            f"--inverse scores the functions and contest sets and {data} has none (codeexecutor build functions, "
+            "codeexecutor build codenetmut)"
+        )
     return report
 
 

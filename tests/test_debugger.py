@@ -260,6 +260,28 @@ def test_inverse_questions_hide_the_last_call_and_score_three_orders(demo_data, 
     assert f["model@1"] <= f["model@5"] <= f["coverage"] and f["proposed@1"] <= f["proposed@5"] <= f["coverage"]
 
 
+def test_a_contest_program_is_asked_for_a_stdin_that_prints_its_other_samples_output(overfit_model, tmp_path):
+    from codeexecutor.generation.api import cached_generator
+    from eval.inverse import contest_question, score_question
+
+    root = tmp_path / "codenet"
+    (root / "data" / "p1" / "Python").mkdir(parents=True)
+    (root / "data" / "p1" / "Python" / "s1.py").write_text("n = int(input())\nprint(n * 2)\n")
+    (root / "data" / "p1" / "Python" / "s2.py").write_text("n = int(input())\nprint(n > 0)\n")
+    samples = root / "derived" / "input_output" / "data" / "p1"
+    samples.mkdir(parents=True)
+    (samples / "input_0.txt").write_text("3\n")
+    (samples / "input_1.txt").write_text("5\n")
+    row = {"kind": "original", "problem_id": "p1", "source_id": "s1"}
+    source, example, wanted = contest_question(row, [str(tmp_path / "elsewhere"), str(root)])
+    assert (example, wanted) == ("3\n", "10\n") and "input()" in source
+    assert contest_question(dict(row, source_id="s2"), [str(root)]) is None  # both samples print True
+    assert contest_question(dict(row, kind="mutant"), [str(root)]) is None
+    found = score_question(cached_generator(str(overfit_model[0])), source, None, wanted, 16, stdin=example)
+    assert found["coverage"] and found["candidates"] > 7  # the budget spread over one token reaches 5, and it is run
+    assert found["model@1"] <= found["model@5"] <= found["coverage"]
+
+
 def test_revals_questions_are_answered_from_a_trace_and_a_perfect_trace_answers_all():
     from codeexecutor.debugger.events import Event
     from eval.reval import QUESTIONS, answer, ask

@@ -157,8 +157,9 @@ def stdin_candidates(example: str, wanted: str, source: str, limit: int, seed: i
 
     out = [text({})]
     rng = random.Random(seed)
+    each = max(6, (limit - 1) // max(len(slots), 1))  # the budget spread over the tokens: a short input tries more
     for s in slots:  # one token at a time, every option
-        out += [text({s: o}) for o in options(lines[s[0]][s[1]])[:6]]
+        out += [text({s: o}) for o in options(lines[s[0]][s[1]])[:each]]
     tries = 0
     while len(out) < 4 * limit and tries < 20 * limit and len(slots) > 1:
         tries += 1
