@@ -5,6 +5,8 @@
 #   here:            .venv/bin/codeexecutor draw pack           # .campaign/: curriculum, test samples, wheels
 #   on the GPU:      bash run_draw.sh                           # carry .campaign with the call
 #                    bash run_draw.sh --plan                    # here: ready or not, the room left, the steps, the data
+#                    bash run_draw.sh --deepspeed               # there, after the draw: ZeRO-2 fp16 to 200 steps through
+#                                                               # run_pretrain.sh, overlap_comm's cost (about 4 minutes)
 #   back here:       .venv/bin/codeexecutor draw unpack DIR     # join, load, score again on the CPU
 #
 # CAMPAIGN_SMOKE=1 runs the same steps on the CPU at toy sizes (tests/test_campaign.py).
@@ -12,8 +14,8 @@ set -uo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
 case "${1:-}" in
-  ""|--plan) ;;
-  *) echo "run_draw: usage: run_draw.sh [--plan]" >&2; exit 2 ;;
+  ""|--plan|--deepspeed) ;;
+  *) echo "run_draw: usage: run_draw.sh [--plan|--deepspeed]" >&2; exit 2 ;;
 esac
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 PACK=${CAMPAIGN_PACK:-$PWD/.campaign}
@@ -27,4 +29,5 @@ if [ "${CAMPAIGN_SMOKE:-0}" != 1 ] && compgen -G "$PACK/whl/*.whl" >/dev/null; t
     || { echo "run_draw: installing the carried wheels failed: pack them again (codeexecutor draw pack)" >&2; exit 2; }
   export PYTHONPATH="/tmp/site:$PYTHONPATH"
 fi
+[ "${1:-}" = --deepspeed ] && exec $PY -m codeexecutor draw deepspeed
 exec $PY -m codeexecutor draw run

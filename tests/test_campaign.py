@@ -256,3 +256,41 @@ def test_a_throughput_step_whose_measurements_fail_says_so():
     bad = {"steps": [dict(ok["steps"][0], error="IndexError: index 8008 is out of bounds")], "decode": {"graph": {}}}
     assert measurements_status(bad).startswith("failed: 1 of 2 measurements (small:49152): IndexError")
     assert measurements_status({"exit_code": 1}).startswith("failed: no measurement came back")
+
+
+def test_the_deepspeed_call_runs_the_launcher_and_overlap_parts(tmp_path, demo_data):
+    """`run_draw.sh --deepspeed` (a lent GPU's second call): run_pretrain.sh to its step
+    limit with every step logged, then overlap_comm off and on, one file back."""
+    env = _env(tmp_path, tmp_path / "none")
+    missing = subprocess.run(
+        ["bash", str(SCRIPT), "--deepspeed"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    _one_line_refusal(missing, "no pack at", "draw pack")
+    pack = _pack(demo_data, tmp_path / "pack")
+    run = subprocess.run(
+        ["bash", str(SCRIPT), "--deepspeed"],
+        env=_env(tmp_path, pack),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["deepspeed.json"]
+    result = json.loads((tmp_path / "out" / "deepspeed.json").read_text())
+    assert [(p["part"], p["status"]) for p in result["parts"]] == [("fp16", "ok"), ("overlap", "ok")]
+    fp16 = result["fp16"]
+    assert fp16["exit_code"] == 0 and fp16["steps"] == 6 and len(fp16["loss_scale"]) == 6 and fp16["finite"]
+    assert "run_pretrain.sh --max-steps 6" in fp16["command"]
+    runs = result["overlap"]["runs"]
+    assert all(r["exit_code"] == 0 and r["example_tokens_per_s"] > 0 for r in runs.values())
+    assert result["overlap"]["on_over_off"] > 0 and result["device"]["torch"]
+
+
+def test_skips_after_names_only_the_late_skipped_steps():
+    from codeexecutor.campaign.steps import skips_after
+
+    rows = [{"step": s, "skipped_steps": k} for s, k in [(1, 1), (2, 2), (20, 2), (21, 3), (22, 3), (30, 5)]]
+    assert skips_after(rows, 20) == [21, 30]
+    assert skips_after(rows, 0) == [1, 2, 21, 30]
+    assert skips_after([{"step": s} for s in range(1, 40)], 20) == []  # bf16: nothing skipped, nothing logged

@@ -10,7 +10,18 @@ import shutil
 import sys
 import time
 
-from codeexecutor.campaign.steps import SIZES, WORK, curriculum, recipe_stages, sh, speed, tail, train_log, write_json
+from codeexecutor.campaign.steps import (
+    SIZES,
+    WORK,
+    curriculum,
+    recipe_stages,
+    sh,
+    skips_after,
+    speed,
+    tail,
+    train_log,
+    write_json,
+)
 from codeexecutor.training.distributed import has_deepspeed
 
 
@@ -150,9 +161,7 @@ def launcher_checks(checks: dict, log: pathlib.Path, deadline: float) -> str:
         )
         rows = [r for r in train_log(WORK / "fp16") if "loss" in r]
         skipped = [r.get("skipped_steps", 0) for r in rows]
-        late = [
-            r["step"] for r, before in zip(rows[1:], skipped) if r["step"] > 20 and r.get("skipped_steps", 0) > before
-        ]
+        late = skips_after(rows, 20)
         checks["fp16"] = {
             "exit_code": code,
             "steps": len(rows),

@@ -1,8 +1,9 @@
-"""`codeexecutor draw pack|plan|run|unpack` and `codeexecutor ship`: a GPU draw from its pack
+"""`codeexecutor draw pack|plan|run|deepspeed|unpack` and `codeexecutor ship`: a GPU draw from its pack
 to a shipped model (docs/gpu-draw.md).
 
     codeexecutor draw pack [--recipe R] [--data DIR]   # here: build, tokenize and pack (.campaign/)
     bash run_draw.sh                                    # there: the draw (`draw run` after the wheels)
+    bash run_draw.sh --deepspeed                        # there, after it: fp16 and overlap_comm (`draw deepspeed`)
     codeexecutor draw unpack DIR [--install models/N]  # here: join, load and score what came back
 """
 
@@ -72,6 +73,11 @@ def _draw_args(p: argparse.ArgumentParser) -> None:
         help="plan at the speed last measured on this device (e.g. H100, H200; default: the last draw's device)",
     )
     sub.add_parser("run", help="the draw itself, on the lent GPU machine (run_draw.sh installs the wheels first)")
+    sub.add_parser(
+        "deepspeed",
+        help="a second call after the draw: run_pretrain.sh in ZeRO-2 fp16 to 200 steps (its loss scale) and "
+        "overlap_comm's cost on one GPU (run_draw.sh --deepspeed)",
+    )
     from codeexecutor.campaign import unpack
 
     unpack.add_arguments(
@@ -105,6 +111,10 @@ def _draw_run(args: argparse.Namespace) -> int:
         from codeexecutor.campaign.draw import run
 
         return run()
+    if args.action == "deepspeed":
+        from codeexecutor.campaign.deepspeed_call import run as deepspeed_run
+
+        return deepspeed_run()
     from codeexecutor.campaign import unpack
 
     return unpack.run(args)

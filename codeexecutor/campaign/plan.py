@@ -108,6 +108,8 @@ def print_plan(pack: str | None, device: str | None) -> int:
         f"({manifest['parts'].get('ids_in_tree', 0) / 2**20:.1f} of it committed ids): "
         f"{room / 2**20:.1f} MiB of {LIMIT / 2**20:.0f} left"
     )
+    if not manifest.get("deepspeed"):
+        print("the pack carries no DeepSpeed (its room went to data): run_draw.sh --deepspeed would refuse")
     with tarfile.open(pack_dir / "data.tar.xz") as tar:
         curriculum = yaml.safe_load(tar.extractfile("data/curriculum.yaml").read())
     seconds = steps.BUDGET - sum(s[0] for k, s in steps.STEPS.items() if k != "train")

@@ -18,6 +18,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # seconds of steps in one draw: a call may run 600, and the machine's start is counted too;
 # CAMPAIGN_BUDGET shortens it for a call on what is left of a lease
 BUDGET = int(float(os.environ.get("CAMPAIGN_BUDGET", "540")))
+SECOND_CALL = 270  # seconds of `run_draw.sh --deepspeed` (deepspeed_call.py) on what a draw leaves of a lease
 SMOKE = os.environ.get("CAMPAIGN_SMOKE") == "1"
 OUT = pathlib.Path(os.environ.get("OUT") or ROOT / "runs" / "campaign" / "out")
 WORK = pathlib.Path(os.environ.get("CAMPAIGN_WORK") or ROOT / "runs" / "campaign")
@@ -120,6 +121,10 @@ def plan() -> str:
         lines.append(f"{name:<11} {gpu:>6} {cpu:>6}  {file:<16} {what}")
     gpu, cpu = (sum(spec[k] for spec in STEPS.values()) for k in (0, 1))
     lines.append(f"{'total':<11} {gpu:>6} {cpu:>6}  budget of a draw: {BUDGET} s of steps in one call of at most 600 s")
+    lines.append(
+        f"then, a second call on the lease's last minutes: run_draw.sh --deepspeed ({SECOND_CALL} s: ZeRO-2 fp16 to "
+        "200 steps through run_pretrain.sh, its loss scale; overlap_comm off and on; deepspeed.json)"
+    )
     return "\n".join(lines)
 
 
@@ -338,6 +343,18 @@ def recipe_stages() -> list[dict]:
 def train_log(run: pathlib.Path) -> list[dict]:
     path = run / "train_log.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def skips_after(rows: list[dict], after: int) -> list[int]:
+    """The logged steps past `after` at which fp16 skipped an update: DeepSpeed's cumulative
+    `skipped_steps` is above the row before's (with `log_every` 1, that step's own skip)."""
+    out, before = [], 0
+    for r in rows:
+        now = r.get("skipped_steps") or 0
+        if r["step"] > after and now > before:
+            out.append(r["step"])
+        before = now
+    return out
 
 
 def speed(name: str, runs, deadline: float, log: pathlib.Path, decode: int = 0, deepspeed: bool = False) -> dict:
