@@ -21,12 +21,14 @@ breaks on the line of a later step drawn at random, as `evaluate --debugger` ask
     codeexecutor build actions --from runs/data/codenetmut --out runs/data/actions
 
 Each split is drawn from the same split of the source, so held-out problems stay held out.
-Written atomically, one dataset a source dataset, under the source's names.
+Written atomically, one dataset a source dataset, under the source's names; a build
+started again with the same options keeps the datasets it finished.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import shutil
@@ -36,6 +38,7 @@ from codeexecutor.execution.records import Step
 from codeexecutor.modeling.format import format_trace
 
 MARKED = ("next", "out", "continue")
+log = logging.getLogger("curricula.actions")
 COLUMNS = ("id", "problem_id", "split", "task", "kind", "source_id", "code", "steps", "status", "error", "action")
 
 
@@ -133,15 +136,26 @@ def build_actions(
     seed: int = 0,
 ) -> dict:
     """Action rows of every dataset of the built folder `source`, into `out/<name>`; `limit`:
-    at most this many source rows a split (drawn at random). Returns the stats."""
+    at most this many source rows a split (drawn at random). Returns the stats.
+
+    Each dataset is written whole (a temporary folder, then renamed) and recorded in
+    `out/stats.json` as it ends, with the options that drew it; a build started again with
+    the same options keeps the datasets recorded and draws the rest (a killed build loses
+    the dataset it was drawing at most)."""
     import datasets
 
     from codeexecutor.progress import bar
-    from curricula.common import built_datasets
+    from curricula.common import built_datasets, write_json_atomic
 
-    stats = {"kind": "actions", "source": os.path.abspath(source), "per_program": per_program, "order": order}
-    stats["datasets"], stats["drawn"] = {}, {}
+    options = {"per_program": per_program, "limit": limit, "order": order, "max_chars": max_chars, "seed": seed}
+    stats = {"kind": "actions", "source": os.path.abspath(source), **options, "datasets": {}, "drawn": {}}
+    before = _recorded(out)
+    if before and all(before.get(k) == v for k, v in stats.items() if k not in ("datasets", "drawn")):
+        stats["datasets"], stats["drawn"] = before["datasets"], before["drawn"]
     for name, path in built_datasets(source, "--from folder").items():
+        if name in stats["datasets"] and os.path.isdir(os.path.join(out, name)):
+            log.info("actions %s: kept, drawn with these options by the last run (%s/stats.json)", name, out)
+            continue
         dd = datasets.load_from_disk(path)
         splits, counts = {}, {}
         for split, ds in dd.items():
@@ -165,9 +179,18 @@ def build_actions(
         os.replace(tmp, target_dir)
         stats["datasets"][name] = {split: c["rows"] for split, c in counts.items()}  # rows a split, as every build
         stats["drawn"][name] = counts
-    with open(os.path.join(out, "stats.json"), "w") as f:
-        json.dump(stats, f, indent=2)
+        write_json_atomic(stats, os.path.join(out, "stats.json"))
+    write_json_atomic(stats, os.path.join(out, "stats.json"))
     return stats
+
+
+def _recorded(out: str) -> dict | None:
+    """The stats a build into `out` recorded, None where there are none (or unreadable)."""
+    try:
+        with open(os.path.join(out, "stats.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
 
 
 def _features():

@@ -222,3 +222,27 @@ def test_a_curriculum_that_cannot_train_its_actions_is_refused_and_so_is_a_usele
         build("actions", str(demo_data / "codenetmut"), {"from": str(demo_data / "codenetmut")})
     with pytest.raises(UsageError, match="no whole runs"):
         build("actions", str(tmp_path / "y"), {"from": out})
+
+
+def test_an_actions_build_started_again_keeps_what_it_finished(demo_data, tmp_path):
+    """A build killed after its first dataset draws only the rest when started again with
+    the same options; other options draw everything anew."""
+    import json
+    import shutil
+
+    from curricula.actions import build_actions
+
+    out = tmp_path / "actions"
+    first = build_actions(str(out), str(demo_data / "codenetmut"), per_program=2)
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["datasets"] == first["datasets"] and set(first["datasets"]) == {"codenetmut", "errors"}
+    kept = (out / "codenetmut").stat().st_mtime_ns
+    shutil.rmtree(out / "errors")  # as if killed while drawing the second dataset: neither written nor recorded
+    for key in ("datasets", "drawn"):
+        del stats[key]["errors"]
+    (out / "stats.json").write_text(json.dumps(stats))
+    second = build_actions(str(out), str(demo_data / "codenetmut"), per_program=2)
+    assert (out / "codenetmut").stat().st_mtime_ns == kept and (out / "errors").is_dir()
+    assert second["datasets"] == first["datasets"]
+    build_actions(str(out), str(demo_data / "codenetmut"), per_program=1)  # other options: drawn again
+    assert (out / "codenetmut").stat().st_mtime_ns != kept

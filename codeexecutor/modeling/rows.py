@@ -161,7 +161,7 @@ def pack_row(
     # length) to the token before </s> (within == total - 2).
     trained = np.zeros(length, dtype=bool)
     trained[:used] = (within[:used] >= np.repeat(lc, total)) & (within[:used] <= np.repeat(total, total) - 2)
-    if action is not None:
+    if action is not None and (ids == action[0]).any():  # one pass over the row; a trace at a time where needed
         given_until(trained, traces, starts + lc, *action)
     weights = np.where(trained, weight_of[labels], 0.0).astype(np.float32)
     return {
