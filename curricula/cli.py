@@ -12,6 +12,19 @@ from curricula.build import DEFAULTS
 
 def _build_args(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="dataset", metavar="DATASET", required=True)
+    for add in (
+        _codenetmut_args,
+        _functions_args,
+        _merge_args,
+        _decontaminate_args,
+        _tutorial_args,
+        _singleline_args,
+        _actions_args,
+    ):
+        add(sub)
+
+
+def _codenetmut_args(sub) -> None:
     c = sub.add_parser("codenetmut", help="mutants of CodeNet submissions run on their sample inputs")
     c.add_argument(
         "--codenet",
@@ -33,6 +46,9 @@ def _build_args(p: argparse.ArgumentParser) -> None:
         "--no-heldout-mutants", action="store_true", help="valid/test problems give only their original programs"
     )
     c.set_defaults(**DEFAULTS["codenetmut"])
+
+
+def _functions_args(sub) -> None:
     f = sub.add_parser("functions", help="functions called on their doctest and unit-test inputs, traced and mutated")
     f.add_argument(
         "--from",
@@ -72,6 +88,9 @@ def _build_args(p: argparse.ArgumentParser) -> None:
         "history): split by module path across them, so every version of a module lands in one split",
     )
     f.set_defaults(**{k: v for k, v in DEFAULTS["functions"].items() if k != "from"})
+
+
+def _merge_args(sub) -> None:
     m = sub.add_parser(
         "merge", help="merge the outputs of --shard I/N codenetmut (or functions) builds into one dataset"
     )
@@ -83,6 +102,9 @@ def _build_args(p: argparse.ArgumentParser) -> None:
         help="merge the finished units of the shards given, even where "
         "shards are missing or unfinished (by default the merge refuses them)",
     )
+
+
+def _decontaminate_args(sub) -> None:
     d = sub.add_parser(
         "decontaminate",
         help="report which programs of a finished functions build appear in HumanEval, its LLM samples, MBPP "
@@ -96,6 +118,9 @@ def _build_args(p: argparse.ArgumentParser) -> None:
         help="the folder holding humaneval/ and atcoder-python*/ (default ../shared/data); those missing are left out",
     )
     d.add_argument("--out", metavar="FILE", help="the report (default BUILD_DIR/decontamination.json)")
+
+
+def _tutorial_args(sub) -> None:
     t = sub.add_parser("tutorial", help="runnable examples of the Python tutorial, multiplied with CRP mutants")
     t.add_argument("--out", required=True, metavar="DIR")
     t.add_argument(
@@ -108,6 +133,9 @@ def _build_args(p: argparse.ArgumentParser) -> None:
     t.add_argument("--workers", type=int)
     t.add_argument("--seed", type=int)
     t.set_defaults(**DEFAULTS["tutorial"])
+
+
+def _singleline_args(sub) -> None:
     s = sub.add_parser("singleline", help="one-line examples derived from traced programs")
     s.add_argument("--out", required=True, metavar="DIR")
     s.add_argument(
@@ -131,6 +159,9 @@ def _build_args(p: argparse.ArgumentParser) -> None:
         "values, each run in the sandbox for its target (default %(default)s: none; valid/test never)",
     )
     s.set_defaults(**{k: v for k, v in DEFAULTS["singleline"].items() if k != "from"})
+
+
+def _actions_args(sub) -> None:
     a = sub.add_parser("actions", help="the debugger's actions (next, out, continue) drawn from a build's runs")
     a.add_argument("--out", required=True, metavar="DIR")
     a.add_argument("--from", dest="source", required=True, metavar="DIR", help="a built codenetmut/functions folder")

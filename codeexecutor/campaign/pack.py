@@ -175,9 +175,6 @@ def _pack_built(
 ) -> dict:
     """Prepare (pretrain --until tokenize: build, tokenizer, tokenize, each resumable) and
     pack the ids into the pack itself."""
-    import yaml
-
-    from codeexecutor.execution.interpreters import dataset_python
     from codeexecutor.pretrain import Pretrain
     from codeexecutor.training.data_format import DATA_FORMAT, fingerprint
 
@@ -185,29 +182,61 @@ def _pack_built(
         pathlib.Path(os.path.abspath(prep)) if prep else ROOT / "runs" / ("draw-prep-smoke" if smoke else "draw-prep")
     )
     if data:
-        if not pathlib.Path(data).is_dir():
-            raise UsageError(
-                f"no built datasets at {data}: build them (codeexecutor pretrain --recipe R --until build) "
-                "or leave out --data to build the recipe's"
-            )
-        raw = rebased_recipe(recipe_path, pathlib.Path(data).resolve())
-        lacking = [
-            src["path"]
-            for st in raw["stages"]
-            for src in st["sources"]
-            if not (pathlib.Path(data) / src["path"]).is_dir()
-        ]
-        if lacking and not (raw["data"].get("builds")):
-            raise UsageError(
-                f"{data} has no {lacking[0]}: not this recipe's datasets (each source is looked for as "
-                "BUILD/NAME under --data)"
-            )
-        prep_dir.mkdir(parents=True, exist_ok=True)
-        recipe_path = prep_dir / "recipe.yaml"
-        recipe_path.write_text(yaml.safe_dump(raw, sort_keys=False))
+        recipe_path = _rebase_on(recipe_path, pathlib.Path(data), prep_dir)
     run = Pretrain(
         str(recipe_path), out=str(prep_dir), resume=True, base_dir=str(ROOT), overrides=list(overrides), score=False
     )
+    python = _prepared(run, assume_python)
+    tokenized = prep_dir / "tokenized"
+    folders = _folders(tokenized)
+    markers = {
+        p: json.loads((tokenized / folder / "tokenized.json").read_text()) | {"folder": folder}
+        for p, folder in folders.items()
+    }
+    figures = _pack_sources(tokenized, markers, out_dir, workers, wheels and not smoke)
+    tokenizer = prep_dir / "tokenizer"
+    if not tokenizer.is_dir():
+        tokenizer = pathlib.Path(run.record["phases"]["tokenizer"]["tokenizer"])
+    sizes = _data_tar(out_dir, tokenizer, ROOT / run.cur.data.dir, tokenized, folders)
+    ident = {
+        k: next(iter(markers.values()))[k] for k in ("tokenizer", "profile", "max_code_length", "max_trace_length")
+    }
+    sources = {
+        folder: {**markers[p], **figures[folder], "parts": [f"ids/{folder}.ids.xz"], "in": "pack"}
+        for p, folder in folders.items()
+    }
+    head = {"fingerprint": fingerprint(ident), "data_format": DATA_FORMAT, "python": python}
+    return _finish(out_dir, recipe_path, sources, sizes, head, wheels, smoke, run.record["phases"].get("tokenizer", {}))
+
+
+def _rebase_on(recipe_path: pathlib.Path, data: pathlib.Path, prep_dir: pathlib.Path) -> pathlib.Path:
+    """The recipe with its sources looked for under the built folder `data` (`--data`),
+    written into the prep folder; refused in one line where `data` is not its datasets."""
+    import yaml
+
+    if not data.is_dir():
+        raise UsageError(
+            f"no built datasets at {data}: build them (codeexecutor pretrain --recipe R --until build) "
+            "or leave out --data to build the recipe's"
+        )
+    raw = rebased_recipe(recipe_path, data.resolve())
+    lacking = [src["path"] for st in raw["stages"] for src in st["sources"] if not (data / src["path"]).is_dir()]
+    if lacking and not (raw["data"].get("builds")):
+        raise UsageError(
+            f"{data} has no {lacking[0]}: not this recipe's datasets "
+            "(each source is looked for as BUILD/NAME under --data)"
+        )
+    prep_dir.mkdir(parents=True, exist_ok=True)
+    out = prep_dir / "recipe.yaml"
+    out.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return out
+
+
+def _prepared(run, assume_python: str | None) -> str | None:
+    """Runs the prep up to its tokenized sources; the one interpreter that traced them
+    (refused in one line where a source is missing, unrecorded or of mixed interpreters)."""
+    from codeexecutor.execution.interpreters import dataset_python
+
     cur = run.cur
     sources = list(dict.fromkeys(s.path for st in cur.stages for s in st.sources))
     missing = [p for p in sources if not (ROOT / p).is_dir() and not cur.data.builds]
@@ -222,35 +251,43 @@ def _pack_built(
         )
     if len(pythons) > 1:
         raise UsageError(f"{cur.data.dir} mixes builds of Python {', '.join(sorted(pythons))}: rebuild with one")
-    tokenized = prep_dir / "tokenized"
-    folders = _folders(tokenized)
-    markers = {
-        p: json.loads((tokenized / folder / "tokenized.json").read_text()) | {"folder": folder}
-        for p, folder in folders.items()
-    }
+    return next(iter(pythons), None)
+
+
+def _pack_sources(
+    tokenized: pathlib.Path, markers: dict, out_dir: pathlib.Path, workers: int | None, wheels: bool
+) -> dict:
+    """Each tokenized source's ids into `out_dir/ids/`, a process a source; where they are
+    over what a call carries beside the tree (and the wheels), the costliest sources' first
+    rows only, packed again. The figures of each source's ids, by folder."""
+    from concurrent.futures import ProcessPoolExecutor
+
     shutil.rmtree(out_dir, ignore_errors=True)
     (out_dir / "ids").mkdir(parents=True)
     jobs = [(str(tokenized / m["folder"]), str(out_dir / "ids" / f"{m['folder']}.ids.xz")) for m in markers.values()]
-    from concurrent.futures import ProcessPoolExecutor
-
     with ProcessPoolExecutor(max_workers=max(1, min(len(jobs), workers or os.cpu_count() or 1))) as ex:
         figures = dict(zip((m["folder"] for m in markers.values()), ex.map(_pack_ids, jobs)))
-        room = LIMIT - tree_bytes() - OTHER_ALLOWANCE - (WHEELS_ALLOWANCE if wheels and not smoke else 0)
+        room = LIMIT - tree_bytes() - OTHER_ALLOWANCE - (WHEELS_ALLOWANCE if wheels else 0)
         cut = fit_cut(figures, room)
-        if cut:  # over what a call carries: the costliest sources' first rows only, packed again
+        if cut:
             print(f"draw pack: the ids are over what a call carries beside the rest: keeping {cut}", flush=True)
             redo = [(src, dst, cut[name]) for (src, dst), name in zip(jobs, figures) if name in cut]
             figures.update(zip((os.path.basename(src) for src, _, _ in redo), ex.map(_pack_ids, redo)))
+    return figures
+
+
+def _data_tar(
+    out_dir: pathlib.Path, tokenizer: pathlib.Path, data_dir: pathlib.Path, tokenized: pathlib.Path, folders: dict
+) -> dict:
+    """`data.tar.xz`: the tokenizer, the test samples and the curriculum with its sources
+    as the pack holds them. The test samples' sizes."""
+    import yaml
+
     with tempfile.TemporaryDirectory() as tmp:
         stage = pathlib.Path(tmp) / "data"
-        shutil.copytree(
-            prep_dir / "tokenizer"
-            if (prep_dir / "tokenizer").is_dir()
-            else pathlib.Path(run.record["phases"]["tokenizer"]["tokenizer"]),
-            stage / "tokenizer",
-        )
-        sizes = test_samples(ROOT / cur.data.dir, stage / "test")
-        relative = yaml.safe_load((tokenized / "curriculum.yaml").read_text())  # the sources as the pack holds them
+        shutil.copytree(tokenizer, stage / "tokenizer")
+        sizes = test_samples(data_dir, stage / "test")
+        relative = yaml.safe_load((tokenized / "curriculum.yaml").read_text())
         for st in relative["stages"]:
             for src in st["sources"]:
                 src["path"] = "tokenized/" + folders[os.path.normpath(src["path"])]
@@ -259,15 +296,7 @@ def _pack_built(
         (stage / "curriculum.yaml").write_text(yaml.safe_dump(relative, sort_keys=False))
         with tarfile.open(out_dir / "data.tar.xz", "w:xz", preset=6) as tar:
             tar.add(stage, arcname="data")
-    ident = {
-        k: next(iter(markers.values()))[k] for k in ("tokenizer", "profile", "max_code_length", "max_trace_length")
-    }
-    sources = {
-        folder: {**markers[p], **figures[folder], "parts": [f"ids/{folder}.ids.xz"], "in": "pack"}
-        for p, folder in folders.items()
-    }
-    head = {"fingerprint": fingerprint(ident), "data_format": DATA_FORMAT, "python": next(iter(pythons), None)}
-    return _finish(out_dir, recipe_path, sources, sizes, head, wheels, smoke, run.record["phases"].get("tokenizer", {}))
+    return sizes
 
 
 def _finish(
