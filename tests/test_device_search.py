@@ -140,3 +140,27 @@ def test_steps_over_the_whole_cache_decode_what_steps_over_its_written_part_deco
             worst = max(worst, float((a[finite] - b[finite]).abs().max()))
     assert worst < 1e-3, f"log-probabilities part by {worst} between the two caches"
     assert int(whole.fed.min()) > steps // 2  # the rows were still feeding real tokens, not padding
+
+
+def test_a_cache_that_keeps_some_rows_copies_their_written_columns_and_zeros_the_rest():
+    """keep_rows (programs whose search is done leave): the kept rows' written columns
+    move with them, and every unwritten column is zeros with its mask closed, whatever
+    the old buffers held there (NaN here: a whole-cache step multiplies them by weight 0)."""
+    from types import SimpleNamespace
+
+    from codeexecutor.modeling.decode import StaticCache
+
+    N, H, S, D, capacity, written = 4, 2, 3, 5, 9, 6
+    layer = SimpleNamespace(keys=torch.randn(N, H, S, D), values=torch.randn(N, H, S, D))
+    cache = StaticCache(SimpleNamespace(layers=[layer]), torch.ones(N, S), capacity, torch.float32)
+    cache.keys[0][:, :, S:written] = torch.randn(N, H, written - S, D)
+    cache.bias[..., S:written] = 0.0
+    before_k, before_b = cache.keys[0].clone(), cache.bias.clone()
+    cache.keys[0][:, :, written:] = float("nan")
+    cache.values[0][:, :, written:] = float("nan")
+    rows = torch.tensor([3, 1])
+    cache.keep_rows(rows, written)
+    assert cache.keys[0].shape[0] == 2 and torch.equal(cache.keys[0][:, :, :written], before_k[rows][:, :, :written])
+    assert torch.equal(cache.bias[..., :written], before_b[rows][..., :written])
+    assert not cache.keys[0][:, :, written:].any() and not cache.values[0][:, :, written:].any()
+    assert (cache.bias[..., written:] == cache.minimum).all()

@@ -87,28 +87,8 @@ def draw() -> int:
         elif name == "checks":  # the last step: whatever time is left
             step_deadline = deadline
         t = time.time()
-        status = "ok"
         try:
-            if name == "preflight":
-                d.preflight(checks, log)
-            elif name == "unpack":
-                d.unpack(checks, manifest)
-            elif name == "throughput":
-                status = d.throughput(checks, results[file], log, step_deadline)
-            elif name == "train":
-                d.train(results[file], log, step_deadline)
-                if d.trained_model() is None:
-                    status = "failed: no model came out of the training"
-            elif name in ("export", "score") and d.trained_model() is None:
-                status = "skipped: no trained model"
-            elif name == "export":  # before the scoring: the model comes back whatever the scoring does
-                from codeexecutor.training.export import export_pieces
-
-                checks["export"] = export_pieces(str(d.trained_model()), str(d.OUT), d.PIECE)
-            elif name == "score":
-                status = d.score(results[file], d.trained_model(), log, step_deadline)
-            elif name == "checks":
-                status = c.final_checks(checks, results["throughput.json"], log, step_deadline)
+            status = _step(name, checks, results, manifest, log, step_deadline)
         except d.Refused as exc:
             checks["steps"].append({"step": name, "status": f"refused: {exc}", "seconds": round(time.time() - t, 1)})
             d.write_json("checks.json", checks)
@@ -141,6 +121,32 @@ def draw() -> int:
     files = sorted(p.name for p in d.OUT.iterdir() if p.is_file())
     print(f"[campaign] done in {checks['seconds']} s; {len(files)} files in {d.OUT}: {', '.join(files)}")
     return 0 if len(files) <= 8 else 1
+
+
+def _step(name: str, checks: dict, results: dict, manifest: dict, log, deadline: float) -> str:
+    """One step of the draw, its file's part of `checks` or `results` filled; its status."""
+    file = d.STEPS[name][2]
+    if name == "preflight":
+        d.preflight(checks, log)
+    elif name == "unpack":
+        d.unpack(checks, manifest)
+    elif name == "throughput":
+        return d.throughput(checks, results[file], log, deadline)
+    elif name == "train":
+        d.train(results[file], log, deadline)
+        if d.trained_model() is None:
+            return "failed: no model came out of the training"
+    elif name in ("export", "score") and d.trained_model() is None:
+        return "skipped: no trained model"
+    elif name == "export":  # before the scoring: the model comes back whatever the scoring does
+        from codeexecutor.training.export import export_pieces
+
+        checks["export"] = export_pieces(str(d.trained_model()), str(d.OUT), d.PIECE)
+    elif name == "score":
+        return d.score(results[file], d.trained_model(), log, deadline)
+    elif name == "checks":
+        return c.final_checks(checks, results["throughput.json"], log, deadline)
+    return "ok"
 
 
 def run() -> int:

@@ -53,25 +53,61 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     )
 
 
+def _card_only(args: argparse.Namespace) -> int:
+    """The card of a shipped model written again from its recorded scores."""
+    from codeexecutor.training.card import write_card
+
+    saved = json.loads((ROOT / "benchmarks" / "results" / f"{args.name}.json").read_text())
+    command = saved.get("training_command") or args.command
+    write_card(
+        ROOT / "models" / args.name,
+        scores=saved,
+        device=saved["device"],
+        recipe=args.recipe,
+        steps=saved["steps"],
+        minutes=saved["training_minutes"],
+        command=command,
+        parameters=saved["parameters"],
+        note=args.note,
+    )
+    print(f"rewrote {ROOT / 'models' / args.name / 'README.md'}")
+    return 0
+
+
+def _trained(run: pathlib.Path) -> tuple[dict, float]:
+    """A finished run's steps a stage and its seconds of training (each stage's last log row)."""
+    curriculum = json.loads((run / "curriculum.json").read_text())
+    log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
+    seconds = sum(
+        max((r.get("stage_seconds", 0) for r in log if r.get("stage") == st["name"]), default=0)
+        for st in curriculum["stages"]
+    )
+    return {st["name"]: st["steps"] for st in curriculum["stages"]}, seconds
+
+
+def _scores(report: dict, limit: int | None) -> dict:
+    """The card's scores from an evaluation report: each set's Table 3 figures, the runtime errors."""
+    return {
+        "sets": {
+            name: {
+                "examples": e["examples"],
+                **e["table3"],
+                "aligned": e["aligned"],
+                "unfinished": (e.get("unfinished") or {}).get("share"),
+            }
+            for name, e in report["datasets"].items()
+        },
+        "runtime_errors": report.get("runtime_errors"),
+        "runtime_errors_functions": report.get("runtime_errors_functions"),
+        "metric": report["metric"],
+        "beam": report["beam"],
+        "limit": limit,
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     if args.card_only:
-        from codeexecutor.training.card import write_card
-
-        saved = json.loads((ROOT / "benchmarks" / "results" / f"{args.name}.json").read_text())
-        command = saved.get("training_command") or args.command
-        write_card(
-            ROOT / "models" / args.name,
-            scores=saved,
-            device=saved["device"],
-            recipe=args.recipe,
-            steps=saved["steps"],
-            minutes=saved["training_minutes"],
-            command=command,
-            parameters=saved["parameters"],
-            note=args.note,
-        )
-        print(f"rewrote {ROOT / 'models' / args.name / 'README.md'}")
-        return 0
+        return _card_only(args)
     if not args.run or not args.data:
         raise UsageError("--run and --data are needed (all but --card-only)")
     from codeexecutor.progress import quiet_libraries
@@ -97,29 +133,8 @@ def run(args: argparse.Namespace) -> int:
     report = evaluate_model(str(dest), args.data, split="test", limit=args.limit, batch_size=16, progress=True)
     seconds = time.perf_counter() - start
     report.pop("predictions")
-    curriculum = json.loads((run / "curriculum.json").read_text())
-    log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
-    train_seconds = sum(
-        max((r.get("stage_seconds", 0) for r in log if r.get("stage") == st["name"]), default=0)
-        for st in curriculum["stages"]
-    )
-    steps = {st["name"]: st["steps"] for st in curriculum["stages"]}
-    scores = {
-        "sets": {
-            name: {
-                "examples": e["examples"],
-                **e["table3"],
-                "aligned": e["aligned"],
-                "unfinished": (e.get("unfinished") or {}).get("share"),
-            }
-            for name, e in report["datasets"].items()
-        },
-        "runtime_errors": report.get("runtime_errors"),
-        "runtime_errors_functions": report.get("runtime_errors_functions"),
-        "metric": report["metric"],
-        "beam": report["beam"],
-        "limit": args.limit,
-    }
+    steps, train_seconds = _trained(run)
+    scores = _scores(report, args.limit)
     write_card(
         dest,
         scores=scores,
