@@ -6,7 +6,7 @@
 #   on the GPU:      bash run_draw.sh                           # carry .campaign with the call
 #                    bash run_draw.sh --plan                    # here: ready or not, the room left, the steps, the data
 #                    bash run_draw.sh --deepspeed               # there, after the draw: ZeRO-2 fp16 to 200 steps through
-#                                                               # run_pretrain.sh, overlap_comm's cost (about 4 minutes)
+#                                                               # run_pretrain.sh, overlap_comm's cost (270 s and the install)
 #   back here:       .venv/bin/codeexecutor draw unpack DIR     # join, load, score again on the CPU
 #
 # CAMPAIGN_SMOKE=1 runs the same steps on the CPU at toy sizes (tests/test_campaign.py).

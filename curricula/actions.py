@@ -139,9 +139,10 @@ def build_actions(
     at most this many source rows a split (drawn at random). Returns the stats.
 
     Each dataset is written whole (a temporary folder, then renamed) and recorded in
-    `out/stats.json` as it ends, with the options that drew it; a build started again with
-    the same options keeps the datasets recorded and draws the rest (a killed build loses
-    the dataset it was drawing at most)."""
+    `out/stats.json` as it ends, with the options that drew it and its source's
+    fingerprint; a build started again with the same options keeps the datasets recorded
+    whose source is unchanged and draws the rest (a killed build loses the dataset it was
+    drawing at most)."""
     import datasets
 
     from codeexecutor.progress import bar
@@ -149,10 +150,14 @@ def build_actions(
 
     options = {"per_program": per_program, "limit": limit, "order": order, "max_chars": max_chars, "seed": seed}
     stats = {"kind": "actions", "source": os.path.abspath(source), **options, "datasets": {}, "drawn": {}}
+    sources = built_datasets(source, "--from folder")
+    stats["of"] = {name: _fingerprint(path) for name, path in sources.items()}  # what each was drawn from
     before = _recorded(out)
-    if before and all(before.get(k) == v for k, v in stats.items() if k not in ("datasets", "drawn")):
-        stats["datasets"], stats["drawn"] = before["datasets"], before["drawn"]
-    for name, path in built_datasets(source, "--from folder").items():
+    if before and all(before.get(k) == v for k, v in stats.items() if k not in ("datasets", "drawn", "of")):
+        for name in sources:  # a source dataset built again since is drawn again
+            if name in before.get("datasets", {}) and before.get("of", {}).get(name) == stats["of"][name]:
+                stats["datasets"][name], stats["drawn"][name] = before["datasets"][name], before["drawn"][name]
+    for name, path in sources.items():
         if name in stats["datasets"] and os.path.isdir(os.path.join(out, name)):
             log.info("actions %s: kept, drawn with these options by the last run (%s/stats.json)", name, out)
             continue
@@ -182,6 +187,18 @@ def build_actions(
         write_json_atomic(stats, os.path.join(out, "stats.json"))
     write_json_atomic(stats, os.path.join(out, "stats.json"))
     return stats
+
+
+def _fingerprint(path: str) -> str:
+    """A saved dataset's identity: its splits' fingerprints (a build that writes it again
+    writes new ones)."""
+    prints = []
+    for split in sorted(os.listdir(path)):
+        state = os.path.join(path, split, "state.json")
+        if os.path.isfile(state):
+            with open(state) as f:
+                prints.append(f"{split}:{json.load(f).get('_fingerprint')}")
+    return ",".join(prints)
 
 
 def _recorded(out: str) -> dict | None:

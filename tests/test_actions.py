@@ -246,3 +246,9 @@ def test_an_actions_build_started_again_keeps_what_it_finished(demo_data, tmp_pa
     assert second["datasets"] == first["datasets"]
     build_actions(str(out), str(demo_data / "codenetmut"), per_program=1)  # other options: drawn again
     assert (out / "codenetmut").stat().st_mtime_ns != kept
+    kept = (out / "codenetmut").stat().st_mtime_ns
+    stats = json.loads((out / "stats.json").read_text())
+    stats["of"]["codenetmut"] = "train:an-older-build"  # as if the source was built again since
+    (out / "stats.json").write_text(json.dumps(stats))
+    build_actions(str(out), str(demo_data / "codenetmut"), per_program=1)
+    assert (out / "codenetmut").stat().st_mtime_ns != kept

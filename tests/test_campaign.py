@@ -151,6 +151,7 @@ def test_the_smoke_draw_brings_back_a_model_that_loads_here(tmp_path, demo_data)
     checks = json.loads((out / "checks.json").read_text())
     assert [s["status"] for s in checks["steps"]] == ["ok"] * 7, checks["steps"]
     assert checks["launcher"]["continuous"] and checks["launcher"]["resumed"]  # run_pretrain.sh stopped and resumed
+    assert checks["launcher"]["engine"] == "deepspeed"  # DeepSpeed's checkpoints, not the one-process torch engine
     assert checks["preflight"]["deepspeed"] and checks["pack"]["python"]
     tput = json.loads((out / "throughput.json").read_text())  # bench_step.py --speed, on the packed rows
     assert len(tput["steps"]) == 1 and all(r["tokens_per_s"] > 0 for r in tput["steps"])
@@ -280,10 +281,11 @@ def test_the_deepspeed_call_runs_the_launcher_and_overlap_parts(tmp_path, demo_d
     result = json.loads((tmp_path / "out" / "deepspeed.json").read_text())
     assert [(p["part"], p["status"]) for p in result["parts"]] == [("fp16", "ok"), ("overlap", "ok")]
     fp16 = result["fp16"]
-    assert fp16["exit_code"] == 0 and fp16["steps"] == 6 and len(fp16["loss_scale"]) == 6 and fp16["finite"]
-    assert "run_pretrain.sh --max-steps 6" in fp16["command"]
+    assert fp16["exit_code"] == 0 and fp16["steps"] == 6 and len(fp16["loss_scale"]) == 6
+    assert "run_pretrain.sh --max-steps 6" in fp16["command"] and fp16["engine"] == "deepspeed"
     runs = result["overlap"]["runs"]
-    assert all(r["exit_code"] == 0 and r["example_tokens_per_s"] > 0 for r in runs.values())
+    assert [(r["engine"], r["overlap_comm"]) for r in runs.values()] == [("deepspeed", False), ("deepspeed", True)]
+    assert all(r["exit_code"] == 0 and r["example_tokens_per_s"]["median"] > 0 for r in runs.values())
     assert result["overlap"]["on_over_off"] > 0 and result["device"]["torch"]
 
 
@@ -294,3 +296,42 @@ def test_skips_after_names_only_the_late_skipped_steps():
     assert skips_after(rows, 20) == [21, 30]
     assert skips_after(rows, 0) == [1, 2, 21, 30]
     assert skips_after([{"step": s} for s in range(1, 40)], 20) == []  # bf16: nothing skipped, nothing logged
+
+
+def test_the_deepspeed_calls_verdicts_read_the_logged_rows(monkeypatch):
+    """fp16 passes only with every step run, each with its loss scale, and no update skipped
+    after step 20; the overlap part only where both runs trained on DeepSpeed with the
+    overlap_comm asked; the speed is of each logged interval after the warm-up."""
+    from codeexecutor.campaign import deepspeed_call as call
+    from codeexecutor.campaign import steps
+
+    monkeypatch.setattr(steps, "SMOKE", False)
+    monkeypatch.setitem(call.SIZES, "warm", 2)
+    rows = [{"step": s, "loss": 1.0, "loss_scale": 65536.0, "skipped_steps": 2} for s in range(1, 31)]
+    fig = call.fp16_figures(rows) | {"exit_code": 0}
+    assert call.fp16_status(fig, 30) == "ok" and fig["skipped_steps"] == 2
+    rows[24]["skipped_steps"] = rows[25]["skipped_steps"] = 3  # an overflow at step 25
+    assert "at [25]" in call.fp16_status(call.fp16_figures(rows) | {"exit_code": 0}, 30)
+    assert "of 30 steps" in call.fp16_status(call.fp16_figures(rows[:20]) | {"exit_code": 0}, 30)
+    bf16 = [{"step": s, "loss": 1.0} for s in range(1, 31)]  # no loss scale: not fp16
+    assert "no loss scale" in call.fp16_status(call.fp16_figures(bf16) | {"exit_code": 0}, 30)
+
+    logged = [  # 100 tokens a step; step 1 to 2 the compile (10 s), then 0.1 s a step
+        {"step": s, "stage": "codenet", "stage_tokens": 100 * s, "stage_seconds": 10.0 + 0.1 * s} for s in range(1, 9)
+    ]
+    logged[0]["stage_seconds"] = 0.1
+    assert call.speed(logged) == {"median": 1000, "quartiles": [1000, 1000], "intervals": 6}
+
+    def run(engine, overlap_comm):
+        return {
+            "exit_code": 0,
+            "steps": 8,
+            "engine": engine,
+            "overlap_comm": overlap_comm,
+            "example_tokens_per_s": {"median": 900},
+        }
+
+    report = {"runs": {"overlap-off": run("deepspeed", False), "overlap-on": run("deepspeed", True)}}
+    assert call.overlap_status(report, 8) == "ok" and report["on_over_off"] == 1.0
+    report["runs"]["overlap-on"] = run("torch", None)  # the one-process default engine reads no ZeRO section
+    assert "engine torch" in call.overlap_status(report, 8)

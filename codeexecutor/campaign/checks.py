@@ -15,6 +15,7 @@ from codeexecutor.campaign.steps import (
     WORK,
     curriculum,
     recipe_stages,
+    run_setup,
     sh,
     skips_after,
     speed,
@@ -118,7 +119,9 @@ def launcher_checks(checks: dict, log: pathlib.Path, deadline: float) -> str:
             "sources": [dict(recipe_stages()[0]["sources"][0], weight=1.0)],
         }
     ]
-    cur = curriculum("launch", stages, SIZES["presets"][0], SIZES["budgets"][0])
+    # DeepSpeed's engine named: on one process `auto` takes the torch engine, and the check
+    # is of the path a cluster's several processes take (ZeRO, DeepSpeed's checkpoints)
+    cur = curriculum("launch", stages, SIZES["presets"][0], SIZES["budgets"][0], engine="deepspeed")
     shutil.rmtree(WORK / "launch", ignore_errors=True)
     env = {
         "PYTHON": sys.executable,
@@ -137,6 +140,7 @@ def launcher_checks(checks: dict, log: pathlib.Path, deadline: float) -> str:
         "resumed": f"at step {half}" in tail(log, 200_000),
         "continuous": steps == list(range(1, SIZES["launch_steps"] + 1)),
         "final_model": (WORK / "launch" / "final" / "config.json").exists(),
+        **run_setup(WORK / "launch"),
     }
     write_json("checks.json", checks)
     left = deadline - time.time()

@@ -12,12 +12,17 @@ at its limit keeps what it measured):
               ds_configs/zero2_fp16.json, on the draw's last stage (its sources and
               weights, 48 k-token rows): every step's dynamic loss scale and the steps
               skipped on overflow, those after step 20 named; the loss at its start and end
-    overlap   the same stage in ZeRO-2 bf16 on one GPU with `overlap_comm` off and on,
-              the median example tokens a second after a warm-up: what overlapping the
-              gradient reduction costs where there is nothing to overlap it with (it is
-              on only where several nodes share gradients: training/config.py)
+    overlap   the same stage on DeepSpeed's engine in ZeRO-2 bf16 on one GPU, `overlap_comm`
+              off and on, the median example tokens a second over the logged intervals
+              after a warm-up: what overlapping the gradient reduction costs where there is
+              nothing to overlap it with (it is on only where several nodes share
+              gradients: training/config.py). `train.engine` is named: on one process
+              `auto` takes the torch engine, which reads no ZeRO section
 
-The data is the pack's (the same unpack as the draw's). CAMPAIGN_SMOKE=1 runs the same
+The file is written first with the device and the budget, again as each part starts and
+ends, and with a refusal's reason; SIGTERM or SIGINT stops the part's process group and
+writes what it logged. The data is the pack's (the same unpack as the draw's). The
+budget's clock starts after the wheels are installed. CAMPAIGN_SMOKE=1 runs the same
 parts on the CPU at toy sizes, in fp32 (fp16 needs CUDA; the CPU refuses it in one line),
 so the plumbing is tested in CI (tests/test_campaign.py).
 """
@@ -28,6 +33,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import statistics
 import sys
 import time
@@ -36,26 +42,35 @@ from codeexecutor.campaign import steps as d
 
 BUDGET = float(os.environ.get("CAMPAIGN_BUDGET", d.SECOND_CALL))  # seconds of parts; CAMPAIGN_BUDGET fits a lease
 SIZES = {
-    # preset, tokens a micro-step, fp16 steps, overlap steps a run, warm-up steps left out of
-    # a speed, and the seconds each part needs to be worth starting (the H100 draw: a
-    # launcher run 50-80 s before its first step; `small` compiles in 12 s on the H200)
-    False: {"preset": "small", "tokens": 49152, "fp16_steps": 200, "overlap_steps": 40, "warm": 10},
-    True: {"preset": "tiny", "tokens": 1024, "fp16_steps": 6, "overlap_steps": 6, "warm": 2},
+    # preset, tokens a micro-step, fp16 steps, overlap steps a run, steps a log row, warm-up
+    # steps left out of a speed (the compile and the first steps' allocations)
+    False: {"preset": "small", "tokens": 49152, "fp16_steps": 200, "overlap_steps": 100, "every": 5, "warm": 20},
+    True: {"preset": "tiny", "tokens": 1024, "fp16_steps": 6, "overlap_steps": 8, "every": 2, "warm": 2},
 }[d.SMOKE]
-NEED = {"fp16": 0 if d.SMOKE else 100, "overlap": 0 if d.SMOKE else 70}
+# the seconds each part needs to be worth starting: the H100 draws measured a launcher run
+# 50-80 s before its first step, a training process about 20 s; `small` compiles in 12 s on
+# the H200, and 0.053 s a step of 48 k tokens
+NEED = {"fp16": 0 if d.SMOKE else 100, "overlap": 0 if d.SMOKE else 110}
+
+
+class Stopped(Exception):
+    """SIGTERM or SIGINT: the call is being stopped."""
+
+
+def _stop(signum, frame):
+    raise Stopped(signal.Signals(signum).name)
 
 
 def _stage(steps: int) -> list[dict]:
     """The draw's last stage (CodeNetMut: the longest traces, the loss head's largest sums)
-    at `steps` steps and a short warm-up."""
+    at `steps` steps and a short warm-up, its mining left out (as the throughput step's)."""
     last = d.recipe_stages()[-1]
-    return [dict(last, steps=steps, warmup=min(20, max(1, steps // 4)), share=1.0)]
+    sources = [{k: v for k, v in src.items() if k not in ("hardest", "mine_from")} for src in last["sources"]]
+    return [dict(last, sources=sources, steps=steps, warmup=min(20, max(1, steps // 4)), share=1.0)]
 
 
-def _ds_config(name: str, overlap: bool | None = None) -> str:
-    """A DeepSpeed config from ds_configs/, with `overlap_comm` set where given."""
-    if overlap is None:
-        return f"ds_configs/{name}"
+def _ds_config(name: str, overlap: bool) -> str:
+    """A DeepSpeed config of ds_configs/ with `overlap_comm` set, written into the work folder."""
     cfg = json.loads((d.ROOT / "ds_configs" / name).read_text())
     cfg.setdefault("zero_optimization", {})["overlap_comm"] = overlap
     path = d.WORK / f"overlap-{'on' if overlap else 'off'}.json"
@@ -67,7 +82,7 @@ def fp16(result: dict, log, deadline: float) -> str:
     """run_pretrain.sh with ZeRO-2 fp16 (fp32 in the CPU smoke run) to its step limit."""
     n = SIZES["fp16_steps"]
     config = "cpu.json" if d.SMOKE else "zero2_fp16.json"
-    cur = d.curriculum("fp16", _stage(n), SIZES["preset"], SIZES["tokens"], log_every=1)
+    cur = d.curriculum("fp16", _stage(n), SIZES["preset"], SIZES["tokens"], log_every=1, engine="deepspeed")
     shutil.rmtree(d.WORK / "fp16", ignore_errors=True)
     env = {
         "PYTHON": sys.executable,
@@ -77,69 +92,130 @@ def fp16(result: dict, log, deadline: float) -> str:
         "MASTER_PORT": str(random.randint(20000, 40000)),
     }
     t = time.time()
-    code = d.sh(["bash", "run_pretrain.sh", "--max-steps", n], deadline - time.time(), log, env)
-    rows = [r for r in d.train_log(d.WORK / "fp16") if "loss" in r]
-    skipped = [r.get("skipped_steps") for r in rows]
-    late = d.skips_after(rows, 20)
+    result["fp16"] = {"command": f"DS_CONFIG=ds_configs/{config} GPUS_PER_NODE=1 bash run_pretrain.sh --max-steps {n}"}
+    try:
+        code = d.sh(["bash", "run_pretrain.sh", "--max-steps", n], deadline - time.time(), log, env)
+    finally:  # stopped or not, what the run logged
+        rows = [r for r in d.train_log(d.WORK / "fp16") if "loss" in r]
+        result["fp16"].update(
+            **fp16_figures(rows), **d.run_setup(d.WORK / "fp16"), config=config, seconds=round(time.time() - t, 1)
+        )
+    result["fp16"]["exit_code"] = code
+    return fp16_status(result["fp16"], n)
+
+
+def fp16_figures(rows: list[dict]) -> dict:
+    """What an fp16 run's log rows say of its loss scale: each step's, the updates skipped
+    on overflow in all and after step 20, the loss at the start and end."""
     losses = [r["loss"] for r in rows]
-    result["fp16"] = {
-        "command": f"DS_CONFIG=ds_configs/{config} GPUS_PER_NODE=1 bash run_pretrain.sh --max-steps {n}",
-        "config": config,
-        "exit_code": code,
-        "seconds": round(time.time() - t, 1),
+    return {
         "steps": len(rows),
         "loss_scale": [r.get("loss_scale") for r in rows],
-        "skipped_steps": skipped[-1] if skipped else None,
-        "skips_after_step_20": late,
+        "skipped_steps": rows[-1].get("skipped_steps") if rows else None,
+        "skips_after_step_20": d.skips_after(rows, 20),
         "loss_first_10": round(statistics.fmean(losses[:10]), 4) if losses else None,
         "loss_last_10": round(statistics.fmean(losses[-10:]), 4) if losses else None,
-        "finite": all(x == x and abs(x) != float("inf") for x in losses),
     }
-    done = code == 0 and len(rows) == n
-    if not done:
-        return f"failed: exit {code}, {len(rows)} of {n} steps logged"
-    if d.SMOKE:
+
+
+def fp16_status(fig: dict, n: int) -> str:
+    """ok where every step ran, and (in fp16) each logged its loss scale and none after
+    step 20 was skipped; else what failed."""
+    if fig.get("exit_code") != 0 or fig["steps"] != n:
+        return f"failed: exit {fig.get('exit_code')}, {fig['steps']} of {n} steps logged"
+    if d.SMOKE:  # fp32: no loss scale to read
         return "ok"
-    return "ok" if not late and all(result["fp16"]["loss_scale"][-5:]) else f"failed: skipped after step 20 at {late}"
+    if not all(fig["loss_scale"]):
+        return "failed: a step logged no loss scale (the run did not train in fp16)"
+    return (
+        f"failed: updates skipped after step 20, at {fig['skips_after_step_20']}"
+        if fig["skips_after_step_20"]
+        else "ok"
+    )
 
 
-def _speed(rows: list[dict]) -> float | None:
-    """The median over logged steps after the warm-up of each step's own rate: its example
-    tokens over its seconds (a row's `tokens_per_s` is the stage's so far, compile included)."""
-    speeds = [
+def speed(rows: list[dict]) -> dict | None:
+    """Example tokens a second (padding left out) of each logged interval after the warm-up,
+    from consecutive rows' stage tokens and seconds (a row's `tokens_per_s` is the stage's
+    so far, compile included): their median and quartiles."""
+    rates = [
         (b["stage_tokens"] - a["stage_tokens"]) / (b["stage_seconds"] - a["stage_seconds"])
         for a, b in zip(rows, rows[1:])
         if a["step"] >= SIZES["warm"] and a["stage"] == b["stage"] and b["stage_seconds"] > a["stage_seconds"]
     ]
-    return round(statistics.median(speeds)) if speeds else None
+    if not rates:
+        return None
+    q = statistics.quantiles(rates, n=4) if len(rates) > 1 else [rates[0]] * 3
+    return {"median": round(q[1]), "quartiles": [round(q[0]), round(q[2])], "intervals": len(rates)}
 
 
 def overlap(result: dict, log, deadline: float) -> str:
-    """ZeRO-2 bf16 (fp32 on the CPU) on one process, `overlap_comm` off then on, each run in
-    half the time left: the median example tokens a second after the warm-up."""
+    """DeepSpeed's engine in ZeRO-2 bf16 (fp32 on the CPU) on one process, `overlap_comm`
+    off then on, each run in half the time left: its speed after the warm-up."""
     n = SIZES["overlap_steps"]
     base = "cpu.json" if d.SMOKE else "zero2_bf16.json"
-    runs = {}
-    for on in (False, True):
-        name = f"overlap-{'on' if on else 'off'}"
-        cur = d.curriculum(name, _stage(n), SIZES["preset"], SIZES["tokens"], log_every=1)
-        shutil.rmtree(d.WORK / name, ignore_errors=True)
-        limit = (deadline - time.time()) / (1 if on else 2)
-        code = d.sh(
-            [sys.executable, "-m", "codeexecutor.training", "--curriculum", cur, "--ds-config", _ds_config(base, on)],
-            limit,
-            log,
-        )
-        rows = [r for r in d.train_log(d.WORK / name) if "loss" in r]
-        runs[name] = {"exit_code": code, "steps": len(rows), "example_tokens_per_s": _speed(rows)}
-    off, on_ = (runs[k]["example_tokens_per_s"] for k in ("overlap-off", "overlap-on"))
     result["overlap"] = {
         "config": base,
-        "runs": runs,
-        "on_over_off": round(on_ / off, 3) if off and on_ else None,
-        "measure": f"median example tokens a second (padding left out) over steps {SIZES['warm'] + 1}-{n}",
+        "engine": "deepspeed",
+        "runs": {},
+        "measure": f"example tokens a second (padding left out) of each {SIZES['every']}-step interval from step "
+        f"{SIZES['warm']} to {n}",
     }
-    return "ok" if result["overlap"]["on_over_off"] else "failed: a run logged no speed (see runs)"
+    runs = result["overlap"]["runs"]
+    for on in (False, True):
+        name = f"overlap-{'on' if on else 'off'}"
+        cur = d.curriculum(
+            name, _stage(n), SIZES["preset"], SIZES["tokens"], log_every=SIZES["every"], engine="deepspeed"
+        )
+        shutil.rmtree(d.WORK / name, ignore_errors=True)
+        limit = (deadline - time.time()) / (1 if on else 2)
+        argv = [sys.executable, "-m", "codeexecutor.training", "--curriculum", cur, "--ds-config", _ds_config(base, on)]
+        code = d.sh(argv, limit, log)
+        rows = [r for r in d.train_log(d.WORK / name) if "loss" in r]
+        runs[name] = {"exit_code": code, "steps": rows[-1]["step"] if rows else 0, **d.run_setup(d.WORK / name)}
+        runs[name]["example_tokens_per_s"] = speed(rows)
+    return overlap_status(result["overlap"], n)
+
+
+def overlap_status(report: dict, n: int) -> str:
+    """ok where both runs finished on DeepSpeed's engine and measured a speed (their ratio
+    written into `report`); else which run failed and how."""
+    for name, r in report["runs"].items():
+        wanted = name == "overlap-on"
+        if r["exit_code"] != 0 or r["steps"] != n or not r["example_tokens_per_s"]:
+            return f"failed: {name} exit {r['exit_code']}, {r['steps']} of {n} steps logged"
+        if r["engine"] != "deepspeed" or r["overlap_comm"] is not wanted:
+            return f"failed: {name} trained on engine {r['engine']} with overlap_comm {r['overlap_comm']}"
+    off, on = (report["runs"][k]["example_tokens_per_s"]["median"] for k in ("overlap-off", "overlap-on"))
+    report["on_over_off"] = round(on / off, 3)
+    return "ok"
+
+
+def _parts(result: dict, start: float, deadline: float) -> None:
+    """Each part on the time left, the file written as it starts and ends; fp16 leaves the
+    overlap part its need where the budget holds both."""
+    for name, part in (("fp16", fp16), ("overlap", overlap)):
+        log = d.WORK / f"deepspeed-{name}.log"
+        log.write_text("")
+        t, left = time.time(), deadline - time.time()
+        entry = {"part": name, "status": "running"}
+        result["parts"].append(entry)
+        d.write_json("deepspeed.json", result)
+        until = deadline - NEED["overlap"] if name == "fp16" and left >= NEED["fp16"] + NEED["overlap"] else deadline
+        if left < NEED[name]:
+            entry["status"] = f"skipped: {left:.0f} s left of the {NEED[name]} s it needs"
+        else:
+            try:
+                entry["status"] = part(result, log, until)
+            except Stopped as exc:
+                entry["status"] = f"stopped by {exc}"
+            except Exception as exc:  # noqa: BLE001  (a part that breaks is reported; the next one runs)
+                entry["status"] = f"failed: {type(exc).__name__}: {exc}"
+        entry.update(seconds=round(time.time() - t, 1), log_tail=d.tail(log, 1500))
+        d.write_json("deepspeed.json", result)
+        print(f"[deepspeed {time.time() - start:5.0f}s] {name}: {entry['status']}", flush=True)
+        if entry["status"].startswith("stopped by"):
+            return
 
 
 def call() -> int:
@@ -147,34 +223,26 @@ def call() -> int:
     deadline = start + BUDGET
     d.OUT.mkdir(parents=True, exist_ok=True)
     d.WORK.mkdir(parents=True, exist_ok=True)
-    manifest = d.check_pack()
-    result: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start)), "parts": []}
-    checks: dict = {}
-    d.preflight(checks, d.WORK / "deepspeed-preflight.log")
-    result["device"] = {
-        k: checks["preflight"].get(k) for k in ("device", "torch", "cuda", "python", "deepspeed", "nvidia_smi")
-    }
-    if not checks["preflight"].get("deepspeed"):
-        raise d.Refused(
-            "DeepSpeed is not installed here: pack with its wheels (codeexecutor draw pack) and carry .campaign"
-        )
-    d.unpack(checks, manifest)
-    for name, part in (("fp16", fp16), ("overlap", overlap)):
-        log = d.WORK / f"deepspeed-{name}.log"
-        log.write_text("")
-        t, left = time.time(), deadline - time.time()
-        if left < NEED[name]:
-            status = f"skipped: {left:.0f} s left of the {NEED[name]} s it needs"
-        else:
-            try:
-                status = part(result, log, deadline)
-            except Exception as exc:  # noqa: BLE001  (a part that breaks is reported; the next one runs)
-                status = f"failed: {type(exc).__name__}: {exc}"
-        result["parts"].append(
-            {"part": name, "status": status, "seconds": round(time.time() - t, 1), "log_tail": d.tail(log, 1500)}
-        )
+    result: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start)), "budget": BUDGET, "parts": []}
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        manifest = d.check_pack()
+        checks: dict = {}
+        d.preflight(checks, d.WORK / "deepspeed-preflight.log")
+        keys = ("device", "torch", "cuda", "python", "deepspeed", "nvidia_smi", "matmul_tflops")
+        result["device"] = {k: checks["preflight"].get(k) for k in keys}
         d.write_json("deepspeed.json", result)
-        print(f"[deepspeed {time.time() - start:5.0f}s] {name}: {status}", flush=True)
+        if not checks["preflight"].get("deepspeed"):
+            raise d.Refused(
+                "DeepSpeed is not installed here: pack with its wheels (codeexecutor draw pack), carry .campaign"
+            )
+        d.unpack(checks, manifest)
+    except (d.Refused, Stopped) as exc:
+        result["refused"] = str(exc)
+        d.write_json("deepspeed.json", result)
+        raise d.Refused(str(exc)) from None
+    _parts(result, start, deadline)
     result["seconds"] = round(time.time() - start, 1)
     d.write_json("deepspeed.json", result)
     return 0 if all(p["status"] == "ok" for p in result["parts"]) else 1

@@ -345,6 +345,17 @@ def train_log(run: pathlib.Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+def run_setup(run: pathlib.Path) -> dict:
+    """What a run's curriculum.json says it trained on: the engine chosen and the
+    `overlap_comm` its DeepSpeed config ended with (None where it wrote none)."""
+    try:
+        record = json.loads((run / "curriculum.json").read_text())
+    except (OSError, ValueError):
+        return {"engine": None, "overlap_comm": None}
+    zero = (record.get("ds_config") or {}).get("zero_optimization", {})
+    return {"engine": record.get("setup", {}).get("engine"), "overlap_comm": zero.get("overlap_comm")}
+
+
 def skips_after(rows: list[dict], after: int) -> list[int]:
     """The logged steps past `after` at which fp16 skipped an update: DeepSpeed's cumulative
     `skipped_steps` is above the row before's (with `log_every` 1, that step's own skip)."""
