@@ -289,6 +289,35 @@ def test_the_deepspeed_call_runs_the_launcher_and_overlap_parts(tmp_path, demo_d
     assert result["overlap"]["on_over_off"] > 0 and result["device"]["torch"]
 
 
+def test_a_stopped_deepspeed_call_keeps_what_its_part_logged(tmp_path, demo_data):
+    """SIGTERM during the fp16 part: its processes stop, the part says so with the steps it
+    logged, the overlap part never starts, the call exits 124 with its file whole."""
+    pack = _pack(demo_data, tmp_path / "pack")
+    env = _env(tmp_path, pack)
+    proc = subprocess.Popen(
+        ["bash", str(SCRIPT), "--deepspeed"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out = tmp_path / "out" / "deepspeed.json"
+    deadline = time.time() + 300
+    while time.time() < deadline:  # until the fp16 part is under way
+        if out.exists() and json.loads(out.read_text())["parts"]:
+            break
+        time.sleep(0.2)
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 124 and "Traceback" not in err, err[-3000:]
+    result = json.loads(out.read_text())
+    assert [(p["part"], p["status"]) for p in result["parts"]] == [("fp16", "stopped by SIGTERM")]
+    assert "command" in result["fp16"] and "steps" in result["fp16"]
+    assert not list(out.parent.glob("*.tmp"))
+
+
 def test_skips_after_names_only_the_late_skipped_steps():
     from codeexecutor.campaign.steps import skips_after
 

@@ -51,14 +51,23 @@ SIZES = {
 # 50-80 s before its first step, a training process about 20 s; `small` compiles in 12 s on
 # the H200, and 0.053 s a step of 48 k tokens
 NEED = {"fp16": 0 if d.SMOKE else 100, "overlap": 0 if d.SMOKE else 110}
+MARGIN = 0 if d.SMOKE else 15  # seconds between parts: a killed run's group, its log read, the file written
 
 
 class Stopped(Exception):
     """SIGTERM or SIGINT: the call is being stopped."""
 
 
+STOPPED: list[str] = []  # the signal that stopped the call, once one came
+
+
 def _stop(signum, frame):
-    raise Stopped(signal.Signals(signum).name)
+    """The first SIGTERM or SIGINT stops the part under way (its processes killed by
+    `steps.sh`); any later one is ignored, so the file is still written."""
+    STOPPED.append(signal.Signals(signum).name)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise Stopped(STOPPED[0])
 
 
 def _stage(steps: int) -> list[dict]:
@@ -82,7 +91,9 @@ def fp16(result: dict, log, deadline: float) -> str:
     """run_pretrain.sh with ZeRO-2 fp16 (fp32 in the CPU smoke run) to its step limit."""
     n = SIZES["fp16_steps"]
     config = "cpu.json" if d.SMOKE else "zero2_fp16.json"
-    cur = d.curriculum("fp16", _stage(n), SIZES["preset"], SIZES["tokens"], log_every=1, engine="deepspeed")
+    cur = d.curriculum(
+        "fp16", _stage(n), SIZES["preset"], SIZES["tokens"], log_every=1, engine="deepspeed", checkpoints=False
+    )
     shutil.rmtree(d.WORK / "fp16", ignore_errors=True)
     env = {
         "PYTHON": sys.executable,
@@ -165,15 +176,24 @@ def overlap(result: dict, log, deadline: float) -> str:
     for on in (False, True):
         name = f"overlap-{'on' if on else 'off'}"
         cur = d.curriculum(
-            name, _stage(n), SIZES["preset"], SIZES["tokens"], log_every=SIZES["every"], engine="deepspeed"
+            name,
+            _stage(n),
+            SIZES["preset"],
+            SIZES["tokens"],
+            log_every=SIZES["every"],
+            engine="deepspeed",
+            checkpoints=False,  # a measurement: never resumed, and a save would take its time
         )
         shutil.rmtree(d.WORK / name, ignore_errors=True)
         limit = (deadline - time.time()) / (1 if on else 2)
         argv = [sys.executable, "-m", "codeexecutor.training", "--curriculum", cur, "--ds-config", _ds_config(base, on)]
-        code = d.sh(argv, limit, log)
-        rows = [r for r in d.train_log(d.WORK / name) if "loss" in r]
-        runs[name] = {"exit_code": code, "steps": rows[-1]["step"] if rows else 0, **d.run_setup(d.WORK / name)}
-        runs[name]["example_tokens_per_s"] = speed(rows)
+        code = None
+        try:
+            code = d.sh(argv, limit, log)
+        finally:  # stopped or not, what the run logged
+            rows = [r for r in d.train_log(d.WORK / name) if "loss" in r]
+            runs[name] = {"exit_code": code, "steps": rows[-1]["step"] if rows else 0, **d.run_setup(d.WORK / name)}
+            runs[name]["example_tokens_per_s"] = speed(rows)
     return overlap_status(result["overlap"], n)
 
 
@@ -201,7 +221,9 @@ def _parts(result: dict, start: float, deadline: float) -> None:
         entry = {"part": name, "status": "running"}
         result["parts"].append(entry)
         d.write_json("deepspeed.json", result)
-        until = deadline - NEED["overlap"] if name == "fp16" and left >= NEED["fp16"] + NEED["overlap"] else deadline
+        # fp16 leaves overlap its need, and a margin for the bookkeeping between them
+        reserve = NEED["overlap"] + MARGIN
+        until = deadline - reserve if name == "fp16" and left >= NEED["fp16"] + reserve else deadline
         if left < NEED[name]:
             entry["status"] = f"skipped: {left:.0f} s left of the {NEED[name]} s it needs"
         else:
@@ -214,7 +236,7 @@ def _parts(result: dict, start: float, deadline: float) -> None:
         entry.update(seconds=round(time.time() - t, 1), log_tail=d.tail(log, 1500))
         d.write_json("deepspeed.json", result)
         print(f"[deepspeed {time.time() - start:5.0f}s] {name}: {entry['status']}", flush=True)
-        if entry["status"].startswith("stopped by"):
+        if STOPPED:  # whatever the part's status says (a stop can surface as another error)
             return
 
 
@@ -224,34 +246,51 @@ def call() -> int:
     d.OUT.mkdir(parents=True, exist_ok=True)
     d.WORK.mkdir(parents=True, exist_ok=True)
     result: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start)), "budget": BUDGET, "parts": []}
+    d.write_json("deepspeed.json", result)  # a call killed in its preflight still says it started
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     try:
-        manifest = d.check_pack()
-        checks: dict = {}
-        d.preflight(checks, d.WORK / "deepspeed-preflight.log")
-        keys = ("device", "torch", "cuda", "python", "deepspeed", "nvidia_smi", "matmul_tflops")
-        result["device"] = {k: checks["preflight"].get(k) for k in keys}
+        _before_parts(result)
+    except Stopped as exc:
+        result["stopped"] = f"by {exc}, before the parts"
         d.write_json("deepspeed.json", result)
-        if not checks["preflight"].get("deepspeed"):
-            raise d.Refused(
-                "DeepSpeed is not installed here: pack with its wheels (codeexecutor draw pack), carry .campaign"
-            )
-        d.unpack(checks, manifest)
-    except (d.Refused, Stopped) as exc:
-        result["refused"] = str(exc)
+        raise
+    except Exception as exc:  # noqa: BLE001  (any failure before the parts: its reason in the file, one line)
+        result["refused"] = str(exc) if isinstance(exc, d.Refused) else f"{type(exc).__name__}: {exc}"
         d.write_json("deepspeed.json", result)
-        raise d.Refused(str(exc)) from None
+        raise d.Refused(result["refused"]) from None
     _parts(result, start, deadline)
     result["seconds"] = round(time.time() - start, 1)
     d.write_json("deepspeed.json", result)
+    if STOPPED:
+        raise Stopped(STOPPED[0])
     return 0 if all(p["status"] == "ok" for p in result["parts"]) else 1
 
 
+def _before_parts(result: dict) -> None:
+    """The pack checked, the device's versions (written), the data unpacked; refused where
+    DeepSpeed is not here."""
+    manifest = d.check_pack()
+    checks: dict = {}
+    d.preflight(checks, d.WORK / "deepspeed-preflight.log")
+    keys = ("device", "torch", "cuda", "python", "deepspeed", "nvidia_smi", "matmul_tflops")
+    result["device"] = {k: checks["preflight"].get(k) for k in keys}
+    d.write_json("deepspeed.json", result)
+    if not checks["preflight"].get("deepspeed"):
+        raise d.Refused(
+            "DeepSpeed is not installed here: pack with its wheels (codeexecutor draw pack), carry .campaign"
+        )
+    d.unpack(checks, manifest)
+
+
 def run() -> int:
-    """`codeexecutor draw deepspeed`: the call; 2 with one line where it cannot start."""
+    """`codeexecutor draw deepspeed`: the call; 2 with one line where it cannot start, 124
+    where a signal stopped it (its file written)."""
     try:
         return call()
     except d.Refused as exc:
         print(f"codeexecutor draw deepspeed: {exc}", file=sys.stderr)
         return 2
+    except Stopped as exc:
+        print(f"codeexecutor draw deepspeed: stopped by {exc}; deepspeed.json holds what ran", file=sys.stderr)
+        return 124
