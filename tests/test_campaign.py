@@ -204,26 +204,29 @@ def test_the_smoke_draw_brings_back_a_model_that_loads_here(tmp_path, demo_data)
     assert all(len(s.get("log_tail", "")) <= 600 for s in joined["checks"]["steps"])
 
 
-def test_a_stopped_draw_keeps_the_files_of_its_finished_steps(tmp_path, demo_data):
-    pack = _pack(demo_data, tmp_path / "pack")
+def _stopped_midway(args: list[str], env: dict, file: pathlib.Path, under_way, settle: float):
+    """Runs run_draw.sh with `args`, sends SIGTERM `settle` seconds after `under_way(record)`
+    holds of the JSON `file` it writes; (exit code, stderr)."""
     proc = subprocess.Popen(
-        ["bash", str(SCRIPT)],
-        env=_env(tmp_path, pack),
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+        ["bash", str(SCRIPT), *args], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    checks = tmp_path / "out" / "checks.json"
     deadline = time.time() + 300
-    while time.time() < deadline:  # until the training step is under way
-        if checks.exists() and len(json.loads(checks.read_text())["steps"]) >= 2:
+    while time.time() < deadline:
+        if file.exists() and under_way(json.loads(file.read_text())):
             break
-        time.sleep(0.5)
-    time.sleep(3)
+        time.sleep(0.2)
+    time.sleep(settle)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 124, err[-3000:]
+    return proc.returncode, err
+
+
+def test_a_stopped_draw_keeps_the_files_of_its_finished_steps(tmp_path, demo_data):
+    pack = _pack(demo_data, tmp_path / "pack")
+    checks = tmp_path / "out" / "checks.json"
+    # stopped once the training step is under way
+    code, err = _stopped_midway([], _env(tmp_path, pack), checks, lambda c: len(c["steps"]) >= 2, 3)
+    assert code == 124, err[-3000:]
     steps = json.loads(checks.read_text())["steps"]
     assert [s["status"] for s in steps[:2]] == ["ok"] * 2 and steps[2]["status"] == "stopped by SIGTERM", steps
     assert json.loads((tmp_path / "out" / "training.json").read_text())["step"]["status"] == "stopped by SIGTERM"
@@ -293,25 +296,10 @@ def test_a_stopped_deepspeed_call_keeps_what_its_part_logged(tmp_path, demo_data
     """SIGTERM during the fp16 part: its processes stop, the part says so with the steps it
     logged, the overlap part never starts, the call exits 124 with its file whole."""
     pack = _pack(demo_data, tmp_path / "pack")
-    env = _env(tmp_path, pack)
-    proc = subprocess.Popen(
-        ["bash", str(SCRIPT), "--deepspeed"],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
     out = tmp_path / "out" / "deepspeed.json"
-    deadline = time.time() + 300
-    while time.time() < deadline:  # until the fp16 part is under way
-        if out.exists() and json.loads(out.read_text())["parts"]:
-            break
-        time.sleep(0.2)
-    time.sleep(2)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 124 and "Traceback" not in err, err[-3000:]
+    # stopped once the fp16 part is under way
+    code, err = _stopped_midway(["--deepspeed"], _env(tmp_path, pack), out, lambda r: r["parts"], 2)
+    assert code == 124 and "Traceback" not in err, err[-3000:]
     result = json.loads(out.read_text())
     assert [(p["part"], p["status"]) for p in result["parts"]] == [("fp16", "stopped by SIGTERM")]
     assert "command" in result["fp16"] and "steps" in result["fp16"]
