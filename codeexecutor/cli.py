@@ -29,6 +29,17 @@ def _exec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-steps", type=int, default=1024, help="executed lines before trace_limit (default 1024)")
     p.add_argument("--value-limit", type=int, default=100, help="characters per rendered value (default 100)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the readable trace")
+    p.add_argument(
+        "--fill",
+        nargs="?",
+        const="model",
+        metavar="PREDICTOR",
+        help="inject the values the program lacks (undefined names, missing modules, what injected values give): "
+        "empty, dummy, frequency, or a value model folder; alone, the shipped value model",
+    )
+    p.add_argument(
+        "--tries", type=int, default=6, metavar="N", help="with --fill: runs with other candidates (default 6)"
+    )
 
 
 def _limits(args: argparse.Namespace):
@@ -56,12 +67,32 @@ def _exec_run(args: argparse.Namespace) -> int:
     source = read_program(args.program)
     stdin = _read_stdin_arg(args.stdin)
     limits = _limits(args)
+    if args.fill is not None:
+        return _exec_fill(args, source, stdin, limits)
     with ExecutorPool(workers=1, limits=limits) as pool:
         result = pool.execute(source, stdin)
     if args.json:
         print(json.dumps(result.to_json(), ensure_ascii=False))
     else:
         print(format_result(source, result))
+    return 0
+
+
+def _exec_fill(args: argparse.Namespace, source: str, stdin: str, limits) -> int:
+    from codeexecutor.execution import ExecutorPool
+    from codeexecutor.execution.display import format_guided
+    from codeexecutor.execution.guided import run_guided
+    from codeexecutor.generation.fill import load_predictor
+
+    if args.tries < 1:
+        raise UsageError(f"--tries {args.tries}: give at least 1")
+    predictor = load_predictor(None if args.fill == "model" else args.fill)
+    with ExecutorPool(workers=1, limits=limits) as pool:
+        run = run_guided(pool, source, stdin, predictor, limits, tries=args.tries)
+    if args.json:
+        print(json.dumps(run.to_json(), ensure_ascii=False))
+    else:
+        print(format_guided(source, run))
     return 0
 
 

@@ -119,6 +119,26 @@ def _tokenize_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _values_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--recipe", default="curricula/recipes/values.yaml", help="value recipe YAML (default %(default)s)")
+    p.add_argument("--data", help="the events' folder (default: the recipe's data)")
+    p.add_argument("--out", required=True, metavar="DIR", help="the value model's folder")
+    p.add_argument("--minutes", type=float, help="training budget (default: the recipe's)")
+    p.add_argument("--init", choices=("scratch", "embeddings", "encoder"), help="where the weights start")
+    p.add_argument("--resume", action="store_true", help="carry on a stopped run of the same --out")
+
+
+def _values_run(args: argparse.Namespace) -> int:
+    import json
+
+    from codeexecutor.training.values import ValueRecipe, train
+
+    recipe = ValueRecipe.load(args.recipe, {"data": args.data, "minutes": args.minutes, "init": args.init})
+    report = train(recipe, args.out, resume=args.resume)
+    print(json.dumps({"out": args.out, "steps": report["steps"], "best": report["best"]}))
+    return 0
+
+
 # The subcommands this module defines, by name: (help, add_arguments, run); codeexecutor/cli.py lists them.
 COMMANDS = {
     "pretrain": ("train a recipe: build its data, tokenizer, tokens, stages, scores and card (resumable)", _args, _run),
@@ -128,4 +148,5 @@ COMMANDS = {
         _tokenizer_run,
     ),
     "tokenize": ("tokenize a curriculum's sources once, for one tokenizer and format", _tokenize_args, _tokenize_run),
+    "train-values": ("train guided execution's value model from `build values` events", _values_args, _values_run),
 }

@@ -45,6 +45,8 @@ DEFAULTS: dict[str, dict] = {
     "singleline": {"from": None, "kaggle": None, "workers": 2, "limit": None, "per_line": 4, "augment": 0},
     # the debugger's actions drawn from a built folder's runs (curricula/actions.py)
     "actions": {"from": None, "per_program": 2, "limit": None, "max_chars": 2000, "order": "end", "seed": 0},
+    # value-use events of real runs, guided execution's data (curricula/values.py)
+    "values": {"from": None, "codenet": None, "test": None, "valid": None, "workers": 2, "limit": None},
 }
 
 
@@ -87,6 +89,12 @@ def check_inputs(kind: str, opts: SimpleNamespace, out: str = "") -> None:
             raise UsageError("a functions build needs from: the folders of modules it reads")
         if opts.humaneval and not os.path.isfile(opts.humaneval):
             raise UsageError(f"--humaneval {opts.humaneval}: no such file (HumanEval.jsonl.gz, or --no-decontaminate)")
+    elif kind == "values":
+        if not opts.__dict__["from"] and not opts.codenet:
+            raise UsageError("a values build needs from (folders of modules) or codenet (contest programs), or both")
+        for root in [*(opts.__dict__["from"] or []), *(opts.codenet or [])]:
+            if not os.path.isdir(root):
+                raise UsageError(f"{root}: not a folder (give folders of Python modules or CodeNet-layout corpora)")
     elif kind == "tutorial" and opts.sources is not None:
         if not glob.glob(os.path.join(opts.sources, "*.rst.txt")):
             raise UsageError(
@@ -147,6 +155,19 @@ def build(kind: str, out: str, given: dict | None = None) -> dict:
             humaneval=None if opts.no_decontaminate else (opts.humaneval or HUMANEVAL),
             lineage=opts.lineage,
             licence=opts.licence,
+        )
+        return builder.run()
+    if kind == "values":
+        from curricula.values import TEST_PACKAGES, VALID_PACKAGES, ValuesBuilder
+
+        builder = ValuesBuilder(
+            list(opts.__dict__["from"] or []),
+            list(opts.codenet or []),
+            out,
+            test=tuple(opts.test or TEST_PACKAGES),
+            valid=tuple(opts.valid or VALID_PACKAGES),
+            workers=opts.workers,
+            limit=opts.limit,
         )
         return builder.run()
     if kind == "tutorial":

@@ -20,6 +20,7 @@ def _build_args(p: argparse.ArgumentParser) -> None:
         _tutorial_args,
         _singleline_args,
         _actions_args,
+        _values_args,
     ):
         add(sub)
 
@@ -183,6 +184,18 @@ def _actions_args(sub) -> None:
     a.set_defaults(**{k: v for k, v in DEFAULTS["actions"].items() if k != "from"})
 
 
+def _values_args(sub) -> None:
+    v = sub.add_parser("values", help="value-use events of real runs: what guided execution (exec --fill) learns")
+    v.add_argument("--out", required=True, metavar="DIR")
+    v.add_argument("--from", dest="roots", nargs="+", metavar="DIR", help="folders of modules (packages, collections)")
+    v.add_argument("--codenet", nargs="+", metavar="DIR", help="CodeNet-layout corpora, run on their first input")
+    v.add_argument("--test", nargs="+", metavar="PKG", help="packages held out for the test split")
+    v.add_argument("--valid", nargs="+", metavar="PKG", help="packages held out for the valid split")
+    v.add_argument("--workers", type=int)
+    v.add_argument("--limit", type=int, metavar="N", help="the first N modules and problems only")
+    v.set_defaults(**{k: val for k, val in DEFAULTS["values"].items() if k != "from"})
+
+
 def _build_run(args: argparse.Namespace) -> int:
     if args.dataset == "decontaminate":
         return _decontaminate(args)
@@ -246,6 +259,10 @@ def _stats_run(args: argparse.Namespace) -> int:
 
 # The subcommands this module defines, by name: (help, add_arguments, run); codeexecutor/cli.py lists them.
 COMMANDS = {
-    "build": ("build a curriculum dataset (codenetmut, functions, tutorial, singleline)", _build_args, _build_run),
+    "build": (
+        "build a dataset (codenetmut, functions, tutorial, singleline, actions, values)",
+        _build_args,
+        _build_run,
+    ),
     "stats": ("Table 2 statistics of built datasets, with distribution plots", _stats_args, _stats_run),
 }

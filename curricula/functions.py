@@ -244,10 +244,18 @@ class FunctionsBuilder:
         corpus, counts, rows = self.corpora[ci], Counter(), []
         if not isinstance(corpus, Corpus):
             return self.process_programs(pool, ci, relpath, splits)
+        for call, program, group in self.call_programs(ci, relpath, counts):
+            self.trace(pool, ci, relpath, call, program, group, splits, counts, rows)
+        return rows, counts
+
+    def call_programs(self, ci: int, relpath: str, counts: Counter, max_lines: int = 120):
+        """(call, program, split group) of each call a module of a Corpus root makes into a
+        program of at most `max_lines` lines."""
+        corpus = self.corpora[ci]
         mod = corpus.parse(relpath)
         if mod is None:
             counts[f"skip_module:{corpus.unparsed.get(relpath, 'not_python3_or_not_utf8')}"] += 1
-            return rows, counts
+            return
         calls = assertion_calls(mod) if is_test_file(relpath) else doctest_calls(mod)
         counts["calls_found"] += len(calls)
         calls = capped(calls, MAX_PER_FUNCTION, MAX_PER_MODULE, counts)
@@ -255,7 +263,7 @@ class FunctionsBuilder:
             try:
                 if call.origin == "test" and uses_locals(corpus, mod, call):
                     raise Skip("test_call_uses_locals")
-                program = assemble(corpus, mod, driver_statements(call))
+                program = assemble(corpus, mod, driver_statements(call), max_lines)
                 group = self.group(ci, call, mod)
             except Skip as exc:
                 counts[f"skip:{exc.reason}"] += 1
@@ -263,8 +271,7 @@ class FunctionsBuilder:
             except RecursionError:
                 counts["skip:recursion_in_extraction"] += 1
                 continue
-            self.trace(pool, ci, relpath, call, program, group, splits, counts, rows)
-        return rows, counts
+            yield call, program, group
 
     def process_programs(self, pool, ci: int, relpath: str, splits: dict[str, str]) -> tuple[list[dict], Counter]:
         """One unit of a source that makes its own programs (documentation sessions, puzzles)."""

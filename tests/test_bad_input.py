@@ -42,6 +42,8 @@ DATA_COMMANDS = {
     "tokenize": ["tokenize", "--curriculum", "{d}", "--tokenizer", "{d}", "--out", "{out}"],
     "build-singleline": ["build", "singleline", "--from", "{d}", "--out", "{out}"],
     "build-actions": ["build", "actions", "--from", "{d}", "--out", "{out}"],
+    "build-values": ["build", "values", "--from", "{d}", "--out", "{out}"],
+    "train-values": ["train-values", "--data", "{d}", "--out", "{out}"],
     "build-codenetmut": ["build", "codenetmut", "--codenet", "{d}", "--out", "{out}"],
     "build-tutorial": ["build", "tutorial", "--sources", "{d}", "--out", "{out}"],
     "pretrain": ["pretrain", "--curriculum", "{d}"],

@@ -11,9 +11,11 @@ import pytest
 from .conftest import ROOT
 
 pytest.importorskip("torch")
-MODELS = (
+FOLDERS = (
     sorted(p for p in (ROOT / "models").glob("*") if (p / "config.json").exists()) if (ROOT / "models").is_dir() else []
 )
+VALUE_MODELS = [p for p in FOLDERS if json.loads((p / "config.json").read_text()).get("value_model")]
+MODELS = [p for p in FOLDERS if p not in VALUE_MODELS]  # trace models
 
 
 def test_at_least_one_model_is_shipped():
@@ -66,3 +68,34 @@ def test_a_shipped_model_traces_offline_from_the_command_line(model, tmp_path):
     report = json.loads(out.stdout)
     assert report["steps"] and report["steps"][0]["line"] == 1  # it reads the program and writes its first line
     assert report["ground_truth"]["stdout"] == "2\n"
+
+
+def test_the_value_model_is_shipped():
+    assert VALUE_MODELS, "no value model under models/: exec --fill's default predictor needs one"
+
+
+@pytest.mark.parametrize("model", VALUE_MODELS, ids=lambda p: p.name)
+def test_a_shipped_value_model_is_small_carded_and_fills_a_snippet(model, tmp_path):
+    from safetensors import safe_open
+
+    size = sum(f.stat().st_size for f in model.iterdir() if f.is_file())
+    assert size <= 16 * 10**6, f"{model.name} is {size / 1e6:.1f} MB"
+    with safe_open(str(model / "model.safetensors"), "pt") as f:
+        assert {str(f.get_slice(k).get_dtype()) for k in f.keys()} <= {"F16", "BF16"}
+    card = (model / "README.md").read_text()
+    for needed in ("license:", "## Data", "## Scores", "codeexecutor exec", "torch"):
+        assert needed in card, needed
+    prog = tmp_path / "snippet.py"
+    prog.write_text("if not has_min_size(all_data):\n    raise RuntimeError('x')\nn = len(all_data) * split\nprint(n)\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "codeexecutor", "exec", str(prog), "--fill", str(model.relative_to(ROOT)), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout)
+    kinds = {i["name"]: i["kind"] for i in report["injections"] if i["use"] == "name"}
+    assert kinds["has_min_size"] == "callable" and kinds["all_data"] in ("list", "tuple", "str", "dict")
+    assert 1 in report["covered_lines"] and 3 in report["covered_lines"]

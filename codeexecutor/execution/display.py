@@ -25,3 +25,19 @@ def format_result(source: str, result: ExecResult, code_width: int = 36) -> str:
         where = f" at line {result.error.line}" if result.error.line else ""
         out.append(f"error: {result.error.type}{where}: {result.error.message}")
     return "\n".join(out)
+
+
+def format_guided(source: str, run) -> str:
+    """A guided run (guided.GuidedRun): its trace, each injection marked at the step of its
+    line's first run, then the injections and the lines covered."""
+    text = format_result(source, run.result)
+    out = [text, f"injected ({run.predictor}, {run.runs} runs, {run.tries} tries):"]
+    for inj in run.injections:
+        where = f"line {inj.line}" if inj.line else "setup"
+        value = f" = {inj.value}" if inj.value is not None else ""
+        out.append(f"  {where:>8}  {inj.use:<9} {inj.name:<20} {inj.kind}{value}  (p={inj.p:.2f})")
+    if not run.injections:
+        out.append("  nothing: the program lacked no value")
+    code = sum(1 for t in source.splitlines() if t.strip() and not t.strip().startswith("#"))
+    out.append(f"covered: {len(run.covered_lines)} of {code} code lines ran to their end")
+    return "\n".join(out)

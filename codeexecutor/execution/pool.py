@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import dataclasses
 import json
 import logging
 import marshal
@@ -327,11 +328,17 @@ class ExecutorPool:
         *,
         trace: bool = True,
         record_reads: bool = False,
+        record_values: bool = False,
+        fill: dict | None = None,
     ) -> ExecResult:
         """Run one program in the sandbox and return its result.
 
         trace=False runs it without the tracer (no steps); record_reads=True also returns
-        every stdin read with the source span that made it (in `result.reads`).
+        every stdin read with the source span that made it (in `result.reads`);
+        record_values=True every value-use event (`result.values`, each
+        [site, kind, literal] with `result.fill["sites"]` giving the sites: value_record.py);
+        `fill` a table of values to inject where the program lacks them (fill.py; what the
+        run needed and used comes back in `result.fill`).
         """
         if self._closed:
             raise RuntimeError("the ExecutorPool is closed")
@@ -339,16 +346,28 @@ class ExecutorPool:
         code = _compile(source)
         if isinstance(code, ExecResult):
             return code
+        sites = None
+        if record_values:
+            from codeexecutor.execution.value_record import instrument
+
+            try:
+                code, sites = instrument(source, PROGRAM_FILENAME)
+            except (SyntaxError, ValueError, RecursionError) as exc:  # the copy, not the program, is at fault
+                log.warning("value recording left off (the instrumented copy does not compile: %s)", exc)
+                sites = []
         flavor = flavor_of(source, code)
         worker = self._acquire(flavor)
         try:
-            options = {"trace": trace, "record_reads": record_reads}
+            options = {"trace": trace, "record_reads": record_reads, "record_values": record_values, "fill": fill}
             raw = worker.run(marshal.dumps(code), stdin.encode("utf-8", "surrogateescape"), limits, options)
             if raw is None:  # the worker died: replace it, report the program
                 worker = self._replace(worker)
-            return _result_from_dict(raw)
+            result = _result_from_dict(raw)
         finally:
             self._idle[flavor].put(worker)
+        if sites is not None:
+            result = dataclasses.replace(result, fill={"sites": sites})
+        return result
 
     def execute_many(
         self,

@@ -52,6 +52,8 @@ class ExecResult:
     error: ExecError | None = None
     stderr: str = ""
     reads: tuple | None = None  # stdin reads, when recorded (see codeexecutor.execution.inline)
+    fill: Mapping[str, Any] | None = None  # guided execution's needs and uses (see codeexecutor.execution.fill)
+    values: tuple | None = None  # value-use events, when recorded (see codeexecutor.execution.value_record)
 
     @property
     def ok(self) -> bool:
@@ -76,6 +78,8 @@ class ExecResult:
             error=ExecError(err["type"], err["message"], err["line"]) if err else None,
             stderr=obj.get("stderr", ""),
             reads=tuple(tuple(r) for r in obj["reads"]) if obj.get("reads") is not None else None,
+            fill=obj.get("fill"),
+            values=tuple(tuple(v) for v in obj["values"]) if obj.get("values") is not None else None,
         )
 
 

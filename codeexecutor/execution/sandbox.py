@@ -89,6 +89,8 @@ class _Run:
         self.tracer = make_tracer(1024, self.stdout, self._on_step_limit)
         self.policy = Policy()
         self.recorder = None
+        self.values = None  # value-use events (value_record.py), when asked
+        self.filler = None  # guided execution's injected values (fill.py), when asked
         self.kept: tuple = ()
 
     def attach(self, result_fd: int, scratch: str) -> None:
@@ -112,12 +114,20 @@ class _Run:
                 from codeexecutor.execution.inline_record import install_recorder
 
                 self.recorder = install_recorder()
+            if options.get("record_values"):
+                from codeexecutor.execution.value_record import install as install_values
+
+                self.values = install_values()
             code = marshal.loads(code_bytes)
             module = types.ModuleType("__main__")
             module.__dict__["__builtins__"] = builtins
             module.__file__ = PROGRAM_FILENAME
             sys.modules["__main__"] = module
             sys.argv = ["main.py"]
+            if options.get("fill") is not None:
+                from codeexecutor.execution.fill import install
+
+                self.filler = install(options["fill"], module.__dict__)
         except BaseException as exc:  # setup failed: report it rather than die silently
             self.finish(ExecStatus.ERROR, "SandboxSetupError", f"{type(exc).__name__}: {exc}")
         if options.get("trace", True):
@@ -128,12 +138,16 @@ class _Run:
         try:
             exec(code, module.__dict__)
         except SystemExit as exc:
+            if self.filler is not None:  # a lifted body's `return x` is `exit(x)`: the kind it returned
+                self.filler.exited(exc.code)
             if exc.code is None or exc.code == 0:
                 self.finish(ExecStatus.OK)
             self.finish(ExecStatus.EXIT, "SystemExit", str(exc.code), program_line(exc))
         except MemoryError as exc:
             self.finish(ExecStatus.MEMORY, "MemoryError", str(exc), program_line(exc))
         except BaseException as exc:
+            if self.filler is not None:
+                self.filler.on_error(exc, program_line(exc))
             self.finish(ExecStatus.ERROR, type(exc).__name__, message_of(exc), program_line(exc))
         self.finish(ExecStatus.OK)
 
@@ -194,6 +208,8 @@ class _Run:
             "error": None if error_type is None else {"type": error_type, "message": message[:1000], "line": line},
             "stderr": self.stderr.text()[-4000:],
             "reads": self.recorder.reads if self.recorder is not None else None,
+            "fill": self.filler.report() if self.filler is not None else None,
+            "values": self.values.events if self.values is not None else None,
         }
 
     def _on_step_limit(self) -> None:

@@ -31,6 +31,14 @@ def _args(p: argparse.ArgumentParser) -> None:
         help="also run the program in the sandbox and show the real trace "
         "beside the predicted one (without it, nothing is run)",
     )
+    p.add_argument(
+        "--fill",
+        nargs="?",
+        const="model",
+        metavar="PREDICTOR",
+        help="compare with a guided run: the values the program lacks injected (exec --fill; "
+        "empty, dummy, frequency or a value model folder; alone, the shipped value model)",
+    )
     p.add_argument("--docstring", metavar="FILE", help="resource description (input spec) prepended as a docstring")
     p.add_argument(
         "--batch",
@@ -65,7 +73,7 @@ def _run(args: argparse.Namespace) -> int:
         args.model,
         args.beam,
         args.max_length,
-        args.compare,
+        args.compare and args.fill is None,
         args.html,
         doc,
         args.constrain_names,
@@ -75,8 +83,28 @@ def _run(args: argparse.Namespace) -> int:
         length_penalty=args.length_penalty,
     )
     text = report.pop("text")
+    if args.fill is not None:
+        text = _guided_beside(report, source, stdin, args.fill)
     print(json.dumps(report, ensure_ascii=False) if args.json else text)
     return 0
+
+
+def _guided_beside(report: dict, source: str, stdin: str, spec: str) -> str:
+    """The guided real run (docs/guided-execution.md) as the report's ground truth; the readable text."""
+    from codeexecutor.execution import ExecutorPool
+    from codeexecutor.execution.guided import run_guided
+    from codeexecutor.generation.api import format_report
+    from codeexecutor.generation.fill import load_predictor
+
+    predictor = load_predictor(None if spec == "model" else spec)
+    with ExecutorPool(workers=1) as pool:
+        run = run_guided(pool, source, stdin, predictor, tries=6)
+    report["ground_truth"] = run.to_json()
+    lines = [format_report(source.splitlines(), report), f"the real run was guided ({predictor.name}): injected"]
+    for inj in run.injections:
+        value = f" = {inj.value}" if inj.value is not None else ""
+        lines.append(f"  line {inj.line}: {inj.use} {inj.name} as {inj.kind}{value} (p={inj.p:.2f})")
+    return "\n".join(lines)
 
 
 def _run_batch(args: argparse.Namespace, doc: str | None) -> int:

@@ -1,0 +1,229 @@
+"""The value model: which kind of value a missing name, attribute or call result holds.
+
+Two architectures, chosen by measurement on the valid packages (RESULTS.md):
+
+* `features` (shipped): a hashed-feature classifier of our own, `FeatureClassifier`: the
+  name and its pieces (`has_min_size` -> has, min, size), the kind of use, the code tokens
+  just before and after the use, how the same name is used elsewhere in the context
+  (`x.append(`, `x[`, `x(`), each hashed into one of `buckets` embeddings, averaged, then
+  a small MLP over `values.KINDS`. It trains on the CPU in minutes and answers in tens of
+  microseconds.
+* `transformer`: a small RoBERTa classifier (transformers' `RobertaForSequenceClassification`)
+  over the product's code tokenizer, reading a use as LExecutor frames it,
+  `<s> name </s> use </s> code before <mask> code after </s>`; on 2 cores it sees too few
+  examples in an hour to learn more than the frequency table.
+
+A model folder holds `config.json` (`value_model: true`, `arch`, the kinds in order), the
+weights (`model.safetensors`), and two tables learned from the same events: the kinds
+seen for each name (`frequency.json`, the `frequency` baseline's) and, for each name and
+kind, the literal seen most often (`literals.json`: `'utf-8'` for an `encoding`), which
+the child injects in place of the kind's default value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import zlib
+
+from codeexecutor.errors import UsageError
+from codeexecutor.execution.values import KINDS, STDLIB
+
+MAX_BEFORE = 96  # tokens of code before the use
+MAX_AFTER = 40
+MAX_NAME = 8
+MARKER = "value_model"
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+_PIECES = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+
+
+def is_value_model(path: str) -> bool:
+    try:
+        with open(os.path.join(path, "config.json")) as f:
+            return bool(json.load(f).get(MARKER))
+    except (OSError, ValueError):
+        return False
+
+
+def check_folder(path: str) -> None:
+    """Refuse, in one line, a folder that is not a value model."""
+    if not os.path.isdir(path):
+        raise UsageError(f"{path}: no such model folder (give a value model folder, e.g. models/codeexecutor-values)")
+    if not is_value_model(path):
+        raise UsageError(
+            f"{path} is not a value model (its config.json lacks value_model: true): give a folder made by "
+            "`codeexecutor train-values`, or a predictor name (empty, dummy, frequency)"
+        )
+
+
+def encode(tokenizer, name: str, use: str, before: str, after: str) -> list[int]:
+    """Token ids of one use in the model's input form."""
+    n = tokenizer.encode(name, add_special_tokens=False)[:MAX_NAME]
+    u = tokenizer.encode(use, add_special_tokens=False)
+    b = tokenizer.encode(before, add_special_tokens=False)[-MAX_BEFORE:]
+    a = tokenizer.encode(after, add_special_tokens=False)[:MAX_AFTER]
+    bos, eos, mask = tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.mask_token_id
+    return [bos, *n, eos, *u, eos, *b, mask, *a, eos]
+
+
+def batch(tokenizer, rows: list[list[int]]):
+    import torch
+
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r)
+        mask[i, : len(r)] = 1
+    return ids, mask
+
+
+def new_model(tokenizer, layers: int = 4, hidden: int = 256, heads: int = 4):
+    from transformers import RobertaConfig, RobertaForSequenceClassification
+
+    width = MAX_NAME + MAX_BEFORE + MAX_AFTER + 16
+    config = RobertaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * hidden,
+        max_position_embeddings=width + 2,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        num_labels=len(KINDS),
+        id2label=dict(enumerate(KINDS)),
+        label2id={k: i for i, k in enumerate(KINDS)},
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+    )
+    setattr(config, MARKER, True)
+    return RobertaForSequenceClassification(config)
+
+
+def features(name: str, use: str, before: str, after: str) -> list[str]:
+    """The features of one use (strings; `FeatureClassifier` hashes them)."""
+    out = [f"n={name}", f"u={use}", f"un={use}:{name}", f"suf={name[-3:]}", f"pre={name[:3]}"]
+    out += [f"p={p.lower()}" for p in _PIECES.findall(name)] + [f"up={use}:{p.lower()}" for p in _PIECES.findall(name)]
+    shape = "UPPER" if name.isupper() else "Cap" if name[:1].isupper() else "_" if name.startswith("_") else "low"
+    out.append(f"shape={shape}:{use}")
+    if name in STDLIB:
+        out.append(f"stdlib:{use}")
+    line = before[before.rfind("\n") + 1 :]
+    back = _TOKEN.findall(before[-200:])[-6:]
+    ahead = _TOKEN.findall(after[:120])[:6]
+    for i, t in enumerate(reversed(back), 1):
+        out.append(f"b{i}={t}")
+    for i, t in enumerate(ahead, 1):
+        out.append(f"a{i}={t}")
+    b1, b2 = (back[-1] if back else "^"), (back[-2] if len(back) > 1 else "^")
+    a1, a2 = (ahead[0] if ahead else "$"), (ahead[1] if len(ahead) > 1 else "$")
+    out += [f"b21={b2} {b1}", f"ba={b1}|{a1}", f"a12={a1} {a2}", f"ua={use}:{a1}", f"na={name}:{a1}", f"nb={name}:{b1}"]
+    first = _TOKEN.findall(line)[:1]
+    out.append(f"line={first[0] if first else '^'}:{use}")
+    out += [f"bag={t}" for t in set(_TOKEN.findall(line)[-8:])]
+    esc = re.escape(name)
+    around = before[-400:] + " " + after[:300]
+    for attr in set(re.findall(rf"(?<![\w.]){esc}\s*\.\s*(\w+)", around)):
+        out.append(f"dot={attr}")
+    for sign in set(re.findall(rf"(?<![\w.]){esc}\s*([(\[]|==|<|>|\+|-|\*|%|/|\bin\b|\bis\b)", around)):
+        out.append(f"op={sign}")
+    for sign in set(
+        re.findall(rf"(\bin|\bnot|\bfor|\bif|\bwhile|\breturn|\bwith|\blen\(|\bint\(|\bstr\()\s*{esc}\b", around)
+    ):
+        out.append(f"ctx={sign}")
+    return out
+
+
+def hashed(feats: list[str], buckets: int) -> list[int]:
+    return [zlib.crc32(f.encode("utf-8", "surrogatepass")) % buckets for f in feats]
+
+
+def feature_classifier(buckets: int, dim: int, hidden: int, kinds: int):
+    """An embedding bag over hashed features, then an MLP: the `features` architecture."""
+    import torch
+
+    class FeatureClassifier(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bag = torch.nn.EmbeddingBag(buckets, dim, mode="mean", sparse=True)
+            self.mlp = torch.nn.Sequential(
+                torch.nn.Linear(dim, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, kinds)
+            )
+
+        def forward(self, ids, offsets):
+            return self.mlp(self.bag(ids, offsets))
+
+    return FeatureClassifier()
+
+
+def bag_batch(rows: list[list[int]]):
+    import torch
+
+    offsets = torch.tensor([0] + [len(r) for r in rows[:-1]]).cumsum(0)
+    return torch.tensor([i for r in rows for i in r], dtype=torch.long), offsets
+
+
+class ValueModel:
+    """A loaded value model folder: the classifier and its tables."""
+
+    def __init__(self, path: str) -> None:
+        check_folder(path)
+        import torch
+
+        self.torch = torch
+        self.path = path
+        with open(os.path.join(path, "config.json")) as f:
+            self.config = json.load(f)
+        self.arch = self.config.get("arch", "transformer")
+        if self.arch == "features":
+            from safetensors.torch import load_file
+
+            c = self.config
+            self.kinds = list(c["kinds"])
+            self.model = feature_classifier(c["buckets"], c["dim"], c["hidden"], len(self.kinds))
+            weights = load_file(os.path.join(path, "model.safetensors"))
+            self.model.load_state_dict({k: v.float() for k, v in weights.items()})
+            self.model.eval()
+        else:
+            from transformers import PreTrainedTokenizerFast, RobertaForSequenceClassification
+
+            self.tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
+            self.model = RobertaForSequenceClassification.from_pretrained(path).eval()
+            self.kinds = [self.model.config.id2label[i] for i in range(self.model.config.num_labels)]
+        self.frequency = read_table(path, "frequency.json")
+        self.literals = read_table(path, "literals.json")
+
+    def probabilities(self, uses: list[tuple[str, str, str, str]]):
+        """(n, kinds) probabilities for (name, use, before, after) tuples."""
+        with self.torch.inference_mode():
+            if self.arch == "features":
+                buckets = self.config["buckets"]
+                logits = self.model(*bag_batch([hashed(features(*u), buckets) for u in uses]))
+            else:
+                ids, mask = batch(self.tokenizer, [encode(self.tokenizer, *u) for u in uses])
+                logits = self.model(input_ids=ids, attention_mask=mask).logits
+        return logits.float().softmax(-1)
+
+
+def save_features(model, out: str, buckets: int, dim: int, hidden: int) -> None:
+    """A feature classifier's config and fp16 weights into the folder `out`."""
+    from safetensors.torch import save_file
+
+    config = {MARKER: True, "arch": "features", "buckets": buckets, "dim": dim, "hidden": hidden, "kinds": list(KINDS)}
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    save_file(
+        {k: v.detach().half().contiguous() for k, v in model.state_dict().items()},
+        os.path.join(out, "model.safetensors"),
+    )
+
+
+def read_table(path: str, name: str) -> dict:
+    full = os.path.join(path, name)
+    if not os.path.exists(full):
+        return {}
+    with open(full) as f:
+        return json.load(f)
