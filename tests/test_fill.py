@@ -78,6 +78,19 @@ def test_missing_modules_and_the_standard_library(pool):
     assert {("notinstalled", "module"), ("re", "module")} <= kinds
 
 
+def test_injected_objects_unpack_index_and_iterate(pool):
+    src = "a, b = thing\nc = thing[0]\nfor x in thing:\n    print(a, b, c, x, thing.__name__)\n"
+    run = run_guided(pool, src, "", ByName({"thing": ["object"], "call:thing": ["int_pos"]}))
+    assert run.result.ok, run.result.error
+    assert run.result.stdout == "1 1 1 1 thing\n"  # two values for two names, one for a loop
+    assert sorted(i.key for i in run.injections if i.use == "call") == [
+        "name:thing[0]@1",
+        "name:thing[0]@3",
+        "name:thing[1]@1",
+        "name:thing[]@2",
+    ]
+
+
 def test_tries_walk_to_the_next_candidate(pool):
     src = "x = f(3)\ny = x + 1\nprint(y)\n"
     predictor = ByName({"f": ["str", "callable"]})

@@ -86,7 +86,9 @@ def test_a_shipped_value_model_is_small_carded_and_fills_a_snippet(model, tmp_pa
     for needed in ("license:", "## Data", "## Scores", "codeexecutor exec", "torch"):
         assert needed in card, needed
     prog = tmp_path / "snippet.py"
-    prog.write_text("if not has_min_size(all_data):\n    raise RuntimeError('x')\nn = len(all_data) * split\nprint(n)\n")
+    prog.write_text(
+        "if not has_min_size(all_data):\n    raise RuntimeError('x')\nn = len(all_data) * split\nprint(n)\n"
+    )
     out = subprocess.run(
         [sys.executable, "-m", "codeexecutor", "exec", str(prog), "--fill", str(model.relative_to(ROOT)), "--json"],
         capture_output=True,

@@ -16,6 +16,7 @@ kind predicted, so nothing a predictor returns can run code, open a file or a so
 from __future__ import annotations
 
 import ast
+import dis
 import sys
 import types
 
@@ -106,6 +107,18 @@ def literal_kind(text: str) -> str | None:
         return None
 
 
+_UNPACK = dis.opmap["UNPACK_SEQUENCE"]
+
+
+def _unpacked(frame) -> int:
+    """How many values the instruction running in `frame` unpacks (1 unless UNPACK_SEQUENCE)."""
+    try:
+        code, at = frame.f_code.co_code, frame.f_lasti
+        return code[at + 1] if code[at] == _UNPACK else 1
+    except (AttributeError, IndexError):
+        return 1
+
+
 # -- the child's injected objects --------------------------------------------------------
 class Injected:
     """An injected object or callable: each attribute it lacks and each call's result is
@@ -115,9 +128,11 @@ class Injected:
         object.__setattr__(self, "_fill", (filler, key, name, kind))
 
     def __getattr__(self, attr: str):
+        filler, key, name, _ = object.__getattribute__(self, "_fill")
+        if attr in ("__name__", "__qualname__"):
+            return name
         if attr.startswith("__") and attr.endswith("__"):  # protocols (copy, pickle, ...) stay absent
             raise AttributeError(attr)
-        filler, key, name, _ = object.__getattribute__(self, "_fill")
         return filler.value(f"{key}.{attr}", "attribute", attr, owner=name)
 
     def __getitem__(self, index):
@@ -126,9 +141,12 @@ class Injected:
         return filler.value(f"{key}[]@{filler.line()}", "call", name, owner=name)
 
     def __iter__(self):
-        """It iterates as one element, asked of the predictor."""
+        """Its elements are asked of the predictor: as many as an unpacking `a, b = it` takes
+        (read off the instruction that iterates), else one."""
         filler, key, name, _ = object.__getattribute__(self, "_fill")
-        return iter((filler.value(f"{key}[*]@{filler.line()}", "call", name, owner=name),))
+        line = filler.line()
+        count = _unpacked(sys._getframe(1))
+        return iter([filler.value(f"{key}[{i}]@{line}", "call", name, owner=name) for i in range(count)])
 
     def __instancecheck__(self, instance) -> bool:  # `isinstance(x, injected)` is false, as for a class
         return False
@@ -241,6 +259,12 @@ class Absorbing:
         return 0
 
     __int__ = __index__
+
+    def __instancecheck__(self, instance) -> bool:
+        return False
+
+    def __subclasscheck__(self, subclass) -> bool:
+        return False
 
     def __float__(self) -> float:
         return 0.0
