@@ -72,6 +72,8 @@ def methods(model: str | None, tries: int):
     predictor = load_predictor(model)
     yield "model, 1 try", predictor, 1
     yield f"model, {tries} tries", predictor, tries
+    # the same tries with no absorbing value among the candidates: what the kinds alone reach
+    yield f"model, {tries} tries, no absorbing", load_predictor(model, fallback=False), tries
 
 
 def run_body(pool, source: str, predictor, tries: int):
@@ -134,7 +136,9 @@ def real_calls(pool, programs: list[dict]) -> list[tuple]:
                 continue
             seen.add((item["package"], node.name))
             kinds = {k for site, k, _ in real.values if sites[site][4:] == ("call", node.name)}
-            lines = [line - node.body[0].lineno + 1 for line in segment]
+            # the body's first statement may not be its first line (LibCST keeps what leads it)
+            start = ast.parse(lifted[node.name].source).body[0].lineno
+            lines = [line - node.body[0].lineno + start for line in segment]
             found.append((lifted[node.name], lines, kinds.pop() if len(kinds) == 1 else None))
     return found
 

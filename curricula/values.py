@@ -191,6 +191,7 @@ class ValuesBuilder:
                 "uses": dict(Counter(r["use"] for r in rows.values())),
             }
         stats["test_packages"], stats["valid_packages"] = list(self.test), list(self.valid)
+        stats["licences"] = {}
         if self.functions is not None:
             stats["licences"] = {p["corpus"]: p["license"] for p in self.functions.provenance}
         if self.codenet:

@@ -93,12 +93,16 @@ def test_injected_objects_unpack_index_and_iterate(pool):
 
 def test_tries_walk_to_the_next_candidate(pool):
     src = "x = f(3)\ny = x + 1\nprint(y)\n"
-    predictor = ByName({"f": ["str", "callable"]})
-    once = run_guided(pool, src, "", predictor, tries=1)
-    assert once.result.error.type == "TypeError" and once.covered_lines == []
-    more = run_guided(pool, src, "", ByName({"f": ["str", "callable"], "x": ["int_pos"]}), tries=3)
-    assert more.result.error is not None  # f's result is an object: `+ 1` still fails, but f is now called
-    assert len(more.covered_lines) >= len(once.covered_lines) and more.tries >= 2
+    table = {"f": ["str", "callable"], "call:f": ["str", "int_pos"]}
+    once = run_guided(pool, src, "", ByName(table), tries=1)
+    assert once.result.error.type == "TypeError" and once.covered_lines == []  # a string cannot be called
+    more = run_guided(pool, src, "", ByName(table), tries=4)
+    assert more.result.ok and more.result.stdout == "2\n" and more.covered_lines == [1, 2, 3]
+    assert {(i.name, i.use, i.kind, i.rank) for i in more.injections} == {
+        ("f", "name", "callable", 1),
+        ("f", "call", "int_pos", 1),
+    }
+    assert 2 < more.tries <= 4  # f's next kind, then its result's next kind (a string cannot + 1)
 
 
 def test_literals_are_data_never_code(pool):
@@ -115,15 +119,40 @@ def test_baselines_empty_and_dummy(pool):
     assert dummy.result.ok and len(dummy.covered_lines) > len(empty.covered_lines)
 
 
+class Modules:
+    """Answers `module` for every value: the predictor that reaches for the most."""
+
+    name = "modules"
+
+    def predict(self, requests):
+        return [[Candidate("module"), Candidate("callable")] for _ in requests]
+
+
+@pytest.mark.parametrize("predictor", [DummyPredictor(), Modules()], ids=["dummy", "modules"])
 @pytest.mark.parametrize("name", sorted(set(EXPECTED) - {"python2", "syntax_error"}))
-def test_hostile_programs_stay_contained_with_fill(pool, name):
+def test_hostile_programs_stay_contained_with_fill(pool, name, predictor):
     os.makedirs(VICTIM, exist_ok=True)
     source = (FIXTURES / "hostile" / f"{name}.py").read_text()
-    run = run_guided(pool, source, "", DummyPredictor(), tries=2)
+    run = run_guided(pool, source, "", predictor, tries=2)
     assert run.result.status in EXPECTED[name] | {ExecStatus.ERROR}, run.result
     if EXPECTED[name] == {ExecStatus.VIOLATION}:
         assert run.result.status is ExecStatus.VIOLATION
     assert os.path.isdir(VICTIM) and not glob.glob("/tmp/codeexecutor_pwned*")
+
+
+def test_a_module_answer_never_imports_what_the_sandbox_refuses(pool):
+    run = run_guided(pool, "print(type(_posixsubprocess).__name__, type(antigravity).__name__)\n", "", Modules())
+    assert run.result.stdout == "InjectedModule InjectedModule\n"
+    run = run_guided(pool, "print('abc'.encode('nosuchcodec'))\n", "", Modules())
+    assert run.result.error.type == "LookupError"  # a library's own failed import is not the program's
+
+
+def test_a_program_that_forges_its_report_is_not_trusted(pool):
+    src = "t = thing\nf = t._fill[0]\nf.needs.append({'key': 'name:zz', 'use': 'name', 'name': 'zz', 'line': 'x'})\n"
+    src += "class E(int):\n    def __lt__(self, other):\n        raise ValueError\nexit(E(5))\n"
+    run = run_guided(pool, src, "", ByName({}), tries=2)
+    assert run.result.status is ExecStatus.EXIT and run.result.fill["returned"] == "object"
+    assert [i.name for i in run.injections] == ["thing"]
 
 
 def test_coverage_counts_statements_that_finished():
@@ -144,7 +173,8 @@ def test_bodies_are_lifted_as_lexecutor_lifts_them():
     assert set(bodies) == {"C.m", "C.m.inner", "g"}
     m = bodies["C.m"].source
     assert "# keep me" in m and "exit((a, 1))" in m and "    return 2" in m and "exit(inner)" in m
-    assert bodies["C.m"].first_line == 3 or bodies["C.m"].first_line == 4
+    assert bodies["C.m"].first_line == 4  # the body's first statement; its comment leads it
+    assert bodies["C.m"].source.startswith("# keep me\nif a:")
     assert bodies["g"].source.endswith("exit()\n")
 
 
@@ -190,7 +220,15 @@ def test_exec_fill_on_the_command_line(tmp_path, capsys):
 def test_exec_fill_refuses_bad_predictors(tmp_path, capsys):
     prog = tmp_path / "p.py"
     prog.write_text("print(x)\n")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"value_model": true, "arch": "features"}')
+    listed = tmp_path / "listed"
+    listed.mkdir()
+    (listed / "config.json").write_text("[1, 2]")
     for args, words in (
+        (["--fill", str(broken)], "a broken value model"),
+        (["--fill", str(listed)], "is not a value model"),
         (["--fill", str(tmp_path / "nope")], "no such model folder"),
         (["--fill", "models/codeexecutor-mini-cpu"], "is not a value model"),
         (["--fill", "dummy", "--tries", "0"], "--tries 0"),

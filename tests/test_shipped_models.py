@@ -79,9 +79,9 @@ def test_a_shipped_value_model_is_small_carded_and_fills_a_snippet(model, tmp_pa
     from safetensors import safe_open
 
     size = sum(f.stat().st_size for f in model.iterdir() if f.is_file())
-    assert size <= 16 * 10**6, f"{model.name} is {size / 1e6:.1f} MB"
+    assert size <= 10**6, f"{model.name} is {size / 1e6:.1f} MB: more would crowd what a GPU call carries"
     with safe_open(str(model / "model.safetensors"), "pt") as f:
-        assert {str(f.get_slice(k).get_dtype()) for k in f.keys()} <= {"F16", "BF16"}
+        assert {str(f.get_slice(k).get_dtype()) for k in f.keys()} <= {"F16", "BF16", "I8"}
     card = (model / "README.md").read_text()
     for needed in ("license:", "## Data", "## Scores", "codeexecutor exec", "torch"):
         assert needed in card, needed

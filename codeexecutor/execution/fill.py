@@ -25,8 +25,22 @@ import importlib.abc
 import importlib.machinery
 import sys
 
+from codeexecutor.execution.policy import BLOCKED_IMPORTS
 from codeexecutor.execution.tracer import PROGRAM_FILENAME
 from codeexecutor.execution.values import STDLIB, InjectedModule, concretize, kind_of
+
+# Standard-library modules a `module` answer never imports: the sandbox's refused ones and
+# those with effects at import time (a browser opened, a window, a terminal).
+NEVER_IMPORTED = BLOCKED_IMPORTS | {
+    "antigravity",
+    "this",
+    "webbrowser",
+    "turtle",
+    "turtledemo",
+    "tkinter",
+    "idlelib",
+    "pty",
+}
 
 
 class FillNeeded(BaseException):
@@ -41,9 +55,6 @@ class Filler:
         self.needs: list[dict] = []
         self.modules: dict[str, InjectedModule] = {}
         self.returned: str | None = None  # the kind of exit()'s value, once the program exits
-
-    def exited(self, code) -> None:
-        self.returned = kind_of(code)
 
     def line(self) -> int | None:
         """The program line running now (the innermost program frame's)."""
@@ -68,9 +79,11 @@ class Filler:
             self.needs.append({"key": key, "use": use, "name": name, "owner": owner, "line": line})
 
     def module(self, name: str):
-        """The `module` kind: the standard library's module of that name, else an injected one."""
+        """The `module` kind: the standard library's module of that name, else an injected
+        one. Private modules (`_posixsubprocess`), those the sandbox refuses a program, and
+        those that act when imported are never imported for it."""
         top = name.split(".")[0]
-        if top in STDLIB:
+        if top in STDLIB and not top.startswith("_") and top not in NEVER_IMPORTED:
             try:
                 return importlib.import_module(name)
             except Exception:
@@ -86,7 +99,7 @@ class Filler:
     def seed(self, namespace: dict) -> None:
         """Put the table's top-level names into the program's globals."""
         for key in self.table:
-            if key.startswith("name:") and "." not in key and "()" not in key:
+            if key.startswith("name:") and key[5:].isidentifier():
                 name = key[5:]
                 namespace[name] = self.value(key, "name", name)
         self.used.clear()  # seeding is no use: each name's first use is the need that asked for it
@@ -95,10 +108,17 @@ class Filler:
         """A run's uncaught exception: True where it is a value the table lacks."""
         if isinstance(exc, FillNeeded):
             return True
-        if type(exc) is NameError and exc.name and f"name:{exc.name}" not in self.table:
-            self.need(f"name:{exc.name}", "name", exc.name, None, line)
+        name = getattr(exc, "name", None) if type(exc) is NameError else None
+        if type(name) is str and name.isidentifier() and f"name:{name}" not in self.table:
+            self.need(f"name:{name}", "name", name, None, line if type(line) is int else None)
             return True
         return False
+
+    def exited(self, code) -> None:
+        try:
+            self.returned = kind_of(code)
+        except Exception:  # a program's value whose comparison raises
+            self.returned = "object"
 
     def report(self) -> dict:
         return {"needs": self.needs, "used": self.used, "modules": sorted(self.modules), "returned": self.returned}
@@ -111,6 +131,9 @@ class _MissingModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.filler = filler
 
     def find_spec(self, fullname, path=None, target=None):
+        # Only the program's own imports: a library's `try: import _winapi` stays an ImportError.
+        if fullname.split(".")[0] in STDLIB or not _imported_by_program():
+            return None
         return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
 
     def create_module(self, spec):
@@ -118,6 +141,15 @@ class _MissingModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module) -> None:
         return None
+
+
+def _imported_by_program() -> bool:
+    """Whether the import running now is a statement of the program (the first frame below
+    the import machinery is the program's)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename == PROGRAM_FILENAME
 
 
 def install(table: dict[str, dict], namespace: dict) -> Filler:

@@ -28,6 +28,8 @@ from codeexecutor.execution.status import ExecStatus
 CONTEXT_BEFORE = 600  # characters of code before a use that a predictor sees
 CONTEXT_AFTER = 300
 MAX_INJECTIONS = 64
+MAX_NEEDS = 8  # values asked after one run: a run stops at the first it lacks, unless the program catches that
+PREFIXES = ("name:", "module:")
 
 
 @dataclass(frozen=True)
@@ -166,9 +168,12 @@ class _Search:
             table = {k: {"kind": i.kind, "value": i.value} for k, i in chosen.items()}
             result = self.pool.execute(self.source, self.stdin, self.limits, fill=table)
             self.runs += 1
-            report = result.fill or {}
-            needs = [n for n in report.get("needs", []) if n["key"] not in table]
-            for key, line in report.get("used", {}).items():
+            report = result.fill if isinstance(result.fill, dict) else {}
+            needs = [n for n in _well_formed(report.get("needs")) if n["key"] not in table][:MAX_NEEDS]
+            used = report.get("used") if isinstance(report.get("used"), dict) else {}
+            for key, line in used.items():
+                if not isinstance(key, str) or not (line is None or type(line) is int):
+                    continue
                 if key.startswith("module:") and "." not in key and key not in chosen:
                     chosen[key] = Injection(key, "import", key[7:], line, "module", None, 1.0)
             if not needs or len(chosen) >= limit:
@@ -176,6 +181,24 @@ class _Search:
             self.ask(needs)
             for need in needs:
                 chosen[need["key"]] = self.pick(need["key"], choice)
+
+
+def _well_formed(needs) -> list[dict]:
+    """The needs a run reported that have the form the child writes (a program can reach
+    its run's report: what it forges is dropped, never trusted)."""
+    if not isinstance(needs, list):
+        return []
+    return [
+        n
+        for n in needs
+        if isinstance(n, dict)
+        and isinstance(n.get("key"), str)
+        and n["key"].startswith(PREFIXES)
+        and n.get("use") in ("name", "attribute", "call")
+        and isinstance(n.get("name"), str)
+        and (n.get("line") is None or type(n.get("line")) is int)
+        and (n.get("owner") is None or isinstance(n.get("owner"), str))
+    ]
 
 
 def _suspects(result: ExecResult, chosen: dict[str, Injection], lines: list[str]) -> list[str]:

@@ -39,6 +39,9 @@ import signal
 import sys
 import types
 
+# Imported by the worker, so that a child of a guided run (fill.py) inherits it rather than
+# importing it under the tracer and the audit hook.
+from codeexecutor.execution.fill import install as install_filler
 from codeexecutor.execution.limits import WireLimits, apply_limits, lift_memory_limit, stop_timers
 from codeexecutor.execution.output import OutputSink
 from codeexecutor.execution.policy import Policy
@@ -124,10 +127,6 @@ class _Run:
             module.__file__ = PROGRAM_FILENAME
             sys.modules["__main__"] = module
             sys.argv = ["main.py"]
-            if options.get("fill") is not None:
-                from codeexecutor.execution.fill import install
-
-                self.filler = install(options["fill"], module.__dict__)
         except BaseException as exc:  # setup failed: report it rather than die silently
             self.finish(ExecStatus.ERROR, "SandboxSetupError", f"{type(exc).__name__}: {exc}")
         if options.get("trace", True):
@@ -136,6 +135,8 @@ class _Run:
             del sys.monitoring
         self.guard_on = True
         try:
+            if options.get("fill") is not None:  # under the guard: a seeded module's import is judged too
+                self.filler = install_filler(options["fill"], module.__dict__)
             exec(code, module.__dict__)
         except SystemExit as exc:
             if self.filler is not None:  # a lifted body's `return x` is `exit(x)`: the kind it returned

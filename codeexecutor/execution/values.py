@@ -92,6 +92,8 @@ def kind_of(value: object) -> str:
                 return name
     if isinstance(value, types.ModuleType):
         return "module"
+    if isinstance(value, (Absorbing, Injected)):  # what was injected is an object, whatever it answers
+        return "callable" if isinstance(value, InjectedCallable) else "object"
     if hasattr(type(value), "__enter__") and hasattr(type(value), "__exit__"):
         return "resource"
     if callable(value):
@@ -176,7 +178,8 @@ class InjectedDict(dict):
 
     def __missing__(self, item):
         filler, key, name = self._fill
-        return filler.value(f"{key}[{item!r:.40}]", "call", name, owner=name)
+        label = repr(item) if isinstance(item, (str, int, float, bool, type(None))) else type(item).__name__
+        return filler.value(f"{key}[{label[:40]}]", "call", name, owner=name)
 
 
 class InjectedResource(Injected):

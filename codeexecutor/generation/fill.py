@@ -23,7 +23,7 @@ TOP = 5  # candidates a predictor gives: what tries can walk through
 BASELINES = ("empty", "dummy", "frequency")
 # Where a try puts the absorbing value among a learned predictor's candidates: after the
 # likeliest kind, a value that lets every use pass goes further than the unlikelier kinds
-# (chosen on the valid packages: coverage 78.1% against 77.4% in second place; RESULTS.md).
+# (chosen on the valid packages: coverage 78.1% against 77.4% in third place; experiments/NOTEBOOK.md).
 LAST_RESORT = 1
 
 
@@ -45,13 +45,15 @@ class DummyPredictor:
         return [[Candidate("absorb", None, 1.0)] for _ in requests]
 
 
-def _ranked(counts: dict[str, float], literals: dict, name: str, top: int = TOP) -> list[Candidate]:
-    """The `top` kinds by weight, each with its literal for `name`; the absorbing value
-    stands second, after the likeliest kind (LAST_RESORT)."""
+def _ranked(counts: dict[str, float], literals: dict, name: str, fallback: bool = True) -> list[Candidate]:
+    """The TOP kinds by weight, each with its literal for `name`; with `fallback`, the
+    absorbing value stands second, after the likeliest kind (LAST_RESORT)."""
     total = sum(counts.values()) or 1.0
-    best = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    best = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP]
     named = literals.get(name, {})
     ranked = [Candidate(kind, named.get(kind), count / total) for kind, count in best]
+    if not fallback:
+        return ranked
     return ranked[:LAST_RESORT] + [Candidate("absorb", None, 0.0)] + ranked[LAST_RESORT:]
 
 
@@ -75,10 +77,11 @@ class FrequencyPredictor:
 
 
 class ModelPredictor:
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, fallback: bool = True) -> None:
         from codeexecutor.modeling.value_model import ValueModel
 
         self.model = ValueModel(path)
+        self.fallback = fallback
         self.name = f"model:{os.path.basename(os.path.normpath(path))}"
 
     def predict(self, requests: list[Request]) -> list[list[Candidate]]:
@@ -88,11 +91,11 @@ class ModelPredictor:
         out = []
         for r, row in zip(requests, probs.tolist()):
             counts = dict(zip(self.model.kinds, row))
-            out.append(_ranked(counts, self.model.literals, r.name))
+            out.append(_ranked(counts, self.model.literals, r.name, self.fallback))
         return out
 
 
-def load_predictor(spec: str | None, tables: str | None = None):
+def load_predictor(spec: str | None, tables: str | None = None, fallback: bool = True):
     """The predictor `--fill` names: a baseline's name or a value model folder (None: the
     shipped one); `frequency` reads the tables of the value model `tables` (default: the shipped one)."""
     if spec == "empty":
@@ -107,4 +110,4 @@ def load_predictor(spec: str | None, tables: str | None = None):
         return FrequencyPredictor(read_table(path, "frequency.json"), read_table(path, "literals.json"))
     path = spec or default_model_path()
     check_folder(path)
-    return ModelPredictor(path)
+    return ModelPredictor(path, fallback)

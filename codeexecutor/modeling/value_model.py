@@ -1,6 +1,6 @@
 """The value model: which kind of value a missing name, attribute or call result holds.
 
-Two architectures, chosen by measurement on the valid packages (RESULTS.md):
+Two architectures, chosen by measurement on the valid packages (experiments/NOTEBOOK.md):
 
 * `features` (shipped): a hashed-feature classifier of our own, `FeatureClassifier`: the
   name and its pieces (`has_min_size` -> has, min, size), the kind of use, the code tokens
@@ -14,10 +14,11 @@ Two architectures, chosen by measurement on the valid packages (RESULTS.md):
   examples in an hour to learn more than the frequency table.
 
 A model folder holds `config.json` (`value_model: true`, `arch`, the kinds in order), the
-weights (`model.safetensors`), and two tables learned from the same events: the kinds
-seen for each name (`frequency.json`, the `frequency` baseline's) and, for each name and
-kind, the literal seen most often (`literals.json`: `'utf-8'` for an `encoding`), which
-the child injects in place of the kind's default value.
+weights (`model.safetensors`: the feature embeddings in int8 with a scale a row), and two
+tables learned from the same events, gzipped: the kinds seen for each name
+(`frequency.json.gz`, the `frequency` baseline's) and, for each name and kind, the
+literal seen most often (`literals.json.gz`: `'utf-8'` for an `encoding`), which the
+child injects in place of the kind's default value.
 """
 
 from __future__ import annotations
@@ -41,9 +42,10 @@ _PIECES = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 def is_value_model(path: str) -> bool:
     try:
         with open(os.path.join(path, "config.json")) as f:
-            return bool(json.load(f).get(MARKER))
+            config = json.load(f)
     except (OSError, ValueError):
         return False
+    return isinstance(config, dict) and bool(config.get(MARKER))
 
 
 def check_folder(path: str) -> None:
@@ -171,6 +173,15 @@ class ValueModel:
 
     def __init__(self, path: str) -> None:
         check_folder(path)
+        try:
+            self._load(path)
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+            raise UsageError(
+                f"{path}: a broken value model ({type(exc).__name__}: {str(exc)[:160]}): train it again "
+                "with `codeexecutor train-values --out DIR`, or give another folder"
+            ) from None
+
+    def _load(self, path: str) -> None:
         import torch
 
         self.torch = torch
@@ -185,7 +196,7 @@ class ValueModel:
             self.kinds = list(c["kinds"])
             self.model = feature_classifier(c["buckets"], c["dim"], c["hidden"], len(self.kinds))
             weights = load_file(os.path.join(path, "model.safetensors"))
-            self.model.load_state_dict({k: v.float() for k, v in weights.items()})
+            self.model.load_state_dict(dequantized(weights))
             self.model.eval()
         else:
             from transformers import PreTrainedTokenizerFast, RobertaForSequenceClassification
@@ -215,15 +226,47 @@ def save_features(model, out: str, buckets: int, dim: int, hidden: int) -> None:
     config = {MARKER: True, "arch": "features", "buckets": buckets, "dim": dim, "hidden": hidden, "kinds": list(KINDS)}
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
-    save_file(
-        {k: v.detach().half().contiguous() for k, v in model.state_dict().items()},
-        os.path.join(out, "model.safetensors"),
-    )
+    save_file(quantized(model.state_dict()), os.path.join(out, "model.safetensors"))
+
+
+def quantized(state: dict) -> dict:
+    """The feature embeddings as int8 codes with a float16 scale a row (`bag.weight.int8`,
+    `bag.weight.scale`: a quarter of their float32 size, so that the folder stays small
+    beside what a GPU call carries); the MLP in float16."""
+    import torch
+
+    out = {}
+    for k, v in state.items():
+        v = v.detach().float()
+        if k == "bag.weight":
+            scale = v.abs().amax(1, keepdim=True).clamp_min(1e-8) / 127.0
+            out[k + ".int8"] = (v / scale).round().clamp(-127, 127).to(torch.int8).contiguous()
+            out[k + ".scale"] = scale.half().contiguous()
+        else:
+            out[k] = v.half().contiguous()
+    return out
+
+
+def dequantized(weights: dict) -> dict:
+    state = {k: v.float() for k, v in weights.items() if not k.endswith((".int8", ".scale"))}
+    for k in [k for k in weights if k.endswith(".int8")]:
+        base = k[: -len(".int8")]
+        state[base] = weights[k].float() * weights[base + ".scale"].float()
+    return state
 
 
 def read_table(path: str, name: str) -> dict:
-    full = os.path.join(path, name)
+    """A table of the folder: `name` (frequency.json, literals.json), stored gzipped as `name.gz`."""
+    import gzip
+
+    full = os.path.join(path, name + ".gz")
     if not os.path.exists(full):
         return {}
-    with open(full) as f:
-        return json.load(f)
+    try:
+        with gzip.open(full, "rt", encoding="utf-8") as f:
+            table = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{full}: unreadable ({exc.__class__.__name__}): train the value model again") from None
+    if not isinstance(table, dict):
+        raise UsageError(f"{full}: not a table (a JSON object): train the value model again")
+    return table

@@ -25,13 +25,14 @@ from codeexecutor.execution.values import KINDS
 
 log = logging.getLogger("codeexecutor.training.values")
 INITS = ("scratch", "embeddings", "encoder")
-MIN_LITERAL = 2  # a literal is kept for a name's kind once seen this often
+MIN_LITERAL = 3  # a literal is kept for a name's kind once seen this often
+MIN_NAME = 3  # a name's kind counts are kept once it is seen this often
 
 
 @dataclass(frozen=True)
 class ValueRecipe:
     arch: str = "features"  # features | transformer (modeling/value_model.py)
-    buckets: int = 1 << 17  # features: hashed feature embeddings
+    buckets: int = 1 << 14  # features: hashed feature embeddings
     dim: int = 32  # features: width of a feature's embedding
     ffn: int = 64  # features: the MLP's hidden width
     epochs: float = 8.0  # features: passes over the train split, within `minutes`
@@ -106,7 +107,9 @@ def tables(rows: list[dict]) -> tuple[dict, dict]:
         literal, n = counter.most_common(1)[0]
         if n >= MIN_LITERAL:
             literals[name][kind] = literal
-    frequency = {"names": {k: dict(v) for k, v in names.items()}, "uses": {k: dict(v) for k, v in uses.items()}}
+    # names seen once say little and would make most of the shipped folder
+    kept = {k: dict(v) for k, v in names.items() if sum(v.values()) >= MIN_NAME}
+    frequency = {"names": kept, "uses": {k: dict(v) for k, v in uses.items()}}
     return frequency, dict(literals)
 
 
@@ -410,9 +413,13 @@ def train_features(recipe: ValueRecipe, out: str, resume: bool = False, progress
             os.makedirs(tmp)
             save_features(model, tmp, recipe.buckets, recipe.dim, recipe.ffn)
             meta = {"recipe": asdict(recipe), "best": best, "history": history}
-            for name, obj in (("frequency.json", frequency), ("literals.json", literals), ("training.json", meta)):
-                with open(os.path.join(tmp, name), "w") as f:
+            for name, obj in (("frequency.json.gz", frequency), ("literals.json.gz", literals)):
+                with gzip.open(os.path.join(tmp, name), "wt", encoding="utf-8") as f:
                     json.dump(obj, f, ensure_ascii=False, sort_keys=True)
+            with open(os.path.join(tmp, "training.json"), "w") as f:
+                json.dump(meta, f, ensure_ascii=False, sort_keys=True)
+            if os.path.exists(os.path.join(out, "README.md")):  # the card is written by hand: kept
+                shutil.copy(os.path.join(out, "README.md"), os.path.join(tmp, "README.md"))
             shutil.rmtree(out, ignore_errors=True)
             os.replace(tmp, out)
         os.makedirs(os.path.dirname(state_path), exist_ok=True)
