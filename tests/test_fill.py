@@ -133,7 +133,7 @@ class Modules:
 def test_hostile_programs_stay_contained_with_fill(pool, name, predictor):
     os.makedirs(VICTIM, exist_ok=True)
     source = (FIXTURES / "hostile" / f"{name}.py").read_text()
-    run = run_guided(pool, source, "", predictor, tries=2)
+    run = run_guided(pool, source, "", predictor, tries=1)  # one try: the timed-out fixtures cost seconds a run
     assert run.result.status in EXPECTED[name] | {ExecStatus.ERROR}, run.result
     if EXPECTED[name] == {ExecStatus.VIOLATION}:
         assert run.result.status is ExecStatus.VIOLATION

@@ -28,8 +28,8 @@ def format_result(source: str, result: ExecResult, code_width: int = 36) -> str:
 
 
 def format_guided(source: str, run) -> str:
-    """A guided run (guided.GuidedRun): its trace, each injection marked at the step of its
-    line's first run, then the injections and the lines covered."""
+    """A guided run (guided.GuidedRun): its trace, then each injection (its line, use, name,
+    kind, literal and probability) and the code lines covered."""
     text = format_result(source, run.result)
     out = [text, f"injected ({run.predictor}, {run.runs} runs, {run.tries} tries):"]
     for inj in run.injections:
