@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import ast
 import glob
-import json
 import os
 import random
 import sys
@@ -29,7 +28,7 @@ from collections import Counter, defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._common import machine  # noqa: E402
+from benchmarks._common import machine, write_report  # noqa: E402
 from codeexecutor.execution import ExecutorPool, Limits  # noqa: E402
 from codeexecutor.execution.coverage import code_lines, covered_lines  # noqa: E402
 from codeexecutor.execution.guided import run_guided  # noqa: E402
@@ -263,7 +262,6 @@ def main(argv=None) -> int:
     ap.add_argument("--functions", type=int, default=400, help="call programs whose functions measure fidelity")
     ap.add_argument("--contest", type=int, default=100, help="contest programs without their imports")
     ap.add_argument("--tries", type=int, default=6, help="the model's tries (default: exec --fill's)")
-    ap.add_argument("--out", help="the results' JSON (default benchmarks/results/fill-SPLIT.json)")
     args = ap.parse_args(argv)
     names = TEST_PACKAGES if args.split == "test" else VALID_PACKAGES
     report = {"split": args.split, "packages": list(names), "tries": args.tries, "machine": machine()}
@@ -280,11 +278,7 @@ def main(argv=None) -> int:
         report["prediction"] = prediction(args.split, args.data, args.model)
         print("contest programs without their imports", flush=True)
         report["contest_without_imports"] = contest_programs(args.contest, args.model, args.tries, pool)
-    out = args.out or os.path.join("benchmarks", "results", f"fill-{args.split}.json")
-    with open(out + ".tmp", "w") as f:
-        json.dump(report, f, indent=2)
-    os.replace(out + ".tmp", out)
-    print(f"wrote {out}")
+    print(f"wrote {write_report(f'fill-{args.split}', report)}")
     return 0
 
 

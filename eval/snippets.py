@@ -33,24 +33,17 @@ class _Exits(cst.CSTTransformer):
     def __init__(self) -> None:
         self.depth = 0
 
-    def visit_FunctionDef(self, node) -> bool:
+    def _enter(self, node) -> bool:
         self.depth += 1
         return True
 
-    def leave_FunctionDef(self, original, updated):
+    def _leave(self, original, updated):
         self.depth -= 1
         return updated
 
-    def visit_Lambda(self, node) -> bool:
-        self.depth += 1
-        return True
-
-    def leave_Lambda(self, original, updated):
-        self.depth -= 1
-        return updated
-
-    visit_ClassDef = visit_Lambda
-    leave_ClassDef = leave_Lambda
+    # a nested function, lambda or class returns for itself
+    visit_FunctionDef = visit_Lambda = visit_ClassDef = _enter
+    leave_FunctionDef = leave_Lambda = leave_ClassDef = _leave
 
     def leave_Return(self, original, updated):
         if self.depth:

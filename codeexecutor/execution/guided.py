@@ -18,7 +18,7 @@ ranked list of `Candidate`s (a kind of `values.KINDS`, at most a literal, a prob
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from codeexecutor.execution.coverage import covered_lines
@@ -87,7 +87,6 @@ class GuidedRun:
     runs: int = 0  # sandbox runs it took, over every try
     tries: int = 0
     predictor: str = ""
-    extra: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         obj = self.result.to_json()

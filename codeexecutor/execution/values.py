@@ -45,9 +45,6 @@ KINDS = (
     "object",
     "module",
 )
-LEARNED = KINDS  # what a model predicts; `absorb` is the baseline's alone
-ALL_KINDS = (*KINDS, "absorb")
-USES = ("name", "attribute", "call")  # a variable read, an attribute read, a call's result
 
 _DEFAULTS = {
     "none": None,
@@ -99,14 +96,6 @@ def kind_of(value: object) -> str:
     if callable(value):
         return "callable"
     return "object"
-
-
-def literal_kind(text: str) -> str | None:
-    """The kind of a Python literal's value, None when `text` is no literal."""
-    try:
-        return kind_of(ast.literal_eval(text))
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return None
 
 
 _UNPACK = dis.opmap["UNPACK_SEQUENCE"]
@@ -182,8 +171,8 @@ class InjectedDict(dict):
         return filler.value(f"{key}[{label[:40]}]", "call", name, owner=name)
 
 
-class InjectedResource(Injected):
-    """What `with` and `open` give: enters as itself, reads as empty."""
+class _EmptyContext:
+    """Enters as itself, leaves without swallowing, iterates as empty."""
 
     def __enter__(self):
         return self
@@ -193,6 +182,10 @@ class InjectedResource(Injected):
 
     def __iter__(self):
         return iter(())
+
+
+class InjectedResource(_EmptyContext, Injected):
+    """What `with` and `open` give: enters as itself, reads as empty."""
 
     def read(self, *args):
         return ""
@@ -216,7 +209,7 @@ class InjectedModule(types.ModuleType):
         return filler.value(f"{key}.{attr}", "attribute", attr, owner=self.__name__)
 
 
-class Absorbing:
+class Absorbing(_EmptyContext):
     """The absorbing dummy: any attribute, call, index or operator gives another one; it
     iterates as empty, has length 0, converts to 0, and is always true."""
 
@@ -239,15 +232,6 @@ class Absorbing:
 
     def __delitem__(self, key) -> None:
         return None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        return False
-
-    def __iter__(self):
-        return iter(())
 
     def __contains__(self, item) -> bool:
         return False

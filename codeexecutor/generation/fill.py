@@ -20,7 +20,6 @@ from codeexecutor.modeling.value_model import check_folder
 SHIPPED = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "models")
 DEFAULT_MODEL = "codeexecutor-values"
 TOP = 5  # candidates a predictor gives: what tries can walk through
-BASELINES = ("empty", "dummy", "frequency")
 # Where a try puts the absorbing value among a learned predictor's candidates: after the
 # likeliest kind, a value that lets every use pass goes further than the unlikelier kinds
 # (chosen on the valid packages: coverage 78.1% against 77.4% in third place; experiments/NOTEBOOK.md).

@@ -11,6 +11,7 @@ The frequency and literal tables come from the train split too (`tables`).
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import logging
@@ -166,16 +167,20 @@ def topk(model, tokenizer, ids: list[list[int]], labels: list[int], batch: int =
     return {f"top{k}": round(100.0 * hits[k] / n, 2) for k in (1, 3, 5)}
 
 
-def _save(model, tokenizer, out: str, extra: dict) -> None:
-    """The model folder, written aside and moved into place."""
-    tmp = out.rstrip("/") + ".tmp"
+def _save(out: str, write_weights, frequency: dict, literals: dict, meta: dict) -> None:
+    """The model folder, written aside and moved into place: its weights (`write_weights(folder)`),
+    its tables gzipped, its training record, and the hand-written card of the folder it replaces."""
+    tmp, old = out.rstrip("/") + ".tmp", out.rstrip("/") + ".old"
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    for name, obj in extra.items():
-        with open(os.path.join(tmp, name), "w") as f:
+    os.makedirs(tmp)
+    write_weights(tmp)
+    for name, obj in (("frequency.json.gz", frequency), ("literals.json.gz", literals)):
+        with gzip.open(os.path.join(tmp, name), "wt", encoding="utf-8") as f:
             json.dump(obj, f, ensure_ascii=False, sort_keys=True)
-    old = out.rstrip("/") + ".old"
+    with open(os.path.join(tmp, "training.json"), "w") as f:
+        json.dump(meta, f, ensure_ascii=False, sort_keys=True)
+    if os.path.exists(os.path.join(out, "README.md")):
+        shutil.copy(os.path.join(out, "README.md"), os.path.join(tmp, "README.md"))
     shutil.rmtree(old, ignore_errors=True)
     if os.path.exists(out):
         os.replace(out, old)
@@ -261,10 +266,11 @@ def train_transformer(recipe: ValueRecipe, out: str, resume: bool = False, progr
                 best = {"step": step, **scores}
                 meta = {"recipe": asdict(recipe), "best": best, "history": history}
                 _save(
-                    model,
-                    tokenizer,
                     out,
-                    {"frequency.json": frequency, "literals.json": literals, "training.json": meta},
+                    lambda folder: (model.save_pretrained(folder), tokenizer.save_pretrained(folder)),
+                    frequency,
+                    literals,
+                    meta,
                 )
             os.makedirs(os.path.dirname(state_path), exist_ok=True)
             blob = {"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "best": best}
@@ -408,20 +414,9 @@ def train_features(recipe: ValueRecipe, out: str, resume: bool = False, progress
             log.info("value model: epoch %d, %.0f s, loss %.3f, valid %s", epoch, seconds, history[-1]["loss"], scores)
         if scores["top1"] > best["top1"]:
             best = {"epoch": epoch, **scores}
-            tmp = out.rstrip("/") + ".tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            os.makedirs(tmp)
-            save_features(model, tmp, recipe.buckets, recipe.dim, recipe.ffn)
             meta = {"recipe": asdict(recipe), "best": best, "history": history}
-            for name, obj in (("frequency.json.gz", frequency), ("literals.json.gz", literals)):
-                with gzip.open(os.path.join(tmp, name), "wt", encoding="utf-8") as f:
-                    json.dump(obj, f, ensure_ascii=False, sort_keys=True)
-            with open(os.path.join(tmp, "training.json"), "w") as f:
-                json.dump(meta, f, ensure_ascii=False, sort_keys=True)
-            if os.path.exists(os.path.join(out, "README.md")):  # the card is written by hand: kept
-                shutil.copy(os.path.join(out, "README.md"), os.path.join(tmp, "README.md"))
-            shutil.rmtree(out, ignore_errors=True)
-            os.replace(tmp, out)
+            write = functools.partial(save_features, model, buckets=recipe.buckets, dim=recipe.dim, hidden=recipe.ffn)
+            _save(out, write, frequency, literals, meta)
         os.makedirs(os.path.dirname(state_path), exist_ok=True)
         blob = {"model": model.state_dict(), "sparse": sparse.state_dict(), "dense": dense.state_dict()}
         blob.update(epoch=epoch, step=step, best=best, history=history)
