@@ -139,6 +139,30 @@ def _values_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _detector_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="models/codeexecutor-mini-cpu", help="the trace model (default %(default)s)")
+    p.add_argument("--data", required=True, metavar="DIR", help="a `codeexecutor build bugs` folder")
+    p.add_argument("--out", required=True, metavar="DIR", help="the model folder the detector is saved in")
+    p.add_argument("--minutes", type=float, default=20.0, help="training budget (default %(default)s)")
+    p.add_argument("--layers", type=int, default=2, help="the detector's own Transformer layers (default %(default)s)")
+    p.add_argument("--descriptions", metavar="PROBLEMS.jsonl", help="give each program its problem's input spec")
+    p.add_argument("--resume", action="store_true", help="carry on a stopped run of the same --out")
+
+
+def _detector_run(args: argparse.Namespace) -> int:
+    import json
+
+    from codeexecutor.errors import UsageError
+    from codeexecutor.training.detector import DetectorRecipe, train_detector
+
+    if args.minutes <= 0 or args.layers < 0:
+        raise UsageError("--minutes must be > 0 and --layers >= 0")
+    recipe = DetectorRecipe(minutes=args.minutes, layers=args.layers, descriptions=args.descriptions)
+    report = train_detector(args.model, args.data, args.out, recipe, resume=args.resume)
+    print(json.dumps({"out": args.out, "steps": report["steps"], "best": report["best"]}))
+    return 0
+
+
 # The subcommands this module defines, by name: (help, add_arguments, run); codeexecutor/cli.py lists them.
 COMMANDS = {
     "pretrain": ("train a recipe: build its data, tokenizer, tokens, stages, scores and card (resumable)", _args, _run),
@@ -149,4 +173,9 @@ COMMANDS = {
     ),
     "tokenize": ("tokenize a curriculum's sources once, for one tokenizer and format", _tokenize_args, _tokenize_run),
     "train-values": ("train guided execution's value model from `build values` events", _values_args, _values_run),
+    "train-detector": (
+        "train the crash detector beside a trace model from a `build bugs` folder",
+        _detector_args,
+        _detector_run,
+    ),
 }

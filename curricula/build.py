@@ -45,6 +45,8 @@ DEFAULTS: dict[str, dict] = {
     "singleline": {"from": None, "kaggle": None, "workers": 2, "limit": None, "per_line": 4, "augment": 0},
     # the debugger's actions drawn from a built folder's runs (curricula/actions.py)
     "actions": {"from": None, "per_program": 2, "limit": None, "max_chars": 2000, "order": "end", "seed": 0},
+    # contest programs with one realistic bug each, run on their input (curricula/bugs.py)
+    "bugs": {"codenet": None, "per_bug": 2, "workers": 2, "shard": "0/1", "limit": None, "seed": 0},
     # value-use events of real runs, guided execution's data (curricula/values.py)
     "values": {"from": None, "codenet": None, "test": None, "valid": None, "workers": 2, "limit": None},
 }
@@ -65,9 +67,9 @@ def check_inputs(kind: str, opts: SimpleNamespace, out: str = "") -> None:
     """Refuse bad inputs before anything is written to the output folder."""
     from curricula.common import built_datasets
 
-    if kind == "codenetmut":
+    if kind in ("codenetmut", "bugs"):
         if not opts.codenet:
-            raise UsageError("a codenetmut build needs codenet: the Project CodeNet root(s) it reads")
+            raise UsageError(f"a {kind} build needs codenet: the Project CodeNet root(s) it reads")
         for root in opts.codenet:
             if not os.path.isdir(os.path.join(root, "data")):
                 raise UsageError(
@@ -121,7 +123,7 @@ def build(kind: str, out: str, given: dict | None = None) -> dict:
         if isinstance(getattr(opts, name, None), str) and not (kind in ("singleline", "actions") and name == "from"):
             setattr(opts, name, [getattr(opts, name)])
     check_inputs(kind, opts, out)
-    if kind in ("codenetmut", "functions"):
+    if kind in ("codenetmut", "functions", "bugs"):
         from curricula.codenet import shard_arg
 
         shard = shard_arg(opts.shard)
@@ -138,6 +140,19 @@ def build(kind: str, out: str, given: dict | None = None) -> dict:
             limit=opts.limit,
             accepted_only=not opts.all_statuses,
             heldout_mutants=not opts.no_heldout_mutants,
+        )
+        return builder.run()
+    if kind == "bugs":
+        from curricula.bugs import BugsBuilder
+
+        builder = BugsBuilder(
+            list(opts.codenet),
+            out,
+            per_bug=opts.per_bug,
+            workers=opts.workers,
+            shard=shard,
+            seed=opts.seed,
+            limit=opts.limit,
         )
         return builder.run()
     if kind == "functions":

@@ -1,4 +1,4 @@
-"""`codeexecutor build {codenetmut,functions,merge,decontaminate,tutorial,singleline}` and `codeexecutor stats`."""
+"""`codeexecutor build {codenetmut,functions,bugs,merge,decontaminate,tutorial,singleline}` and `codeexecutor stats`."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ def _build_args(p: argparse.ArgumentParser) -> None:
         _singleline_args,
         _actions_args,
         _values_args,
+        _bugs_args,
     ):
         add(sub)
 
@@ -196,6 +197,18 @@ def _values_args(sub) -> None:
     v.set_defaults(**{k: val for k, val in DEFAULTS["values"].items() if k != "from"})
 
 
+def _bugs_args(sub) -> None:
+    b = sub.add_parser("bugs", help="contest programs with one realistic bug each, run on their input: the errors set")
+    b.add_argument("--codenet", required=True, nargs="+", metavar="DIR", help="CodeNet-layout corpora")
+    b.add_argument("--out", required=True, metavar="DIR", help="output folder (journal, bugs/, stats.json)")
+    b.add_argument("--per-bug", type=int, help="variants per bug class and program (default %(default)s)")
+    b.add_argument("--workers", type=int, help="sandbox workers (default %(default)s)")
+    b.add_argument("--shard", metavar="I/N", help="process every N-th program from I (default %(default)s)")
+    b.add_argument("--limit", type=int, help="only the first LIMIT programs of the shard")
+    b.add_argument("--seed", type=int)
+    b.set_defaults(**DEFAULTS["bugs"])
+
+
 def _build_run(args: argparse.Namespace) -> int:
     if args.dataset == "decontaminate":
         return _decontaminate(args)
@@ -260,7 +273,7 @@ def _stats_run(args: argparse.Namespace) -> int:
 # The subcommands this module defines, by name: (help, add_arguments, run); codeexecutor/cli.py lists them.
 COMMANDS = {
     "build": (
-        "build a dataset (codenetmut, functions, tutorial, singleline, actions, values)",
+        "build a dataset (codenetmut, functions, tutorial, singleline, actions, values, bugs)",
         _build_args,
         _build_run,
     ),

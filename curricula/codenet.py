@@ -121,6 +121,9 @@ def read_layouts(roots: list[str]) -> tuple[list[Submission], dict[str, list[str
 
 
 class CodeNetBuilder:
+    KIND = "codenetmut"  # the build's name in its record and log
+    SETS = ("codenetmut", "errors")  # the datasets a build writes, by a row's `_set`
+
     def __init__(
         self,
         codenet: str | list[str],
@@ -144,34 +147,14 @@ class CodeNetBuilder:
 
     # -- one program ------------------------------------------------------------------
     def process(self, pool, sub: Submission, split: str, stdin_path: str | None) -> tuple[list[dict], Counter, Counter]:
-        from codeexecutor.execution.inline import InlineError, inline_stdin
-        from codeexecutor.source import newer_python
         from mutation import MutationError, mutate
 
         counts, op_status = Counter(), Counter()
         rows: list[dict] = []
-        source = read_source(sub.path)
-        if source is None:
-            counts["skip:binary_or_not_utf8"] += 1
+        inlined = self.inlined(pool, sub, stdin_path, counts)
+        if inlined is None:
             return rows, counts, op_status
-        try:
-            compile(source, sub.submission_id, "exec", dont_inherit=True)
-        except SyntaxError as exc:  # written for a newer interpreter, or not Python 3 at all
-            counts["skip:newer_python" if newer_python(source, exc) else "skip:not_python3"] += 1
-            return rows, counts, op_status
-        except ValueError:
-            counts["skip:not_python3"] += 1
-            return rows, counts, op_status
-        if self.accepted_only and sub.status is not None and sub.status != "Accepted":
-            counts["skip:not_accepted"] += 1
-            return rows, counts, op_status
-        stdin = _read_text(stdin_path) if stdin_path else ""
-        try:
-            inlined = inline_stdin(source, stdin, pool=pool)
-            code = inlined.source
-        except InlineError as exc:
-            counts[f"skip:inline:{exc.reason}"] += 1
-            return rows, counts, op_status
+        code = inlined.source
         original = pool.execute(code)
         if original.status.value != "ok":
             counts[f"skip:original:{original.status.value}"] += 1
@@ -207,6 +190,34 @@ class CodeNetBuilder:
                 counts["error_examples"] += 1
         return rows, counts, op_status
 
+    def inlined(self, pool, sub: Submission, stdin_path: str | None, counts: Counter):
+        """The submission with its first sample input inlined (execution/inline.py), or
+        None with the reason counted: not UTF-8, not Python 3, not accepted, not inlinable."""
+        from codeexecutor.execution.inline import InlineError, inline_stdin
+        from codeexecutor.source import newer_python
+
+        source = read_source(sub.path)
+        if source is None:
+            counts["skip:binary_or_not_utf8"] += 1
+            return None
+        try:
+            compile(source, sub.submission_id, "exec", dont_inherit=True)
+        except SyntaxError as exc:  # written for a newer interpreter, or not Python 3 at all
+            counts["skip:newer_python" if newer_python(source, exc) else "skip:not_python3"] += 1
+            return None
+        except ValueError:
+            counts["skip:not_python3"] += 1
+            return None
+        if self.accepted_only and sub.status is not None and sub.status != "Accepted":
+            counts["skip:not_accepted"] += 1
+            return None
+        stdin = _read_text(stdin_path) if stdin_path else ""
+        try:
+            return inline_stdin(source, stdin, pool=pool)
+        except InlineError as exc:
+            counts[f"skip:inline:{exc.reason}"] += 1
+            return None
+
     def _row(self, sub, split, code, result, kind, operators, k=None, error=False) -> dict:
         rid = sub.submission_id if k is None else f"{sub.submission_id}_m{k:02d}"
         row = make_example(rid, sub.problem_id, split, TASK, code, result, kind, tuple(operators), sub.submission_id)
@@ -232,12 +243,13 @@ class CodeNetBuilder:
             "all_statuses": not self.accepted_only,
             "no_heldout_mutants": not self.heldout_mutants,
         }
-        record_build(self.out, "codenetmut", self.shard, options, self.codenet, len(mine))
+        record_build(self.out, self.KIND, self.shard, options, self.codenet, len(mine))
         journal = Journal(os.path.join(self.out, "journal.jsonl"))
         journal.check_python()
         todo = [s for s in mine if s.submission_id not in journal.done]
         log.info(
-            "codenetmut: %d submissions in %s, shard %d/%d has %d, %d already done (%d records kept), %d to do",
+            "%s: %d submissions in %s, shard %d/%d has %d, %d already done (%d records kept), %d to do",
+            self.KIND,
             len(subs),
             ", ".join(self.codenet),
             index,
@@ -267,7 +279,7 @@ class CodeNetBuilder:
                     threads.map(task, todo),
                     len(mine),
                     len(mine) - len(todo),
-                    "codenetmut",
+                    self.KIND,
                     "prog",
                     progress,
                     log,
@@ -282,7 +294,7 @@ class CodeNetBuilder:
             if kind == "done":
                 counts.update(obj.get("counts", {}))
                 ops.update(obj.get("ops", {}))
-        sizes = save_journal_datasets(journal, self.out, ("codenetmut", "errors"))  # streamed: memory flat in the rows
+        sizes = save_journal_datasets(journal, self.out, self.SETS)  # streamed: memory flat in the rows
         per_op: dict[str, dict[str, int]] = {}
         for key, n in ops.items():
             op, status = key.split(":", 1)
@@ -300,7 +312,7 @@ class CodeNetBuilder:
             ),
         }
         write_json_atomic(stats, os.path.join(self.out, "stats.json"))
-        log.info("codenetmut done: %s", stats["datasets"])
+        log.info("%s done: %s", self.KIND, stats["datasets"])
         return stats
 
 

@@ -92,6 +92,14 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
         "the proposals' order (eval/inverse.py)",
     )
     p.add_argument(
+        "--crashes",
+        action="store_true",
+        help="score runtime errors instead, on a `build bugs` folder: the crash detector beside a baseline "
+        "without a model (and with --trace-verdicts the trace's own), on its bugs, real crashes and programs "
+        "with their imports removed (eval/crashes.py)",
+    )
+    p.add_argument("--trace-verdicts", action="store_true", help="with --crashes: also decode each program's trace")
+    p.add_argument(
         "--codenet",
         action="append",
         metavar="DIR",
@@ -111,6 +119,8 @@ def _eval_run(args: argparse.Namespace) -> int:
         return _inverse_run(args)
     if args.reval:
         return _reval_run(args)
+    if args.crashes:
+        return _crashes_run(args)
 
     if (
         args.limit < 0
@@ -189,6 +199,32 @@ def _inverse_run(args: argparse.Namespace) -> int:
         ),
         table,
         "inverse.json",
+    )
+
+
+def _crashes_run(args: argparse.Namespace) -> int:
+    import glob
+
+    from eval.crashes import evaluate_crashes, table
+
+    problem = "--limit must be >= 0" if args.limit < 0 else None
+    sets = ("bugs", "errors", "functions_errors")
+    if not problem and not any(glob.glob(os.path.join(args.data, name, "dataset_dict.json")) for name in sets):
+        problem = (
+            f"--crashes reads a bugs build (or a codenetmut or functions one): {args.data} has none of "
+            f"{', '.join(s + '/' for s in sets)} (codeexecutor build bugs --out DIR)"
+        )
+    if not problem and args.resource_descriptions and not os.path.isfile(args.resource_descriptions):
+        problem = f"--resource-descriptions {args.resource_descriptions}: no such file (codenet-meta's problems.jsonl)"
+    return _task_run(
+        args,
+        "--crashes",
+        problem,
+        lambda: evaluate_crashes(
+            args.model, args.data, args.split, args.limit or None, args.resource_descriptions, args.trace_verdicts
+        ),
+        table,
+        "crashes.json",
     )
 
 

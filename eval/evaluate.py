@@ -327,7 +327,13 @@ class _Scoring:
         self.journal = self._journal(answers) if answers else None
         self.predictions: list[dict] = []
         self.pages: list = []
-        self.error_pairs: dict[str, list] = {"plain": [], "described": [], "functions": []}
+        self.error_pairs: dict[str, list] = {
+            "plain": [],
+            "described": [],
+            "functions": [],
+            "detector_plain": [],
+            "detector_functions": [],
+        }
 
     def _journal(self, answers: str) -> Answers:
         """The answers file (resumable), bound to the model's weights and the decoding."""
@@ -500,6 +506,13 @@ class _Scoring:
             (TraceRecord.from_parsed(parse(o.text)), r, o.finished, (o.exception_peak, o.exception_end))
             for o, r in zip(outs, refs)
         ]
+        detector = getattr(self.gen, "detector", None)
+        if detector is not None:  # the product's verdict where the model carries one (generation/api.py one_verdict)
+            said = detector.predict([r["code"] for r in rows])
+            self.error_pairs["detector_" + family] += [
+                (TraceRecord((), v.type if v.crashed else None, v.line if v.crashed else None), r)
+                for v, r in zip(said, refs)
+            ]
         if docs and family == "plain":
             described = _described(
                 self.gen, rows, docs, self.beam, self.max_length, self.batch_size, self.progress, self.decoding
@@ -515,6 +528,9 @@ class _Scoring:
         for family, key in (("plain", "runtime_errors"), ("functions", "runtime_errors_functions")):
             if error_pairs[family]:
                 report[key] = _crash_report(*zip(*error_pairs[family]))
+        for family, key in (("plain", "runtime_errors"), ("functions", "runtime_errors_functions")):
+            if error_pairs["detector_" + family]:  # the crash detector's verdict beside the trace's
+                report[key + "_detector"] = error_metrics(*zip(*error_pairs["detector_" + family]))
         if error_pairs["plain"] and error_pairs["described"]:
             p, r = zip(*error_pairs["described"])
             report["runtime_errors_with_resource_descriptions"] = error_metrics(p, r)

@@ -101,3 +101,27 @@ def test_a_shipped_value_model_is_small_carded_and_fills_a_snippet(model, tmp_pa
     kinds = {i["name"]: i["kind"] for i in report["injections"] if i["use"] == "name"}
     assert kinds["has_min_size"] == "callable" and kinds["all_data"] in ("list", "tuple", "str", "dict")
     assert 1 in report["covered_lines"] and 3 in report["covered_lines"]
+
+
+def test_the_shipped_trace_model_carries_a_small_int8_crash_detector():
+    """The crash detector beside the shipped trace model (docs/runtime-errors.md): int8, small
+    enough for a GPU call's working tree, its threshold from a validation split, and it
+    tells a misspelt name from the program it was misspelt in."""
+    from safetensors import safe_open
+
+    from codeexecutor.generation.search import TraceGenerator
+    from codeexecutor.modeling.line_facts import FACTS
+
+    model = ROOT / "models" / "codeexecutor-mini-cpu"
+    size = (model / "detector.safetensors").stat().st_size
+    assert size <= 1.2 * 10**6, f"the detector is {size / 1e6:.2f} MB: more would crowd what a GPU call carries"
+    with safe_open(str(model / "detector.safetensors"), "pt") as f:
+        assert (f.metadata() or {}).get("quantization") == "int8-rows"
+    info = json.loads((model / "detector.json").read_text())
+    assert {"NameError", "TypeError", "ValueError", "other"} <= set(info["kinds"]) and info["facts"] == FACTS
+    assert 0 < info["threshold"] < 1 and info["valid"]["programs"] > 1000
+    detector = TraceGenerator(str(model), device="cpu").detector
+    fixed = "n = int('4')\ntotal = 0\nfor i in range(n):\n    total += i\nprint(total)\n"
+    crash, clean = detector.predict([fixed.replace("print(total)", "print(totl)"), fixed])
+    assert crash.crashed and crash.type == "NameError" and crash.line == 5, crash
+    assert clean.probability < crash.probability

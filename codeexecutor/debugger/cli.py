@@ -20,6 +20,7 @@ HELP = """commands (pdb's habits; the model answers each, the real run is set be
   set NAME = V  change a variable here; the walk then follows the model alone
   back          undo the last action
   real          the real run here beside the walk, and where the model's own trace parts from it
+  crash         will the program crash, how and where (the crash detector's verdict, else the trace's)
   q             quit"""
 
 
@@ -145,9 +146,11 @@ def act(session, command: str) -> dict | None:
         return session.back()
     if verb == "real":
         return session.real()
+    if verb == "crash":
+        return session.crash()
     if verb in ("h", "help"):
         return {"action": "help", "text": HELP}
-    raise UsageError(f"unknown command {verb!r}: one of b, c, s, n, r, p, set, back, real, q (help lists them)")
+    raise UsageError(f"unknown command {verb!r}: one of b, c, s, n, r, p, set, back, real, crash, q (help lists them)")
 
 
 def _line(text: str) -> int:

@@ -268,6 +268,28 @@ class Session:
                 f"lines {lines} are predicted without being read"
             )
 
+    def crash(self) -> dict:
+        """The product's crash verdict for the program (generation/api.py one_verdict): the
+        crash detector's where the model has one, else the crash the model's own trace from
+        the start ends in."""
+        from codeexecutor.generation.api import one_verdict
+
+        detector = getattr(self.gen, "detector", None)
+        if detector is not None:
+            verdict = detector.predict([self.code])[0]
+            error, _ = one_verdict(None, verdict, 0, True)
+            return {
+                "action": "crash",
+                "error": error,
+                "crash_probability": round(verdict.probability, 4),
+                "verdict": "detector",
+            }
+        if self._first_prediction is None:
+            self._first_prediction = self._predict([], Frames(self.code), None, None, None, whole=True)[0]
+        last = self._first_prediction[-1] if self._first_prediction else None
+        error = {"type": last.exception, "line": last.line} if last is not None and last.exception else None
+        return {"action": "crash", "error": error, "crash_probability": None, "verdict": "trace"}
+
     def _check_line(self, line: int) -> None:
         if not 1 <= line <= self.lines:
             raise UsageError(f"line {line}: the program has lines 1 to {self.lines}")

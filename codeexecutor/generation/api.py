@@ -221,6 +221,8 @@ def trace_programs(
     }
     batch_size = batch_size or programs_per_batch(beam)
     gens = generate_answers(generator, inputs, beam, max_length, batch_size, progress=False, decoding=decoding)
+    detector = generator.detector
+    verdicts = detector.predict([code for _, code, _, _ in prepared]) if detector is not None else [None] * len(inputs)
     limit = generator.model.config.max_trace_length
     settings = {
         "beam": beam,
@@ -240,8 +242,8 @@ def trace_programs(
         prepared = [(i, code, offset, notes + [mismatch]) for i, code, offset, notes in prepared]
     if compare and generator.profile.order == "end":  # the real trace in the order the model writes steps
         truths = [_finish_ordered(t) for t in truths]
-    for (i, code, offset, notes), model_input, gen, truth in zip(prepared, inputs, gens, truths):
-        report = _report(generator, gen, code, offset, notes, model_input, settings)
+    for (i, code, offset, notes), model_input, gen, truth, verdict in zip(prepared, inputs, gens, truths, verdicts):
+        report = _report(generator, gen, code, offset, notes, model_input, settings, verdict)
         if truth is not None:
             report["ground_truth"] = truth.to_json()
         report["text"] = format_report(code.splitlines(), report, offset)
@@ -310,34 +312,70 @@ def _run_all(codes: list[str]) -> list:
     return [results[i] for i in range(len(codes))]
 
 
-def _report(generator, gen, code: str, offset: int, notes: list[str], model_input: str, settings: dict) -> dict:
+def _report(generator, gen, code: str, offset: int, notes, model_input: str, settings: dict, verdict=None) -> dict:
     parsed = generator.parse(gen.text)
     from codeexecutor.generation.verdict import finite_margin  # torch: imported where a model runs
 
     steps = list(parsed.steps)
+    n_lines = len(code.splitlines()) - offset
     if offset:  # back to the program's own line numbers
         from codeexecutor.execution.records import Step
 
         steps = [Step(s.line - offset, s.state, s.output) for s in steps if s.line > offset]
-    error = None
+    problems = list(parsed.problems)
+    if any(not 1 <= s.line <= n_lines for s in steps):  # a step at a line the program does not have
+        problems.append(f"{sum(not 1 <= s.line <= n_lines for s in steps)} steps named lines past the program's end")
+        steps = [s for s in steps if 1 <= s.line <= n_lines]
+    trace_error = None
     if parsed.exception:
         line = (parsed.exception_line - offset) if parsed.exception_line else (steps[-1].line if steps else None)
-        error = {"type": parsed.exception, "line": line}
+        trace_error = {"type": parsed.exception, "line": line}
+    error, agreement = one_verdict(trace_error, verdict, offset, gen.finished)
     return {
         "steps": [s.to_json() for s in steps],
         "output": "".join(s.output for s in steps),
         "error": error,
+        "trace_error": trace_error,
+        "crash_probability": round(verdict.probability, 4) if verdict is not None else None,
+        "verdict": "detector" if verdict is not None else "trace",
         "logprob": gen.logprob,
         "finished": gen.finished,
         "crash_margin": finite_margin(gen.exception_peak),  # generation/verdict.py
         **settings,
         "generated": gen.text,  # whole states (a compact model's text expanded)
         **({"generated_compact": gen.compact} if gen.compact is not None else {}),
-        "problems": parsed.problems,
-        "notes": notes,
+        "problems": problems,
+        "notes": notes + ([agreement] if agreement else []),
         "code": code,
         "model_input": model_input,
     }
+
+
+def one_verdict(trace_error: dict | None, verdict, offset: int, finished: bool) -> tuple[dict | None, str | None]:
+    """The report's runtime error and, where the trace says otherwise, a note naming the
+    disagreement. With a crash detector beside the model (modeling/detector.py), its
+    verdict is the report's: it reads the whole program, where the trace crashes only if
+    every step before the crash is right; without one, the trace's own `<exception>`."""
+    if verdict is None:
+        return trace_error, None
+    error = None
+    if verdict.crashed:
+        line = verdict.line - offset if verdict.line and verdict.line > offset else None
+        error = {"type": verdict.type, "line": line, "probability": round(verdict.probability, 4)}
+    if error is None and trace_error is None:
+        return None, None
+    if error is not None and trace_error is not None and trace_error["line"] == error["line"]:
+        return error, None
+    said = (
+        f"{trace_error['type']} at line {trace_error['line']}"
+        if trace_error
+        else ("no crash" if finished else "no crash before the length cap")
+    )
+    found = f"{error['type']} at line {error['line']}" if error else "no crash"
+    return error, (
+        f"the crash detector predicts {found} (crash probability {verdict.probability:.2f}) and the trace "
+        f"shows {said}: the verdict is the detector's"
+    )
 
 
 def format_report(lines: list[str], report: dict, offset: int = 0) -> str:
@@ -352,7 +390,10 @@ def format_report(lines: list[str], report: dict, offset: int = 0) -> str:
     out.append(f"predicted output: {report['output']!r}")
     err = report["error"]
     if err:
-        out.append(f"predicted runtime error: {err['type']} at line {err['line']}")
+        sure = f" (probability {err['probability']:.2f})" if err.get("probability") is not None else ""
+        out.append(f"predicted runtime error: {err['type']} at line {err['line']}{sure}")
+    elif report.get("crash_probability") is not None:
+        out.append(f"predicted runtime error: none (crash probability {report['crash_probability']:.2f})")
     elif report.get("finished", True):
         out.append("predicted runtime error: none")
     else:

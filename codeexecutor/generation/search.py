@@ -46,7 +46,7 @@ class TraceGenerator:
         from codeexecutor.modeling.tokenizer import Encoder, load_tokenizer
 
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        path = resolve(model)
+        path = self.path = resolve(model)
         if (
             dtype is None
         ):  # bf16 on CUDA; a bf16 checkpoint decoded 1.75x slower in bf16 on an AVX2 CPU (docs/decoding.md)
@@ -75,6 +75,14 @@ class TraceGenerator:
         gen.model, gen.encoder, gen.tok, gen.profile = model, encoder, encoder.tok, encoder.profile
         gen.device = torch.device(device)
         return gen
+
+    @functools.cached_property
+    def detector(self):
+        """The crash detector saved beside the model (modeling/detector.py), or None."""
+        from codeexecutor.modeling.detector import Detector
+
+        path = getattr(self, "path", None)
+        return Detector.load(path, self.model, self.encoder) if path else None
 
     def code_input(self, source: str, task: str = "codenet") -> str:
         """A program in this model's format (its profile)."""

@@ -328,6 +328,12 @@ def error_metrics(predictions: Sequence[TraceRecord], references: Sequence[Trace
     }
 
 
+def verdict_metrics(predicted, truth) -> dict:
+    """`error_metrics` of (type, line) verdicts (type None: no crash) against the runs'
+    (type, line): a crash detector's answers, scored as the traces' are."""
+    return error_metrics([TraceRecord((), t, ln) for t, ln in predicted], [TraceRecord((), t, ln) for t, ln in truth])
+
+
 def crash_score_auroc(scores: Sequence[float], crashed: Sequence[bool]) -> float | None:
     """Area under the ROC curve of a crash score (e.g. generation/verdict.py's peak
     margin) against whether each program crashed: the chance that a crashing program

@@ -1,0 +1,124 @@
+"""The errors set of realistic bugs: contest programs with one mistake each, run on their input.
+
+For each submission of CodeNet-layout corpora (every status: a submission that failed
+with a runtime error on its sample input is a real crash): inline its first sample input
+(execution/inline.py), run it, and keep it (kind `original`); then make up to `per_bug`
+variants for each bug class of mutation/bugs.py (kind `bug`, the class in `operators`)
+and run each. A variant that crashes is a crash example, with its type and line; one that
+ends `ok` is kept as a clean program that had a bug put in and survived it; timeouts and
+other endings are counted and dropped. Problems split train/valid/test by the same
+stable hash as CodeNetMut, so a problem's programs are never on both sides.
+
+The rows are CodeNetMut's (curricula/common.py make_example) in one dataset, `bugs/`;
+`stats.json` counts how each crash came about (`per_operator_status`: bug class ->
+ending and exception type) and sets the build's mix of exception types beside Bieber et
+al.'s 2.4 M CodeNet submissions (`class_mix`). Journaled and resumable as CodeNetMut.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+from curricula.codenet import CodeNetBuilder, Submission
+from curricula.common import is_error_trace, make_example, write_json_atomic
+
+TASK = "bugs"
+
+# Bieber et al. (2022), Table 1, training split: submissions of CodeNet's Python runtime-error
+# dataset by the error they end with (the classes with over 1,000; the rest are "other").
+BIEBER_TRAIN = {
+    "ValueError": 25087,
+    "NameError": 21540,
+    "TypeError": 21414,
+    "AttributeError": 10026,
+    "UnboundLocalError": 8585,
+    "Timeout": 7816,
+    "EOFError": 7676,
+    "ImportError": 7645,
+    "IndexError": 7505,
+    "ModuleNotFoundError": 1876,
+}
+
+
+class BugsBuilder(CodeNetBuilder):
+    KIND = "bugs"
+    SETS = ("bugs",)
+
+    def __init__(self, codenet, out: str, per_bug: int = 2, **kw) -> None:
+        super().__init__(codenet, out, mutants=per_bug, accepted_only=False, **kw)
+        self.per_bug = per_bug
+
+    def process(self, pool, sub: Submission, split: str, stdin_path: str | None):
+        from mutation.bugs import inject
+
+        counts, by_bug = Counter(), Counter()
+        rows: list[dict] = []
+        inlined = self.inlined(pool, sub, stdin_path, counts)
+        if inlined is None:
+            return rows, counts, by_bug
+        code = inlined.source
+        if len(code.splitlines()) > 200:
+            counts["skip:too_many_lines"] += 1
+            return rows, counts, by_bug
+        original = pool.execute(code)
+        if not self._keep(original):
+            counts[f"skip:original:{original.status.value}"] += 1
+            return rows, counts, by_bug
+        counts["programs_used"] += 1
+        counts[f"original:{_ending(original)}"] += 1
+        rows.append(self._bug_row(sub, split, code, original, "original", ()))
+        variants = inject(code, per_bug=self.per_bug, seed=self.seed, protected=inlined.literal_spans)
+        for k, v in enumerate(variants):
+            result = pool.execute(v.code)
+            ending = _ending(result)
+            by_bug[f"{v.bug}:{ending}"] += 1
+            counts[f"variant:{ending.split(':')[0]}"] += 1
+            if self._keep(result):
+                rows.append(self._bug_row(sub, split, v.code, result, "bug", (v.bug,), k))
+        return rows, counts, by_bug
+
+    @staticmethod
+    def _keep(result) -> bool:
+        return result.status.value == "ok" or is_error_trace(result)
+
+    def _bug_row(self, sub, split, code, result, kind, bugs, k=None) -> dict:
+        rid = sub.submission_id if k is None else f"{sub.submission_id}_b{k:02d}"
+        row = make_example(rid, sub.problem_id, split, TASK, code, result, kind, tuple(bugs), sub.submission_id)
+        row["_set"] = "bugs"
+        return row
+
+    def finalize(self, seconds: float, programs: int) -> dict:
+        stats = super().finalize(seconds, programs)
+        stats["class_mix"] = class_mix(stats["per_operator_status"], stats["counts"])
+        write_json_atomic(stats, os.path.join(self.out, "stats.json"))
+        return stats
+
+
+def _ending(result) -> str:
+    """`ok`, `error:Type` for a crash, or the status (`timeout`, ...)."""
+    if is_error_trace(result):
+        return f"error:{result.error.type}"
+    return result.status.value
+
+
+def class_mix(per_bug: dict, counts: dict) -> dict:
+    """Exception types of the crashing variants and originals, in % of the crashes, beside
+    Bieber et al.'s shares of their crashes (timeouts included there, none here)."""
+    ours: Counter = Counter()
+    for endings in per_bug.values():
+        for ending, n in endings.items():
+            if ending.startswith("error:"):
+                ours[ending[6:]] += n
+    for key, n in counts.items():
+        if key.startswith("original:error:"):
+            ours[key[len("original:error:") :]] += n
+    total, theirs = sum(ours.values()) or 1, sum(BIEBER_TRAIN.values())
+    names = sorted(set(ours) | set(BIEBER_TRAIN), key=lambda t: -(ours[t] / total + BIEBER_TRAIN.get(t, 0) / theirs))
+    return {
+        "crashes": sum(ours.values()),
+        "percent": {
+            t: {"ours": round(100 * ours[t] / total, 1), "bieber": round(100 * BIEBER_TRAIN.get(t, 0) / theirs, 1)}
+            for t in names
+        },
+    }
