@@ -175,7 +175,7 @@ def _detector_answers(generator, detector, rows, describe=None) -> list[tuple[st
         codes.append(code)
         offsets.append(offset)
     out = []
-    for v, offset in zip(detector.predict(codes), offsets):
+    for v, offset in zip(detector.predict(codes, offsets), offsets):
         out.append((v.type, v.line - offset if v.line else None) if v.crashed else (None, None))
     return out
 

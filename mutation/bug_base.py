@@ -46,7 +46,7 @@ def _alone_on_line(source: bytes, node: Node) -> bool:
 
 
 def _assigned_names(root: Node) -> set[str]:
-    """Every identifier the program binds anywhere (targets, parameters, defs, imports)."""
+    """Every identifier the program has anywhere, read or bound: a new name must be none of them."""
     names = set()
     for node in walk(root):
         if node.type == "identifier":

@@ -80,6 +80,21 @@ class XRD(_Bug):
         return [("n = 3\nprint(n)", "n = input()\nn = 3\nprint(n)")]
 
 
+_ATOMIC = ("identifier", "integer", "call", "subscript", "attribute", "parenthesized_expression")
+_ADDITIVE = ("+", "-")  # `n - 1 + 1` groups as `(n - 1) + 1`: no parentheses needed
+
+
+def _grouped(node: Node) -> str:
+    """The node's text, parenthesised where `+ 1` after it would bind into it (`x >> 1`, `a if c else b`)."""
+    text = _text(node)
+    if node.type in _ATOMIC:
+        return text
+    op = node.child_by_field_name("operator") if node.type == "binary_operator" else None
+    if op is not None and _text(op) in _ADDITIVE + ("*", "/", "//", "%", "**"):
+        return text
+    return f"({text})"
+
+
 class OBR(_Bug):
     """Off-by-one range: the stop of `range(...)` one more."""
 
@@ -92,7 +107,7 @@ class OBR(_Bug):
                 args = _args(node)
                 if 1 <= len(args) <= 2 and all(a.type != "keyword_argument" for a in args):
                     stop = args[-1]
-                    yield Site(self.name, stop.start_byte, stop.end_byte, (f"{_text(stop)} + 1",))
+                    yield Site(self.name, stop.start_byte, stop.end_byte, (f"{_grouped(stop)} + 1",))
 
     @classmethod
     def examples(cls):
@@ -117,7 +132,7 @@ class OBI(_Bug):
                 left = index.child_by_field_name("left")
                 yield Site(self.name, index.start_byte, index.end_byte, (_text(left),))
             elif index.type in ("identifier", "binary_operator"):
-                yield Site(self.name, index.start_byte, index.end_byte, (f"{text} + 1",))
+                yield Site(self.name, index.start_byte, index.end_byte, (f"{_grouped(index)} + 1",))
 
     @classmethod
     def examples(cls):
@@ -150,14 +165,17 @@ class NON(_Bug):
 
 
 class WUP(_Bug):
-    """Wrong unpacking: one target more than the value has (`a, b, c = x` for two)."""
+    """Wrong unpacking: one target more than the value has (`a, b, c = x` for two), or, of
+    three or more, one fewer."""
 
     name, description = "WUP", "a wrong number of values to unpack: a, b = x -> a, b, c = x"
     crashes_with = ("ValueError",)
 
     def sites(self, root: Node) -> Iterator[Site]:
         defined = _assigned_names(root)
-        extra = next(n for n in ("c", "d", "z", "rest", "tmp", "x2") if n not in defined)
+        extra = next((n for n in ("c", "d", "z", "rest", "tmp", "x2") if n not in defined), None)
+        if extra is None:  # every spare name is taken: no site
+            return
         for node in walk(root):
             if node.type in ("pattern_list", "tuple_pattern") and node.parent is not None:
                 if node.parent.type in ("assignment", "for_statement", "for_in_clause"):

@@ -136,6 +136,7 @@ def _synthetic(generator, n=48):
         code = "\n".join(lines)
         out.append(
             {
+                "id": f"p{i}",
                 "code": code,
                 "seen": code,
                 "ids": generator.encoder.code(generator.code_input(code)),
@@ -226,3 +227,39 @@ def test_debug_crash_command_reports_the_detectors_verdict():
     answer = act(session, "crash")
     assert answer["verdict"] == "detector" and 0 <= answer["crash_probability"] <= 1
     assert answer["error"] is None or answer["error"]["line"] in (1, 2, 3, 4)
+
+
+def test_off_by_one_edits_keep_their_grouping_and_unpacking_needs_a_spare_name():
+    from mutation.parsing import apply_edits
+
+    def made(name, src):
+        data = src.encode()
+        bug = BUGS[name]
+        return [
+            apply_edits(data, bug.apply(data, s, random.Random(0))).decode() for s in bug.sites(parse(data).root_node)
+        ]
+
+    assert "print(a[(x >> 1) + 1])" in made("OBI", "print(a[x >> 1])")
+    assert "for i in range((n if c else 2) + 1):\n    pass" in made("OBR", "for i in range(n if c else 2):\n    pass")
+    assert "for i in range(n - 1 + 1):\n    pass" in made("OBR", "for i in range(n - 1):\n    pass")
+    crowded = "c = d = z = rest = tmp = x2 = 0\na, b = 1, 2\n"
+    assert made("WUP", crowded) == []
+
+
+def test_the_verdict_names_a_different_type_on_the_same_line():
+    from codeexecutor.generation.api import one_verdict
+    from codeexecutor.modeling.detector import Verdict
+
+    error, note = one_verdict({"type": "TypeError", "line": 3}, Verdict(0.9, True, "NameError", 0.8, 3, 0.7), 0, True)
+    assert error["type"] == "NameError" and "TypeError at line 3" in note
+
+
+def test_detector_answers_an_empty_program_and_skips_a_description(shipped_generator, tmp_path):
+    from codeexecutor.modeling.detector import Detector
+
+    detector = Detector.load(
+        str(ROOT / "models" / "codeexecutor-mini-cpu"), shipped_generator.model, shipped_generator.encoder
+    )
+    empty, described = detector.predict(["", '"""N M"""\nprint(totl)\n'], [0, 1])
+    assert empty.line is None and 0 <= empty.probability <= 1
+    assert described.line in (None, 2)

@@ -222,7 +222,10 @@ def trace_programs(
     batch_size = batch_size or programs_per_batch(beam)
     gens = generate_answers(generator, inputs, beam, max_length, batch_size, progress=False, decoding=decoding)
     detector = generator.detector
-    verdicts = detector.predict([code for _, code, _, _ in prepared]) if detector is not None else [None] * len(inputs)
+    if detector is not None:
+        verdicts = detector.predict([code for _, code, _, _ in prepared], [offset for _, _, offset, _ in prepared])
+    else:
+        verdicts = [None] * len(inputs)
     limit = generator.model.config.max_trace_length
     settings = {
         "beam": beam,
@@ -329,7 +332,7 @@ def _report(generator, gen, code: str, offset: int, notes, model_input: str, set
     trace_error = None
     if parsed.exception:
         line = (parsed.exception_line - offset) if parsed.exception_line else (steps[-1].line if steps else None)
-        trace_error = {"type": parsed.exception, "line": line}
+        trace_error = {"type": parsed.exception, "line": line if line is not None and 1 <= line <= n_lines else None}
     error, agreement = one_verdict(trace_error, verdict, offset, gen.finished)
     return {
         "steps": [s.to_json() for s in steps],
@@ -364,7 +367,15 @@ def one_verdict(trace_error: dict | None, verdict, offset: int, finished: bool) 
         error = {"type": verdict.type, "line": line, "probability": round(verdict.probability, 4)}
     if error is None and trace_error is None:
         return None, None
-    if error is not None and trace_error is not None and trace_error["line"] == error["line"]:
+    if (
+        error is not None
+        and trace_error is not None
+        and (trace_error["line"], trace_error["type"])
+        == (
+            error["line"],
+            error["type"],
+        )
+    ):
         return error, None
     said = (
         f"{trace_error['type']} at line {trace_error['line']}"

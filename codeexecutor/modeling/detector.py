@@ -64,10 +64,12 @@ class CrashDetector(nn.Module):
         -inf on padding)."""
         places = torch.arange(lines.shape[1], device=lines.device).clamp(max=MAX_LINES - 1)
         x = self.project(lines.float()) + self.place(places)[None]
+        seen = mask.clone()
+        seen[:, 0] |= ~mask.any(1)  # a program without lines reads one empty line: attention needs a key
         for layer in self.layers:
-            x = layer(x, src_key_padding_mask=~mask)
+            x = layer(x, src_key_padding_mask=~seen)
         x = self.norm(x)
-        m = mask.unsqueeze(-1).float()
+        m = seen.unsqueeze(-1).float()
         pooled = (x * m).sum(1) / m.sum(1).clamp(min=1.0)
         line_logits = self.line(x).squeeze(-1).masked_fill(~mask, -math.inf)
         return self.crash(pooled).squeeze(-1), self.kind(pooled), line_logits
@@ -101,15 +103,6 @@ def code_states(model, code_ids: torch.Tensor, code_mask: torch.Tensor) -> torch
     return out.last_hidden_state
 
 
-def line_positions(encoder, ids: list[int]) -> dict[int, int]:
-    """{1-based program line: position of its `<k>` token} in a model input's ids."""
-    out = {}
-    for pos, t in enumerate(ids):
-        if t in encoder.line_ids:
-            out[int(encoder.tok.convert_ids_to_tokens(t)[1:-1]) + 1] = pos
-    return out
-
-
 @dataclass(frozen=True)
 class Verdict:
     """The detector's answer for one program: the crash probability, and the likeliest
@@ -127,7 +120,7 @@ class Verdict:
 
 
 class Detector:
-    """A trained detector beside its trace model: `predict` model inputs to verdicts."""
+    """A trained detector beside its trace model: `predict` programs to verdicts."""
 
     def __init__(self, model, encoder, net: CrashDetector, threshold: float, info: dict) -> None:
         self.model, self.encoder, self.net, self.threshold, self.info = model, encoder, net.eval(), threshold, info
@@ -148,13 +141,19 @@ class Detector:
         return cls(model, encoder, net, float(info["threshold"]), info)
 
     @torch.no_grad()
-    def predict(self, codes: list[str], batch_size: int = 32) -> list[Verdict]:
-        """Verdicts of programs (as the model reads them: inlined, any docstring in front), in order."""
+    def predict(self, codes: list[str], offsets: list[int] | None = None, batch_size: int = 32) -> list[Verdict]:
+        """Verdicts of programs as the model reads them (inlined; `offsets[i]` lines of a
+        description in front, which are never named as the crash line), in order; lines
+        are the code's as given."""
+        offsets = offsets or [0] * len(codes)
         out: list[Verdict] = []
         for i in range(0, len(codes), batch_size):
             chunk = codes[i : i + batch_size]
             ids = [self.encoder.code(self.encoder.profile.code(code, "codenet")) for code in chunk]
-            feats = encode_lines(self.model, self.encoder, ids)
+            feats = [
+                _after(f, numbers, k)
+                for (f, numbers), k in zip(encode_lines(self.model, self.encoder, ids), offsets[i:])
+            ]
             if self.net.facts:
                 feats = [(with_facts(f, code, numbers), numbers) for (f, numbers), code in zip(feats, chunk)]
             lines, mask = pad_lines([f for f, _ in feats])
@@ -173,9 +172,18 @@ class Detector:
         return Verdict(p, p >= self.threshold, self.net.kinds[k], kp[k].item(), numbers[best], lp[best].item())
 
 
+def _after(features: torch.Tensor, numbers: list[int], offset: int) -> tuple[torch.Tensor, list[int]]:
+    """The features and numbers of the lines after the first `offset` (a description's)."""
+    keep = [i for i, k in enumerate(numbers) if k > offset]
+    return features[keep], [numbers[i] for i in keep]
+
+
 def with_facts(features: torch.Tensor, code: str, numbers: list[int]) -> torch.Tensor:
     """Line features with each line's static facts after them (modeling/line_facts.py)."""
-    from codeexecutor.modeling.line_facts import line_facts
+    from codeexecutor.modeling.line_facts import FACTS, line_facts
+
+    if not numbers:
+        return features.new_zeros((0, features.shape[-1] + FACTS))
 
     facts = line_facts(code, max(numbers, default=0))
     extra = torch.tensor([facts[k - 1] for k in numbers], dtype=features.dtype).reshape(len(numbers), -1)

@@ -22,6 +22,7 @@ def _row(row: dict) -> dict:
     err = json.loads(row["error"]) if row["error"] else None
     return {
         "id": row["id"],
+        "source_id": row.get("source_id") or row["id"],  # a variant's original
         "problem_id": row["problem_id"],
         "split": row["split"],
         "code": row["code"],
@@ -57,5 +58,6 @@ def described(code: str, description: str | None) -> tuple[str, int]:
     alone where there is none."""
     if not description:
         return code, 0
-    doc = '"""' + description[:DESCRIPTION_CHARS].replace('"""', "'''").strip() + '\n"""\n'
-    return doc + code, doc.count("\n")
+    text = description[:DESCRIPTION_CHARS].replace("\\", "\\\\").replace('"""', "'''").strip()
+    doc = '"""' + text + '\n"""\n'  # backslashes doubled: a `\\u` in a formula would not compile
+    return doc + code, len(doc.splitlines())

@@ -71,10 +71,11 @@ def _features(generator, examples: list[dict], progress: bool, cache: str | None
 
     from codeexecutor.modeling.detector import encode_lines
 
+    ids = [e["id"] for e in examples]
     if cache and os.path.isfile(cache):
         saved = torch.load(cache, weights_only=False)
-        if len(saved) == len(examples):
-            for e, (lines, numbers) in zip(examples, saved):
+        if saved.get("ids") == ids:  # the same rows in the same order, or encode again
+            for e, (lines, numbers) in zip(examples, saved["features"]):
                 e["lines"], e["numbers"] = lines, numbers
             _add_facts(examples, facts)
             return
@@ -86,14 +87,17 @@ def _features(generator, examples: list[dict], progress: bool, cache: str | None
             for e, (lines, numbers) in zip(
                 chunk, encode_lines(generator.model, generator.encoder, [e["ids"] for e in chunk])
             ):
-                e["lines"] = lines.to(torch.bfloat16).clone()
-                e["numbers"] = [k - e["offset"] for k in numbers]
+                keep = [
+                    i for i, k in enumerate(numbers) if k > e["offset"]
+                ]  # a description's lines are not the program's
+                e["lines"] = lines[keep].to(torch.bfloat16).clone()
+                e["numbers"] = [numbers[i] - e["offset"] for i in keep]
             if progress and n % 20 == 0:
                 print(
                     f"encoder states: {i + len(chunk)}/{len(order)} ({time.perf_counter() - start:.0f} s)", flush=True
                 )
     if cache:
-        torch.save([(e["lines"], e["numbers"]) for e in examples], cache + ".tmp")
+        torch.save({"ids": ids, "features": [(e["lines"], e["numbers"]) for e in examples]}, cache + ".tmp")
         os.replace(cache + ".tmp", cache)
     _add_facts(examples, facts)
 
@@ -219,8 +223,9 @@ def _cache(model: str, data: str, recipe: DetectorRecipe) -> str:
     folder, h = resolve(model), hashlib.sha256()
     for name in sorted(os.listdir(folder)):
         if name.startswith("model") and name.endswith(".safetensors"):
-            h.update(name.encode() + str(os.path.getsize(os.path.join(folder, name))).encode())
-    h.update(str(recipe.descriptions).encode())
+            with open(os.path.join(folder, name), "rb") as f:
+                h.update(name.encode() + hashlib.sha256(f.read()).digest())
+    h.update(f"{recipe.descriptions}:{recipe.seed}:{recipe.crash_ratio}".encode())
     return os.path.join(data, f"detector-lines-{h.hexdigest()[:12]}.pt")
 
 
@@ -249,8 +254,9 @@ def train_detector(
     kinds = sorted(t for t, n in counts.items() if n >= MIN_KIND) + ["other"]
     log.info("detector: %d train, %d valid programs; kinds %s", len(train), len(valid), kinds)
     _features(generator, train + valid, progress, _cache(model, data, recipe), recipe.facts)
-    if not recipe.real_crashes:  # kept out: `evaluate --crashes` scores them as the real set
-        train = [e for e in train if not (e["kind"] == "original" and e["crashed"])]
+    if not recipe.real_crashes:  # kept out, with their variants: `evaluate --crashes` scores them as the real set
+        real = {e["source_id"] for e in train if e["kind"] == "original" and e["crashed"]}
+        train = [e for e in train if e["source_id"] not in real]
     hidden = generator.model.config.hidden_size
     net = CrashDetector(hidden, kinds, recipe.layers, recipe.heads, recipe.dropout, FACTS if recipe.facts else 0)
     opt = torch.optim.AdamW(net.parameters(), lr=recipe.lr, weight_decay=0.01)
