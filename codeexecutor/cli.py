@@ -79,16 +79,10 @@ def _exec_run(args: argparse.Namespace) -> int:
 
 
 def _exec_fill(args: argparse.Namespace, source: str, stdin: str, limits) -> int:
-    from codeexecutor.execution import ExecutorPool
     from codeexecutor.execution.display import format_guided
-    from codeexecutor.execution.guided import run_guided
-    from codeexecutor.generation.fill import load_predictor
+    from codeexecutor.generation.fill import guided
 
-    if args.tries < 1:
-        raise UsageError(f"--tries {args.tries}: give at least 1")
-    predictor = load_predictor(None if args.fill == "model" else args.fill)
-    with ExecutorPool(workers=1, limits=limits) as pool:
-        run = run_guided(pool, source, stdin, predictor, limits, tries=args.tries)
+    run = guided(source, stdin, args.fill, args.tries, limits)
     if args.json:
         print(json.dumps(run.to_json(), ensure_ascii=False))
     else:

@@ -222,7 +222,7 @@ def test_exec_fill_refuses_bad_predictors(tmp_path, capsys):
     prog.write_text("print(x)\n")
     broken = tmp_path / "broken"
     broken.mkdir()
-    (broken / "config.json").write_text('{"value_model": true, "arch": "features"}')
+    (broken / "config.json").write_text('{"value_model": true, "arch": "features", "feature_set": 2}')
     listed = tmp_path / "listed"
     listed.mkdir()
     (listed / "config.json").write_text("[1, 2]")
@@ -326,3 +326,66 @@ def test_build_values_splits_by_package_and_resumes(tmp_path, capsys):
     assert (out / "events.journal").stat().st_size == size
     assert cli.main(["build", "values", "--out", str(out)]) == 2
     assert "needs from" in capsys.readouterr().err
+
+
+def test_value_features_read_bindings_returns_and_checks():
+    from codeexecutor.modeling.value_features import features
+
+    before = (
+        "import datetime as dt\nfrom os import path\ndef pair(a):\n    return (a, a)\n"
+        "items = []\nif isinstance(cfg, dict):\n    pass\nx, y = "
+    )
+    after = "\nn: int = 3\n"
+    assert "ret=(," in features("pair", "call", before, after)  # what the function defined in the context returns
+    assert "unpacked:call" in features("pair", "call", before, after)  # `x, y = pair(...)`
+    assert "bound=import" in features("dt", "name", before, after)
+    assert "bound=from" in features("path", "name", before, after)
+    assert "asg=[" in features("items", "name", before, after)
+    assert "isa=dict" in features("cfg", "name", before, after)
+    assert "ann=int" in features("n", "name", before, after)
+    unbound = features("zzz", "name", before, after)
+    assert not any(f.startswith(("bound=", "ret=", "asg=", "isa=", "ann=")) for f in unbound)
+
+
+def test_a_value_model_of_another_feature_set_is_refused(tmp_path, capsys):
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(glob.glob("models/codeexecutor-values")[0], old)
+    config = json.loads((old / "config.json").read_text())
+    config.pop("feature_set")  # a folder written before the feature set was recorded: set 1
+    (old / "config.json").write_text(json.dumps(config))
+    prog = tmp_path / "p.py"
+    prog.write_text("print(x)\n")
+    assert cli.main(["exec", str(prog), "--fill", str(old)]) == 2
+    err = capsys.readouterr().err
+    assert "feature set 1" in err and "train-values" in err and len(err.strip().splitlines()) == 1
+
+
+def test_trace_fill_writes_the_guided_run_and_its_injections_to_the_viewer(tmp_path, capsys):
+    prog, page = tmp_path / "snippet.py", tmp_path / "page.html"
+    prog.write_text(FIGURE1)
+    argv = ["trace", str(prog), "--model", "models/codeexecutor-mini-cpu", "--fill", "dummy", "--html", str(page)]
+    assert cli.main([*argv, "--max-length", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "the real run was guided (dummy)" in out and "has_min_size" in out
+    html = page.read_text()
+    data = json.loads(html.split('id="trace-data">')[1].split("</script>")[0])
+    assert {i["name"] for i in data["injections"]} == {"has_min_size", "all_data", "split"}
+    assert data["real"]["label"] == "guided real run (dummy)" and data["real"]["status"] == "ok"
+    assert "Values injected into the real run" in html
+
+
+def test_debug_fill_guides_the_real_walk(overfit_model):
+    from codeexecutor.debugger import Session
+
+    path, _ = overfit_model
+    session = Session(FIGURE1, model=str(path), fill="dummy")
+    assert (
+        session.walk_is_real
+        and session.real_run[-1].exception is None
+        and any("injected: line 1 name has_min_size" in n for n in session.notes)
+    )
+    assert {i["name"] for i in session.real()["injections"]} == {"has_min_size", "all_data", "split"}
+    plain = Session(FIGURE1, model=str(path))
+    assert plain.real_run[-1].exception == "NameError" and not plain.injections  # unguided, it stops at line 1

@@ -57,6 +57,14 @@ def _args(p: argparse.ArgumentParser) -> None:
         help="write the session to the trace viewer when it ends: one step an action, the model's landing "
         "beside the real one",
     )
+    p.add_argument(
+        "--fill",
+        nargs="?",
+        const="model",
+        metavar="PREDICTOR",
+        help="guide the real run of a snippet that lacks values (exec --fill): empty, dummy, frequency or a "
+        "value model folder; alone, the shipped value model. The injections are in the notes and `real`",
+    )
     p.add_argument("--candidates", type=int, default=32, help="inputs proposed for --inputs-for (default 32)")
     p.add_argument("--top", type=int, default=5, help="ranked inputs run in the sandbox (default 5)")
 
@@ -75,7 +83,9 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(f"--html {args.html} is a folder; name the page's file, e.g. session.html")
     if args.html and not os.path.isdir(os.path.dirname(os.path.abspath(args.html))):
         raise UsageError(f"--html {args.html}: its folder does not exist; make it first or name another")
-    session = Session(source, stdin, args.call, args.model, real=not args.no_real, actions=args.actions)
+    if args.fill is not None and args.no_real:
+        raise UsageError("--fill guides the real run and --no-real asks for none: give one of them")
+    session = Session(source, stdin, args.call, args.model, real=not args.no_real, actions=args.actions, fill=args.fill)
     taken: list[tuple[str, dict]] = []
     try:
         return _script(session, args.do, taken) if args.do is not None else _prompt(session, taken)
@@ -89,6 +99,7 @@ def _write_page(path: str, session, taken: list, program: str) -> None:
     from codeexecutor.generation.html import render_page, write_atomic
 
     data = session_page(session.code, taken, session.breakpoints, f"debugger session of {os.path.basename(program)}")
+    data["injections"] = session.injections
     write_atomic(path, render_page(data))
     print(f"page: {path}")
 

@@ -38,6 +38,7 @@ class Session:
         real: bool = True,
         generator=None,
         actions: str | None = None,
+        fill: str | None = None,
     ) -> None:
         from codeexecutor.generation.api import cached_generator, prepare
         from codeexecutor.modeling.format import FormatError
@@ -68,6 +69,8 @@ class Session:
             raise UsageError(f"the model cannot read this program: {exc}") from None
         self._note_unseen()
         self.real_run: list[Event] | None = None
+        self.fill = fill  # a predictor's name or folder: the real run is guided (docs/guided-execution.md)
+        self.injections: list[dict] = []  # the values a guided real run injected
         if real:
             self.real_run, why = self._run()
             if why:
@@ -162,6 +165,8 @@ class Session:
         predicted, real = self._first_prediction, self.real_run
         parted = classify(steps(self._text(predicted)), steps(self._text(real)), self.code)
         out = {"action": "real", **self._where(), "real": here.to_json() if here else None}
+        if self.injections:
+            out["injections"] = self.injections
         if not self.walk_is_real:
             out["note"] = "the walk follows the model here (after `set`): the real run has no event for it"
         if parted is None:
@@ -246,7 +251,7 @@ class Session:
     def _run(self) -> tuple[list[Event] | None, str | None]:
         from codeexecutor.execution import ExecStatus, execute
 
-        result = execute(self.code, self.stdin)
+        result = execute(self.code, self.stdin) if self.fill is None else self._guided()
         if result.status in (ExecStatus.OK, ExecStatus.ERROR) and not (
             result.error and result.error.type in NO_REAL_RUN
         ):
@@ -258,6 +263,21 @@ class Session:
         if result.error and result.error.type in NO_REAL_RUN:
             return None, f"the program cannot run here ({result.error.type}: {result.error.message})"
         return None, f"the real run ended {result.status}" + (f" ({result.error.type})" if result.error else "")
+
+    def _guided(self):
+        """The real run with the values the program lacks injected; they go in the notes."""
+        from codeexecutor.generation.fill import guided
+
+        run = guided(self.code, self.stdin, self.fill)
+        self.injections = [i.to_json() for i in run.injections]
+        if self.injections:
+            told = "; ".join(
+                f"line {i['line']} {i['use']} {i['name']} as {i['kind']}"
+                + ("" if i["value"] is None else f" = {i['value']}")
+                for i in self.injections
+            )
+            self.notes.append(f"the real run was guided ({run.predictor}), injected: {told}")
+        return run.result
 
     def _note_unseen(self) -> None:
         n, unseen = self.gen.encoder.unseen_lines(self.model_input)

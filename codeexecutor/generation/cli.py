@@ -74,7 +74,7 @@ def _run(args: argparse.Namespace) -> int:
         args.beam,
         args.max_length,
         args.compare and args.fill is None,
-        args.html,
+        args.html if args.fill is None else None,
         doc,
         args.constrain_names,
         args.exception_bias,
@@ -84,23 +84,27 @@ def _run(args: argparse.Namespace) -> int:
     )
     text = report.pop("text")
     if args.fill is not None:
-        text = _guided_beside(report, source, stdin, args.fill)
+        text = _guided_beside(report, source, stdin, args.fill, args.html)
     print(json.dumps(report, ensure_ascii=False) if args.json else text)
     return 0
 
 
-def _guided_beside(report: dict, source: str, stdin: str, spec: str) -> str:
-    """The guided real run (docs/guided-execution.md) as the report's ground truth; the readable text."""
-    from codeexecutor.execution import ExecutorPool
-    from codeexecutor.execution.guided import run_guided
+def _guided_beside(report: dict, source: str, stdin: str, spec: str, html_out: str | None = None) -> str:
+    """The guided real run (docs/guided-execution.md) as the report's ground truth; the
+    readable text; with `html_out`, the viewer page of both, the injections marked."""
     from codeexecutor.generation.api import format_report
-    from codeexecutor.generation.fill import load_predictor
+    from codeexecutor.generation.fill import guided
 
-    predictor = load_predictor(None if spec == "model" else spec)
-    with ExecutorPool(workers=1) as pool:
-        run = run_guided(pool, source, stdin, predictor, tries=6)
+    run = guided(source, stdin, spec)
     report["ground_truth"] = run.to_json()
-    lines = [format_report(source.splitlines(), report), f"the real run was guided ({predictor.name}): injected"]
+    if html_out:
+        from codeexecutor.generation.html import render_page, report_page, write_atomic
+
+        page = report_page(source, report, run.result, title="Predicted trace beside the guided real run")
+        page["real"]["label"] = f"guided real run ({run.predictor})"
+        page["injections"] = [i.to_json() for i in run.injections]
+        write_atomic(html_out, render_page(page))
+    lines = [format_report(source.splitlines(), report), f"the real run was guided ({run.predictor}): injected"]
     for inj in run.injections:
         value = f" = {inj.value}" if inj.value is not None else ""
         lines.append(f"  line {inj.line}: {inj.use} {inj.name} as {inj.kind}{value} (p={inj.p:.2f})")

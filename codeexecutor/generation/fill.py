@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 
+from codeexecutor.errors import UsageError
 from codeexecutor.execution.guided import Candidate, Request
 from codeexecutor.modeling.value_model import check_folder
 
@@ -110,3 +111,19 @@ def load_predictor(spec: str | None, tables: str | None = None, fallback: bool =
     path = spec or default_model_path()
     check_folder(path)
     return ModelPredictor(path, fallback)
+
+
+DEFAULT_TRIES = 6  # runs with other candidates after the first (chosen on the valid packages)
+
+
+def guided(source: str, stdin: str, spec: str | None, tries: int = DEFAULT_TRIES, limits=None):
+    """The guided real run of `source` with the predictor `spec` names (`model` or None: the
+    shipped value model), as `exec --fill`, `trace --fill` and `debug --fill` make it."""
+    from codeexecutor.execution import ExecutorPool
+    from codeexecutor.execution.guided import run_guided
+
+    if tries < 1:
+        raise UsageError(f"--tries {tries}: give at least 1")
+    predictor = load_predictor(None if spec == "model" else spec)
+    with ExecutorPool(workers=1, limits=limits) as pool:
+        return run_guided(pool, source, stdin, predictor, limits, tries=tries)

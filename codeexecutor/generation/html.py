@@ -150,6 +150,34 @@ def _badges(data: dict) -> str:
     return "".join(f"<span class='badge {c}'>{html.escape(t)}</span>" for c, t in out)
 
 
+def _injections(injections: list[dict] | None) -> str:
+    """The values a guided run injected (docs/guided-execution.md), as a table; their lines
+    are marked in the program by the script."""
+    if not injections:
+        return ""
+    rows = "".join(
+        "<tr>"
+        + "".join(
+            f"<td>{html.escape(str(v))}</td>"
+            for v in (
+                i["line"],
+                i["use"],
+                i["name"],
+                i["kind"],
+                "" if i["value"] is None else i["value"],
+                f"{i['p']:.2f}",
+            )
+        )
+        + "</tr>"
+        for i in injections
+    )
+    head = "".join(f"<th>{h}</th>" for h in ("line", "use", "name", "kind", "value", "p"))
+    return (
+        "<div id='injections'><h2>Values injected into the real run</h2>"
+        f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>"
+    )
+
+
 def render_page(data: dict) -> str:
     """One self-contained HTML page for a trace (`page_data`)."""
     css, js = (STATIC / "viewer.css").read_text(), (STATIC / "viewer.js").read_text()
@@ -180,6 +208,7 @@ def render_page(data: dict) -> str:
 <h2>State after the line (changed names highlighted)</h2><table id="states"><thead>{head}</thead><tbody></tbody></table>
 <div id="error"></div>
 <div id="outputs">{outputs}</div>
+{_injections(data.get("injections"))}
 </section></main>
 <script type="application/json" id="trace-data">{_json_for_script(data)}</script>
 <script>{js}</script></body></html>

@@ -25,18 +25,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import zlib
 
 from codeexecutor.errors import UsageError
-from codeexecutor.execution.values import KINDS, STDLIB
+from codeexecutor.execution.values import KINDS
+from codeexecutor.modeling.value_features import FEATURE_SET, features, hashed
 
 MAX_BEFORE = 96  # tokens of code before the use
 MAX_AFTER = 40
 MAX_NAME = 8
 MARKER = "value_model"
-_TOKEN = re.compile(r"\w+|[^\w\s]")
-_PIECES = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
 
 def is_value_model(path: str) -> bool:
@@ -105,44 +102,6 @@ def new_model(tokenizer, layers: int = 4, hidden: int = 256, heads: int = 4):
     return RobertaForSequenceClassification(config)
 
 
-def features(name: str, use: str, before: str, after: str) -> list[str]:
-    """The features of one use (strings; `FeatureClassifier` hashes them)."""
-    out = [f"n={name}", f"u={use}", f"un={use}:{name}", f"suf={name[-3:]}", f"pre={name[:3]}"]
-    out += [f"p={p.lower()}" for p in _PIECES.findall(name)] + [f"up={use}:{p.lower()}" for p in _PIECES.findall(name)]
-    shape = "UPPER" if name.isupper() else "Cap" if name[:1].isupper() else "_" if name.startswith("_") else "low"
-    out.append(f"shape={shape}:{use}")
-    if name in STDLIB:
-        out.append(f"stdlib:{use}")
-    line = before[before.rfind("\n") + 1 :]
-    back = _TOKEN.findall(before[-200:])[-6:]
-    ahead = _TOKEN.findall(after[:120])[:6]
-    for i, t in enumerate(reversed(back), 1):
-        out.append(f"b{i}={t}")
-    for i, t in enumerate(ahead, 1):
-        out.append(f"a{i}={t}")
-    b1, b2 = (back[-1] if back else "^"), (back[-2] if len(back) > 1 else "^")
-    a1, a2 = (ahead[0] if ahead else "$"), (ahead[1] if len(ahead) > 1 else "$")
-    out += [f"b21={b2} {b1}", f"ba={b1}|{a1}", f"a12={a1} {a2}", f"ua={use}:{a1}", f"na={name}:{a1}", f"nb={name}:{b1}"]
-    first = _TOKEN.findall(line)[:1]
-    out.append(f"line={first[0] if first else '^'}:{use}")
-    out += [f"bag={t}" for t in set(_TOKEN.findall(line)[-8:])]
-    esc = re.escape(name)
-    around = before[-400:] + " " + after[:300]
-    for attr in set(re.findall(rf"(?<![\w.]){esc}\s*\.\s*(\w+)", around)):
-        out.append(f"dot={attr}")
-    for sign in set(re.findall(rf"(?<![\w.]){esc}\s*([(\[]|==|<|>|\+|-|\*|%|/|\bin\b|\bis\b)", around)):
-        out.append(f"op={sign}")
-    for sign in set(
-        re.findall(rf"(\bin|\bnot|\bfor|\bif|\bwhile|\breturn|\bwith|\blen\(|\bint\(|\bstr\()\s*{esc}\b", around)
-    ):
-        out.append(f"ctx={sign}")
-    return out
-
-
-def hashed(feats: list[str], buckets: int) -> list[int]:
-    return [zlib.crc32(f.encode("utf-8", "surrogatepass")) % buckets for f in feats]
-
-
 def feature_classifier(buckets: int, dim: int, hidden: int, kinds: int):
     """An embedding bag over hashed features, then an MLP: the `features` architecture."""
     import torch
@@ -193,6 +152,11 @@ class ValueModel:
             from safetensors.torch import load_file
 
             c = self.config
+            if c.get("feature_set", 1) != FEATURE_SET:
+                raise UsageError(
+                    f"{path}: a value model of feature set {c.get('feature_set', 1)}, and this version reads "
+                    f"set {FEATURE_SET}: train it again with `codeexecutor train-values --out DIR`"
+                )
             self.kinds = list(c["kinds"])
             self.model = feature_classifier(c["buckets"], c["dim"], c["hidden"], len(self.kinds))
             weights = load_file(os.path.join(path, "model.safetensors"))
@@ -224,6 +188,7 @@ def save_features(model, out: str, buckets: int, dim: int, hidden: int) -> None:
     from safetensors.torch import save_file
 
     config = {MARKER: True, "arch": "features", "buckets": buckets, "dim": dim, "hidden": hidden, "kinds": list(KINDS)}
+    config["feature_set"] = FEATURE_SET
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     save_file(quantized(model.state_dict()), os.path.join(out, "model.safetensors"))

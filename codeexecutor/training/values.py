@@ -300,7 +300,7 @@ def _init_from(model, source: str, what: str) -> None:
 
 
 def _feature_split(recipe: ValueRecipe, split: str) -> tuple[list[dict], list[list[int]], list[int]]:
-    from codeexecutor.modeling.value_model import features, hashed
+    from codeexecutor.modeling.value_features import features, hashed
 
     index = {k: i for i, k in enumerate(KINDS)}
     rows = read_events(recipe.data, split)

@@ -27,6 +27,12 @@
     prog.append(div);
   });
   const lineEl = k => prog.querySelector('.ln[data-line="' + k + '"]');
+  (D.injections || []).forEach(inj => {
+    const el = inj.line ? lineEl(inj.line) : null;
+    if (!el) return;
+    el.classList.add("injected");
+    el.title += "\ninjected: " + inj.use + " " + inj.name + " as " + inj.kind + (inj.value === null ? "" : " = " + inj.value);
+  });
 
   slider.max = String(n - 1);
   if (D.first_divergence !== null && n > 1) {
