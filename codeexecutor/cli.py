@@ -17,7 +17,7 @@ from collections.abc import Callable
 from codeexecutor.errors import CodeExecutorError, UsageError
 
 Command = tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
-MODEL_PACKAGES = ("torch", "transformers", "tokenizers", "deepspeed", "accelerate", "evaluate", "safetensors")
+MODEL_PACKAGES = ("torch", "transformers", "tokenizers", "deepspeed", "evaluate", "safetensors")
 
 
 # -- exec --------------------------------------------------------------------------------

@@ -181,8 +181,10 @@ class Pretrain:
 
     def _tokenize(self) -> dict:
         from codeexecutor.modeling.loading import resolve
+        from codeexecutor.training.setup import check_action_sources
         from codeexecutor.training.tokenized import tokenize_curriculum
 
+        check_action_sources(self.cur, self.cur.profile(), self.base)
         tokenizer = self.record["phases"]["tokenizer"]["tokenizer"]
         markers = tokenize_curriculum(self.cur, self.base, resolve(tokenizer), os.path.join(self.out, "tokenized"))
         return {"rows": {path: m["rows"] for path, m in markers.items()}}

@@ -106,13 +106,14 @@ def _tokenize_run(args: argparse.Namespace) -> int:
 
     from codeexecutor.errors import UsageError
     from codeexecutor.training.config import Curriculum
+    from codeexecutor.training.setup import check_action_sources
     from codeexecutor.training.tokenized import tokenize_curriculum
 
     if not os.path.isfile(os.path.join(args.tokenizer, "tokenizer.json")):
         raise UsageError(f"no tokenizer at {args.tokenizer}: make one with codeexecutor tokenizer --out DIR")
-    markers = tokenize_curriculum(
-        Curriculum.load(args.curriculum, args.base_dir), args.base_dir, args.tokenizer, args.out, args.workers
-    )
+    cur = Curriculum.load(args.curriculum, args.base_dir)
+    check_action_sources(cur, cur.profile(), args.base_dir)
+    markers = tokenize_curriculum(cur, args.base_dir, args.tokenizer, args.out, args.workers)
     for path, m in markers.items():
         print(f"{path}: {m['rows']} rows ({m['fits']})")
     print(f"curriculum: {os.path.join(args.out, 'curriculum.yaml')}")

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import random
 
-from codeexecutor.debugger.events import ACTIONS, Event, Frames, row_events, stack_at, target
-from codeexecutor.debugger.session import landing, predict, trace_text
+from codeexecutor.debugger.events import ACTIONS, Event, Frames, row_events, stack_at, target, trace_text
+from codeexecutor.debugger.session import landing, predict
 from codeexecutor.debugger.taught import taught
 
 MEASURES = ("state", "event", "taught", "unchanged", "full_trace")

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def step_tasks(gen, row: dict, rng: random.Random) -> list[dict]:
     """One program's `step` tasks, drawn as eval/debugger.score_program draws them."""
-    from codeexecutor.debugger.events import row_events, stack_at
-    from codeexecutor.debugger.session import landing, predict, trace_text
+    from codeexecutor.debugger.events import row_events, stack_at, trace_text
+    from codeexecutor.debugger.session import landing, predict
     from eval.debugger import _right, _tasks
 
     code, model_input = row["code"], gen.code_input(row["code"], row["task"])

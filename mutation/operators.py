@@ -500,10 +500,6 @@ def _body(loop: Node) -> Node | None:
     return loop.child_by_field_name("body")
 
 
-def _line_start(source_node: Node) -> int:
-    return source_node.start_point[1]
-
-
 class _LoopOperator(Operator):
     loop = True
     node_types = _LOOPS

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from codeexecutor.execution.records import ExecError, Step
 from codeexecutor.modeling.compact import line_scopes
-from codeexecutor.modeling.format import finish_order
+from codeexecutor.modeling.format import finish_order, format_trace
 
 ACTIONS = ("step", "next", "out", "continue")
 
@@ -169,3 +169,18 @@ def target(events: list[Event], start: int, depth: int, action: str, line: int |
         ):
             return j
     return None
+
+
+def trace_text(profile, events: list[Event], code: str) -> str:
+    """Events in a model's own trace format (its profile: values, compact states)."""
+    steps = [Step(e.line, e.state, e.output, e.depth) for e in events if not e.exception]
+    error = next((ExecError(e.exception, "", e.line) for e in events if e.exception), None)
+    return format_trace(
+        steps,
+        quotes=not profile.official,
+        error=error,
+        exception_step=profile.exception_step,
+        lexical=profile.official,
+        compact=profile.delta,
+        code=code,
+    )

@@ -14,10 +14,17 @@ from __future__ import annotations
 import ast
 import os
 
-from codeexecutor.debugger.events import ACTIONS, Event, Frames, real_events, stack_at, target, with_depths
+from codeexecutor.debugger.events import (
+    ACTIONS,
+    Event,
+    Frames,
+    real_events,
+    stack_at,
+    target,
+    trace_text,
+    with_depths,
+)
 from codeexecutor.errors import UsageError
-from codeexecutor.execution.records import ExecError, Step
-from codeexecutor.modeling.format import format_trace
 
 DEFAULT_MODEL = os.path.join("demo_out", "pretrain", "final")
 NO_REAL_RUN = ("EOFError", "ModuleNotFoundError", "ImportError")  # a run that says nothing of the program
@@ -321,21 +328,6 @@ class Session:
             "state": self.state,
             "walk": "real" if self.walk_is_real else "predicted",
         }
-
-
-def trace_text(profile, events: list[Event], code: str) -> str:
-    """Events in a model's own trace format (its profile: values, compact states)."""
-    steps = [Step(e.line, e.state, e.output, e.depth) for e in events if not e.exception]
-    error = next((ExecError(e.exception, "", e.line) for e in events if e.exception), None)
-    return format_trace(
-        steps,
-        quotes=not profile.official,
-        error=error,
-        exception_step=profile.exception_step,
-        lexical=profile.official,
-        compact=profile.delta,
-        code=code,
-    )
 
 
 def predict(

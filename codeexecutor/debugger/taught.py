@@ -10,7 +10,7 @@ the next step of the whole trace.
 
 from __future__ import annotations
 
-from codeexecutor.debugger.events import Event
+from codeexecutor.debugger.events import Event, trace_text
 from codeexecutor.modeling.format import action_marker
 
 
@@ -21,7 +21,6 @@ def taught(
     it after the action's marker; whether it ended the trace instead; whether the trace's
     length ran out first). `line`: the breakpoint of a `continue`. Decoded greedily, without
     the state rules (they read a trace's steps, and the marker is none)."""
-    from codeexecutor.debugger.session import trace_text
     from codeexecutor.generation.forced import continue_trace
 
     prefix = trace_text(gen.profile, path, code)

@@ -243,11 +243,6 @@ def report_page(code: str, report: dict, truth=None, offset: int = 0, title: str
     )
 
 
-def render_html(code: str, report: dict, truth=None, offset: int = 0, title: str = "") -> str:
-    """The page of one `trace` report (see `report_page`)."""
-    return render_page(report_page(code, report, truth, offset, title or "Predicted execution trace"))
-
-
 def write_atomic(path: str, text: str) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:

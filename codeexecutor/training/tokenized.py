@@ -291,10 +291,8 @@ def tokenize_curriculum(cur, base_dir: str, tokenizer: str, out: str, num_proc: 
     import yaml
 
     from codeexecutor.modeling.tokenizer import Encoder, load_tokenizer
-    from codeexecutor.training.setup import check_action_sources
 
-    profile = cur.profile()
-    check_action_sources(cur, profile, base_dir)
+    profile = cur.profile()  # its callers have checked the action sources (training/setup.py)
     tok = load_tokenizer(tokenizer, exception=profile.exception_step, delta=profile.delta)
     keep = max(cur.model.max_code_length, cur.tokenizer.keep_code_length or 0)  # a longer window the ids keep for later
     encoder = Encoder(tok, keep, cur.model.max_trace_length, profile)
