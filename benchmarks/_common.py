@@ -170,13 +170,14 @@ def score_test(
     `constrained_values`."""
     import time
 
+    from codeexecutor.generation.decoding import Decoding
     from eval.evaluate import evaluate_model
 
     out.parent.mkdir(parents=True, exist_ok=True)
     for parent in dict.fromkeys(os.path.dirname(f) for f in folders.values()):
         start = time.perf_counter()
         report = evaluate_model(
-            model, parent, split="test", limit=limit, beam=1, batch_size=16, progress=False, names=names, values=values
+            model, parent, "test", limit, Decoding(beam=1, names=names, values=values), batch_size=16, progress=False
         )
         for name, scores in report["datasets"].items():
             line = {

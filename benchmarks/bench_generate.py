@@ -43,6 +43,8 @@ import torch
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import ROOT, write_report  # noqa: E402
 
+from codeexecutor.generation.decoding import GREEDY, Decoding  # noqa: E402
+
 
 def demo_inputs() -> list[str]:
     from codeexecutor.demo import demo_programs
@@ -66,9 +68,9 @@ def random_model(inputs: list[str], preset: str = "tiny") -> str:
     return path
 
 
-def timed(gen, inputs, **kw) -> tuple[float, list]:
+def timed(gen, inputs, decoding, **kw) -> tuple[float, list]:
     start = time.perf_counter()
-    out = gen.generate(inputs, **kw)
+    out = gen.generate(inputs, decoding, **kw)
     return time.perf_counter() - start, out
 
 
@@ -87,8 +89,8 @@ def compare(models: list[str], data: str, programs: int, batch_size: int = 16) -
     for model in models:
         gen = TraceGenerator(model, device="cpu")
         inputs = [gen.code_input(r["code"], r["task"]) for r in rows]
-        gen.generate(inputs[:1], beam=1, max_length=8)  # warm up
-        seconds, out = timed(gen, inputs, beam=1, batch_size=batch_size)
+        gen.generate(inputs[:1], Decoding(beam=1, max_length=8, names=False, values=False))  # warm up
+        seconds, out = timed(gen, inputs, GREEDY, batch_size=batch_size)
         full_tokens = sum(len(gen.encoder.ids(o.text)) for o in out)
         report["models"][gen.profile.state] = {
             "model": model,
@@ -113,12 +115,12 @@ def trace_batch(model: str, programs: int, max_length: int) -> dict:
     items = [
         {"id": f"{sid}-{k}", "code": src, "stdin": stdin} for k in range(4) for sid, src, stdin in demo_programs()
     ][:programs]
-    trace_programs(items[:1], model, beam=1, max_length=8)  # load the model, warm up
+    trace_programs(items[:1], model, Decoding(beam=1, max_length=8))  # load the model, warm up
     start = time.perf_counter()
-    batched = trace_programs(items, model, beam=1, max_length=max_length)
+    batched = trace_programs(items, model, Decoding(beam=1, max_length=max_length))
     batched_s = time.perf_counter() - start
     start = time.perf_counter()
-    single = [trace_program(i["code"], i["stdin"], model, beam=1, max_length=max_length) for i in items]
+    single = [trace_program(i["code"], i["stdin"], model, Decoding(beam=1, max_length=max_length)) for i in items]
     single_s = time.perf_counter() - start
     same = sum(a["generated"] == b["generated"] for a, b in zip(batched, single))
     report = {
@@ -286,9 +288,10 @@ def main() -> None:
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else []) if args.device == "all" else [args.device]
     for device in devices:
         gen = TraceGenerator(model, device=device)
-        gen.generate(inputs[:1], beam=args.beam, max_length=8)  # warm up
-        fast_s, fast = timed(gen, inputs, beam=args.beam, max_length=args.max_length, batch_size=8)
-        slow_s, slow = timed(gen, inputs, beam=args.beam, max_length=args.max_length, cache=False)
+        gen.generate(inputs[:1], Decoding(beam=args.beam, max_length=8, names=False, values=False))  # warm up
+        decoding = Decoding(beam=args.beam, max_length=args.max_length, names=False, values=False)
+        fast_s, fast = timed(gen, inputs, decoding, batch_size=8)
+        slow_s, slow = timed(gen, inputs, decoding, cache=False)
         same = sum(a.text == b.text for a, b in zip(fast, slow))
         tokens = sum(o.tokens for o in fast)
         report[device] = {

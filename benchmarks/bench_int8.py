@@ -29,6 +29,7 @@ def main() -> int:
 
     from safetensors import safe_open
 
+    from codeexecutor.generation.decoding import GREEDY
     from codeexecutor.modeling.int8 import INT8_FILE
     from codeexecutor.modeling.loading import load_model
     from codeexecutor.progress import quiet_libraries
@@ -68,7 +69,7 @@ def main() -> int:
                 str(build),
                 split="test",
                 limit=args.limit,
-                beam=1,
+                decoding=GREEDY,
                 batch_size=64,
                 progress=True,
                 answers=str(work / f"{label}-{build.name}.answers.jsonl"),

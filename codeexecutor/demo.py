@@ -128,6 +128,7 @@ def pretrain_demo() -> None:
 def generate_demo(out: pathlib.Path) -> None:
     """Predict the trace of a built-in program with the demo model, next to the real one."""
     from codeexecutor.generation.api import trace_program
+    from codeexecutor.generation.decoding import Decoding
 
     root = pathlib.Path(__file__).resolve().parent.parent
     model = root / "demo_out" / "pretrain" / "final"
@@ -140,8 +141,9 @@ def generate_demo(out: pathlib.Path) -> None:
         "shared corpora, scored on held-out programs with the release's metric; benchmarks/bench_quality.py).\n"
     )
     page = out / "figure3_trace.html"
+    decoding = Decoding(beam=4, max_length=256)
     report = trace_program(
-        program.read_text(), stdin.read_text(), str(model), beam=4, max_length=256, compare=True, html_out=str(page)
+        program.read_text(), stdin.read_text(), str(model), decoding, compare=True, html_out=str(page)
     )
     print(report["text"])
     print(f"\nHTML view: {page}")

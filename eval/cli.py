@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from codeexecutor.generation.api import decoding_arguments
+from codeexecutor.generation.decoding import Decoding, decoding_arguments
 
 HUMANEVAL = os.path.join("..", "shared", "data", "humaneval")
 
@@ -122,15 +122,9 @@ def _eval_run(args: argparse.Namespace) -> int:
     if args.crashes:
         return _crashes_run(args)
 
-    if (
-        args.limit < 0
-        or (args.beam is not None and args.beam < 1)
-        or (args.batch_size or 1) < 1
-        or (args.max_length is not None and args.max_length < 1)
-    ):
+    if args.limit < 0 or (args.beam is not None and args.beam < 1) or (args.batch_size or 1) < 1:
         raise UsageError("--limit must be >= 0 and --beam, --batch-size, --max-length >= 1")
-    if args.length_penalty < 0:
-        raise UsageError("--length-penalty must be >= 0 (0 is the release's ranking; 1 divides by the length)")
+    decoding = Decoding.from_args(args, rules_default=False)  # the state rules free unless asked
     shard = None
     if args.shard:
         from curricula.codenet import shard_arg
@@ -141,17 +135,11 @@ def _eval_run(args: argparse.Namespace) -> int:
         args.data,
         args.split,
         args.limit or None,
-        args.beam,
-        args.max_length,
+        decoding,
         args.batch_size,
         resource_descriptions=args.resource_descriptions,
         task=args.task,
-        names=bool(args.constrain_names),
-        values=bool(args.constrain_values),  # free unless asked
-        exception_bias=args.exception_bias,
-        exception_at=args.exception_at,
         html=args.html,
-        length_penalty=args.length_penalty,
         answers=os.path.splitext(_out_path(args))[0] + ".answers.jsonl",
         shard=shard,
     )
@@ -319,15 +307,8 @@ def _rerank_run(args: argparse.Namespace) -> int:
     if args.samples_per_problem:
         for p in problems:
             p.samples = p.samples[: args.samples_per_problem]
-    report = rerank(
-        problems,
-        args.model,
-        args.beam,
-        args.max_length,
-        batch_size=args.batch_size,
-        names=args.constrain_names,
-        values=args.constrain_values,
-    )
+    decoding = Decoding(args.beam, args.max_length, args.constrain_names, args.constrain_values)
+    report = rerank(problems, args.model, decoding, batch_size=args.batch_size)
     report["command"] = "codeexecutor rerank " + " ".join(sys.argv[2:])
     _write(report, args.out)
     for name, row in report["summary"].items():

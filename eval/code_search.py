@@ -14,6 +14,7 @@ from collections import defaultdict
 
 import torch
 
+from codeexecutor.generation.decoding import Decoding
 from eval.rerank import similarity
 
 
@@ -94,7 +95,10 @@ def code_search(model: str, programs: list[dict], beam: int = 2, max_length: int
     cos = emb @ emb.T
     outs = [
         gen.parse(g.text).output
-        for g in gen.generate([gen.code_input(p["code"]) for p in programs], beam=beam, max_length=max_length)
+        for g in gen.generate(
+            [gen.code_input(p["code"]) for p in programs],
+            Decoding(beam=beam, max_length=max_length, names=False, values=False),
+        )
     ]
     out_sim = torch.tensor([[similarity(a, b) for b in outs] for a in outs])
     groups = [p["problem_id"] for p in programs]

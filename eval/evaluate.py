@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 from codeexecutor.errors import ConfigError
 from codeexecutor.generation.answers import Answers, generate_answers
+from codeexecutor.generation.decoding import UNRULED, Decoding
 from codeexecutor.generation.verdict import finite_margin
 from codeexecutor.modeling.int8 import INT8_FILE
 from codeexecutor.modeling.profiles import lacks_depth
@@ -231,28 +232,20 @@ def evaluate_model(
     data: str,
     split: str = "test",
     limit: int | None = None,
-    beam: int | None = None,
-    max_length: int | None = None,
+    decoding: Decoding = UNRULED,
     batch_size: int | None = None,
     resource_descriptions: str | None = None,
     progress: bool = True,
     task: str | None = None,
-    names: bool = False,
-    values: bool = False,
-    exception_bias: float = 0.0,
-    exception_at: str = "step",
     html: str | None = None,
-    length_penalty: float = 0.0,
     answers: str | None = None,
     shard: tuple[int, int] | None = None,
 ) -> dict:
-    """Scores a model on built datasets (or a release-format test file). `names`, `values`:
-    decode with the state rules (generation/constraints.py); `exception_bias`: favour
-    `<exception>` at step ends (generation/verdict.py). The release uses neither. Each
-    prediction records its `exception_peak` (the crash margin) where the model has that step.
-    `length_penalty`: the beam's ranking of finished traces (generation/beam.py). `beam`:
-    None decodes as `trace` does (`default_beam`: greedy for our own trace formats, 10 for
-    the released checkpoint); the report records the beam used.
+    """Scores a model on built datasets (or a release-format test file), decoded as
+    `decoding` says (generation/decoding.py). By default as `trace` decodes (the beam the
+    model's: greedy for our own trace formats, 10 for the released checkpoint) but without
+    the state rules, as the release; the report records the decoding used. Each prediction
+    records its `exception_peak` (the crash margin) where the model has that step.
     `html`: a folder for the trace viewer's pages, one per example (prediction beside
     reference) and an index sortable by score (generation/html.py). `answers`: a JSON Lines
     file the answers are appended to as each batch is decoded; started again with the same
@@ -273,14 +266,7 @@ def evaluate_model(
         raise UsageError(f"no built datasets under {data} (run `codeexecutor build ...` first)")
     if shard is not None and not answers:
         raise UsageError("a sharded evaluation needs an answers file to decode into")
-    decoding = {
-        "names": names,
-        "values": values,
-        "exception_bias": exception_bias,
-        "exception_at": exception_at,
-        "length_penalty": length_penalty,
-    }
-    run = _Scoring(model, data, split, limit, beam, max_length, batch_size, progress, decoding, answers, shard, html)
+    run = _Scoring(model, data, split, limit, decoding, batch_size, progress, (answers, shard, html))
     if rows_of_file is not None:
         return run.release_file(rows_of_file, task)
     docs = _docstrings(resource_descriptions)
@@ -295,17 +281,17 @@ class _Scoring:
     built dataset decoded and scored in turn (`dataset`); then the runtime-error reports
     and the viewer's pages (`finish`). A sharded run decodes and scores nothing."""
 
-    def __init__(
-        self, model, data, split, limit, beam, max_length, batch_size, progress, decoding, answers, shard, html
-    ) -> None:
+    def __init__(self, model, data, split, limit, decoding: Decoding, batch_size, progress, outputs) -> None:
+        """`outputs`: (the answers file, the shard, the viewer's folder), each optional."""
         from codeexecutor.generation import TraceGenerator
-        from codeexecutor.generation.api import default_beam, programs_per_batch
+        from codeexecutor.generation.api import programs_per_batch
 
+        answers, shard, html = outputs
         self.gen = TraceGenerator(model)
         self.enc, self.profile = self.gen.encoder, self.gen.profile
         self.model, self.data, self.split, self.limit, self.html = model, data, split, limit, html
-        self.beam = default_beam(self.gen) if beam is None else beam
-        self.max_length, self.progress, self.decoding, self.shard = max_length, progress, decoding, shard
+        self.decoding = decoding.resolved(self.gen)
+        self.beam, self.progress, self.shard = self.decoding.beam, progress, shard
         self.batch_size = batch_size or programs_per_batch(self.beam)
         self.report: dict = {
             "model": model,
@@ -316,11 +302,11 @@ class _Scoring:
             "trace_python": getattr(self.gen.model.config, "trace_python", None),
             "format_profile": self.profile.label,
             "trace_state": self.profile.state,
-            "constrained_names": decoding["names"],
-            "constrained_values": decoding["values"],
-            "exception_bias": decoding["exception_bias"],
-            "exception_at": decoding["exception_at"],
-            "length_penalty": decoding["length_penalty"],
+            "constrained_names": self.decoding.names,
+            "constrained_values": self.decoding.values,
+            "exception_bias": self.decoding.exception_bias,
+            "exception_at": self.decoding.exception_at,
+            "length_penalty": self.decoding.length_penalty,
             "datasets": {},
         }
         self.decoded = {"shard": f"{shard[0]}/{shard[1]}", "decoded": 0, "examples": 0} if shard else None
@@ -345,8 +331,8 @@ class _Scoring:
             "model": os.path.abspath(self.model) if os.path.exists(self.model) else self.model,
             "stamp": stamp,
             "beam": self.beam,
-            "max_length": self.max_length,
-            **self.decoding,
+            "max_length": self.decoding.max_length,
+            **self.decoding.rules(),
         }
         journal = Answers(answers, shard=self.shard, settings=settings)
         self.report["answers"] = {"file": answers, "resumed": journal.resumed}
@@ -354,16 +340,7 @@ class _Scoring:
 
     def _decode(self, inputs: list[str], keys: list[str]) -> list:
         return generate_answers(
-            self.gen,
-            inputs,
-            self.beam,
-            self.max_length,
-            self.batch_size,
-            self.progress,
-            self.decoding,
-            self.journal,
-            keys,
-            self.shard,
+            self.gen, inputs, self.decoding, self.batch_size, self.progress, self.journal, keys, self.shard
         )
 
     def release_file(self, rows_of_file: list[dict], task: str | None) -> dict:
@@ -514,9 +491,7 @@ class _Scoring:
                 for v, r in zip(said, refs)
             ]
         if docs and family == "plain":
-            described = _described(
-                self.gen, rows, docs, self.beam, self.max_length, self.batch_size, self.progress, self.decoding
-            )
+            described = _described(self.gen, rows, docs, self.decoding, self.batch_size, self.progress)
             self.error_pairs["described"] += list(zip(described, refs))
 
     def finish(self) -> dict:
@@ -572,7 +547,7 @@ def _pages(name: str, rows: list[dict], outs: list, pairs: list[tuple[str, str]]
     return out
 
 
-def _described(gen, rows, docs, beam, max_length, batch_size, progress, decoding=None) -> list[TraceRecord]:
+def _described(gen, rows, docs, decoding: Decoding, batch_size, progress) -> list[TraceRecord]:
     """Predictions with each problem's input spec prepended as a docstring, in the
     program's own line numbers."""
     inputs, offsets = [], []
@@ -584,5 +559,5 @@ def _described(gen, rows, docs, beam, max_length, batch_size, progress, decoding
                 code, offset = doc + code, doc.count("\n")
         inputs.append(gen.code_input(code, r["task"]))
         offsets.append(offset)
-    outs = generate_answers(gen, inputs, beam, max_length, batch_size, progress, decoding)
+    outs = generate_answers(gen, inputs, decoding, batch_size, progress)
     return [_shift(TraceRecord.from_parsed(gen.parse(o.text)), k) for o, k in zip(outs, offsets)]

@@ -29,6 +29,10 @@ import math
 import re
 from dataclasses import dataclass
 
+from codeexecutor.generation.decoding import Decoding
+
+RERANK = Decoding(beam=4, max_length=256, names=False, values=False)  # CodeT samples: beam 4, 256 tokens
+
 
 @dataclass
 class Problem:
@@ -152,7 +156,7 @@ def similarity(a: str, b: str) -> float:
     return difflib.SequenceMatcher(a=a, b=b, autojunk=False).ratio()
 
 
-def _predicted_outputs(gen, programs: list[str], beam, max_length, batch_size, names, values) -> tuple[dict, int]:
+def _predicted_outputs(gen, programs: list[str], decoding: Decoding, batch_size: int) -> tuple[dict, int]:
     """The model's predicted output of each program, by its index; (outputs, programs decoded).
     The model reads each program as the functions set writes them: without docstrings,
     which hold the expected answers and push the calls past the code length."""
@@ -168,7 +172,7 @@ def _predicted_outputs(gen, programs: list[str], beam, max_length, batch_size, n
             usable.append(p)
         except FormatError:
             pass
-    traces = gen.generate(inputs, beam=beam, max_length=max_length, batch_size=batch_size, names=names, values=values)
+    traces = gen.generate(inputs, decoding, batch_size=batch_size)
     outputs = {p: gen.parse(g.text).output for p, g in zip(usable, traces)}
     return {i: outputs[p] for i, p in enumerate(plain) if p in outputs}, len(usable)
 
@@ -201,14 +205,11 @@ def _ranked(prob: Problem, passed: dict, real: dict, predicted: dict, expected: 
 def rerank(
     problems: list[Problem],
     model: str,
-    beam: int = 4,
-    max_length: int = 256,
+    decoding: Decoding = RERANK,
     ks=(1, 10),
     timeout: float = 3.0,
     progress: bool = True,
     batch_size: int = 16,
-    names: bool = False,
-    values: bool = False,
 ) -> dict:
     from codeexecutor.execution import ExecutorPool, Limits, Program
     from codeexecutor.generation import TraceGenerator
@@ -231,7 +232,7 @@ def rerank(
             tests = [prob.prompt + s + "\n\n" + prob.test + f"\ncheck({prob.entry_point})\n" for s in prob.samples]
             passed = {k: r.ok for k, r in pool.execute_many(Program(t, "", i) for i, t in enumerate(tests))}
             real = {k: r.stdout for k, r in pool.execute_many(Program(p, "", i) for i, p in enumerate(programs))}
-            predicted, count = _predicted_outputs(gen, programs, beam, max_length, batch_size, names, values)
+            predicted, count = _predicted_outputs(gen, programs, decoding, batch_size)
             decoded += count
             per_problem.append(_ranked(prob, passed, real, predicted, expected, ks))
     summary = {}
@@ -240,10 +241,10 @@ def rerank(
     return {
         "model": model,
         "problems": len(per_problem),
-        "beam": beam,
-        "max_length": max_length,
-        "constrained_names": names,
-        "constrained_values": values,
+        "beam": decoding.beam,
+        "max_length": decoding.max_length,
+        "constrained_names": decoding.names,
+        "constrained_values": decoding.values,
         "candidates": sum(p["samples"] for p in per_problem),
         "decoded": decoded,
         "summary": summary,

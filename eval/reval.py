@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import random
 
+from codeexecutor.generation.decoding import Decoding
+
 QUESTIONS = ("coverage", "state", "path", "output")
 
 
@@ -140,7 +142,7 @@ def reval_tasks(model: str, data: str, split: str = "test", limit: int | None = 
         rng = random.Random(seed)
         inputs = [gen.profile.example(r)[0] for r in rows]
         rules = gen.rules_apply()
-        decoded = gen.generate(inputs, beam=1, names=rules, values=rules, batch_size=64)
+        decoded = gen.generate(inputs, Decoding(beam=1, names=rules, values=rules), batch_size=64)
         results = []
         for row, g in zip(rows, decoded):
             parsed = gen.parse(g.text)  # whole states (a compact trace comes expanded)

@@ -59,9 +59,10 @@ def halves(preds: list[str], golds: list[str]) -> dict:
 def decode(model: str, build: str, answers: str, limit: int) -> dict:
     """Greedy answers of the valid split's sample, scored whole and by halves, per dataset of BUILD."""
     from codeexecutor.generation import TraceGenerator
+    from codeexecutor.generation.decoding import GREEDY
     from eval.evaluate import evaluate_model
 
-    report = evaluate_model(model, build, split="valid", limit=limit, beam=1, progress=False, answers=answers)
+    report = evaluate_model(model, build, split="valid", limit=limit, decoding=GREEDY, progress=False, answers=answers)
     enc = TraceGenerator(model).encoder
     out = {}
     for name, entry in report["datasets"].items():

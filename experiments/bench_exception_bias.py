@@ -32,7 +32,12 @@ from _common import RESULTS, ROOT, chosen_model, dataset_folders, device_label, 
 ERRORS = ("errors", "codenetmut")  # crashing programs and their negatives: scored together
 
 
-RULES = {"none": {}, "names": {"names": True}, "values": {"values": True}, "both": {"names": True, "values": True}}
+RULES = {
+    "none": {"names": False, "values": False},
+    "names": {"names": True, "values": False},
+    "values": {"names": False, "values": True},
+    "both": {"names": True, "values": True},
+}
 
 
 def _decode(
@@ -40,6 +45,7 @@ def _decode(
 ) -> dict:
     """One greedy decode of the split: per dataset its trace scores, the runtime-error
     metrics, and per crash-set program (crashed, peak margin, crash written)."""
+    from codeexecutor.generation.decoding import Decoding
     from eval.evaluate import evaluate_model
 
     phase = {"split": split, "exception_bias": bias, "datasets": {}, "programs": []}
@@ -50,12 +56,9 @@ def _decode(
             parent,
             split=split,
             limit=limit,
-            beam=1,
+            decoding=Decoding(beam=1, exception_bias=bias, exception_at=at, **RULES[rules]),
             batch_size=16,
             progress=False,
-            exception_bias=bias,
-            exception_at=at,
-            **RULES[rules],
         )
         for name, scores in report["datasets"].items():
             phase["datasets"][name] = {

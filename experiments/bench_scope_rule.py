@@ -44,6 +44,7 @@ def main() -> None:
     from first_error import first_errors
 
     from codeexecutor.generation import constraints, search
+    from codeexecutor.generation.decoding import Decoding
     from codeexecutor.modeling.loading import load_model
     from codeexecutor.modeling.profiles import profile_of
     from curricula.common import write_json_atomic
@@ -80,10 +81,8 @@ def main() -> None:
                     model,
                     os.path.join(args.data, name),
                     limit=args.limit,
-                    beam=1,
+                    decoding=Decoding(beam=1, names=True, values=True),
                     batch_size=args.batch_size,
-                    names=True,
-                    values=True,
                     progress=False,
                 )
                 rows = ev.pop("predictions", None) or []

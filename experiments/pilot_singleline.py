@@ -93,6 +93,7 @@ def main() -> None:
         bq.pretrain(str(bq.RECIPE), [f"{k}={json.dumps(v)}" for k, v in fields.items()], run, None, log, "--no-score")
     run = os.path.join(run, "run")
     train_s = sum(s["seconds"] for s in bq.stage_summary(run).values())
+    from codeexecutor.generation.decoding import GREEDY
     from curricula.singleline import built_params
     from eval.evaluate import evaluate_model
 
@@ -102,7 +103,7 @@ def main() -> None:
         os.path.join(args.test_data, "singleline"),
         split="test",
         limit=args.eval_limit,
-        beam=1,
+        decoding=GREEDY,
         batch_size=16,
         progress=False,
     )

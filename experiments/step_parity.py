@@ -105,6 +105,7 @@ def train(arm: str, cur: pathlib.Path, tree: pathlib.Path, ds_config: str) -> di
 
 
 def decode(model: str, data: pathlib.Path, answers: pathlib.Path, limit: int) -> dict:
+    from codeexecutor.generation.decoding import GREEDY
     from eval.evaluate import evaluate_model
 
     out = {}
@@ -116,7 +117,7 @@ def decode(model: str, data: pathlib.Path, answers: pathlib.Path, limit: int) ->
             str(data / build),
             split="valid",
             limit=limit,
-            beam=1,
+            decoding=GREEDY,
             progress=False,
             answers=str(answers.with_name(f"{answers.stem}-{build}.jsonl")),
         )

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from codeexecutor.generation.decoding import Decoding
 from mutation.bugs import BUGS, inject
 from mutation.operators import OPERATORS
 from mutation.parsing import apply_edits, parse
@@ -205,7 +206,7 @@ def test_train_detector_saves_a_detector_trace_reports(bugs_build, tmp_path):
     assert report["steps"] == 10
     info = json.loads((model / "detector.json").read_text())
     assert info["kinds"][-1] == "other" and 0 < info["threshold"] < 1
-    rep = trace_programs([{"code": "a = 1\nprint(b)\n"}], str(model), max_length=16)[0]
+    rep = trace_programs([{"code": "a = 1\nprint(b)\n"}], str(model), decoding=Decoding(max_length=16))[0]
     assert rep["verdict"] == "detector" and 0 <= rep["crash_probability"] <= 1
     assert rep["error"] is None or set(rep["error"]) == {"type", "line", "probability"}
     assert all(1 <= s["line"] <= 2 for s in rep["steps"])

@@ -5,6 +5,7 @@ and the last whole lines, so a long module's final call stays in view."""
 import pytest
 
 from codeexecutor.errors import ConfigError
+from codeexecutor.generation.decoding import Decoding
 from codeexecutor.modeling.format import format_code
 from codeexecutor.modeling.model import CodeExecutorConfig
 from codeexecutor.modeling.profiles import Profile, profile_of
@@ -114,7 +115,7 @@ def test_the_trace_report_says_which_lines_were_not_read(tok, tmp_path):
     notes = {}
     for window in ("head", "ends"):
         model = _untrained(tok, tmp_path / window, window)
-        (report,) = trace_programs([{"code": MODULE}], model, beam=1, max_length=4)
+        (report,) = trace_programs([{"code": MODULE}], model, decoding=Decoding(beam=1, max_length=4))
         notes[window] = next(n for n in report["notes"] if "predicted without being read" in n)
     assert "code_window head" in notes["head"] and notes["head"].endswith(
         "-43, 45 are predicted without being read"
@@ -125,7 +126,7 @@ def test_the_trace_report_says_which_lines_were_not_read(tok, tmp_path):
     from codeexecutor.errors import UsageError
 
     with pytest.raises(UsageError, match="splits ' :'"):  # asked for, they are refused in one line
-        trace_programs([{"code": MODULE}], model, beam=1, max_length=4, names=True)
+        trace_programs([{"code": MODULE}], model, decoding=Decoding(beam=1, max_length=4, names=True))
     assert _spans([7]) == "7"
 
 

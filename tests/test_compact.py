@@ -7,6 +7,7 @@ import datasets
 import pytest
 
 from codeexecutor.execution.records import ExecError, Step
+from codeexecutor.generation.decoding import Decoding
 from codeexecutor.modeling.compact import compact_plan, expand, line_scopes
 from codeexecutor.modeling.format import finish_order, format_trace, parse_trace
 from codeexecutor.modeling.profiles import Profile
@@ -145,13 +146,20 @@ def test_a_compact_model_generates_deltas_that_every_consumer_reads_as_whole_sta
     gen = TraceGenerator(str(path))
     assert gen.profile.delta and "<delta>" in gen.tok.get_vocab()
     full = gen.profile.full
-    outs = gen.generate([gen.code_input(r["code"], r["task"]) for r in rows], beam=1)
+    outs = gen.generate(
+        [gen.code_input(r["code"], r["task"]) for r in rows], Decoding(beam=1, names=False, values=False)
+    )
     for o, r in zip(outs, rows):
         assert "<delta>" in o.compact and "<delta>" not in o.text and o.expansion_problems == 0
         # the whole-state trace, scored as a full model's would be (cut where references are)
         assert gen.encoder.scored(o.text) == gen.encoder.gold(full.example(r)[1])
         assert gen.parse(o.text).steps == gen.parse(o.compact).steps
-    assert gen.generate([gen.code_input(rows[0]["code"], rows[0]["task"])], beam=3)[0].text == outs[0].text
+    assert (
+        gen.generate([gen.code_input(rows[0]["code"], rows[0]["task"])], Decoding(beam=3, names=False, values=False))[
+            0
+        ].text
+        == outs[0].text
+    )
     # evaluate scores the expansion against whole-state references: the memorised rows are exact
     data = tmp_path / "data"
     import datasets
@@ -164,7 +172,13 @@ def test_a_compact_model_generates_deltas_that_every_consumer_reads_as_whole_sta
     for name, mine in sets.items():
         assert mine, name
         datasets.DatasetDict({"test": datasets.Dataset.from_list(mine)}).save_to_disk(str(data / name))
-    report = evaluate_model(str(path), str(data), beam=1, progress=False, html=str(tmp_path / "pages"))
+    report = evaluate_model(
+        str(path),
+        str(data),
+        progress=False,
+        html=str(tmp_path / "pages"),
+        decoding=Decoding(beam=1, names=False, values=False),
+    )
     assert report["trace_state"] == "delta"
     pages = sorted(p.name for p in (tmp_path / "pages").iterdir())  # the viewer: a page per example and an index
     assert len(pages) == len(rows) + 1 and "index.html" in pages and report["html_index"].endswith("index.html")

@@ -7,6 +7,7 @@ import datasets
 import torch
 
 from codeexecutor.generation.constraints import RowConstraints, StateRule, identifiers, token_chars
+from codeexecutor.generation.decoding import Decoding
 from codeexecutor.modeling.format import parse_trace
 
 from .conftest import texts
@@ -82,8 +83,8 @@ def test_constrained_search_names_only_the_programs_identifiers(overfit_model):
         if names:  # the program with its first variable renamed: the memorised name is now wrong
             renamed.append(re.sub(rf"\b{re.escape(names[0])}\b", "zq", r["input"]))
     assert len(renamed) >= 5
-    free = gen.generate(renamed, beam=1, max_length=128)
-    held = gen.generate(renamed, beam=1, max_length=128, names=True)
+    free = gen.generate(renamed, Decoding(beam=1, max_length=128, names=False, values=False))
+    held = gen.generate(renamed, Decoding(beam=1, max_length=128, names=True, values=False))
     assert any(_names(o.text) - identifiers(i) for o, i in zip(free, renamed))  # the model writes names not in the code
     for o, i in zip(held, renamed):
         assert _names(o.text) <= identifiers(i), o.text
@@ -98,12 +99,12 @@ def test_constraint_keeps_a_right_models_answers_and_both_search_paths_agree(ove
     path, rows = overfit_model
     gen = TraceGenerator(str(path))
     inputs = [r["input"] for r in rows]
-    held = gen.generate(inputs, beam=1, max_length=128, names=True)
+    held = gen.generate(inputs, Decoding(beam=1, max_length=128, names=True, values=False))
     assert [parse_trace(o.text).steps for o in held] == [parse_trace(r["target"]).steps for r in rows]
-    both = gen.generate(inputs, beam=1, max_length=128, names=True, values=True)
+    both = gen.generate(inputs, Decoding(beam=1, max_length=128, names=True, values=True))
     assert [o.text for o in both] == [o.text for o in held]  # no true value is longer than the tracer's limit
-    fast = gen.generate(inputs[:4], beam=3, max_length=64, batch_size=4, names=True, values=True)
-    slow = gen.generate(inputs[:4], beam=3, max_length=64, cache=False, names=True, values=True)
+    fast = gen.generate(inputs[:4], Decoding(beam=3, max_length=64, names=True, values=True), batch_size=4)
+    slow = gen.generate(inputs[:4], Decoding(beam=3, max_length=64, names=True, values=True), cache=False)
     assert [a.text for a in fast] == [b.text for b in slow]
 
 

@@ -196,7 +196,7 @@ class _Runner:
     def rules_apply(self):
         return False
 
-    def generate(self, inputs, **_):
+    def generate(self, inputs, decoding=None, **_):
         from codeexecutor.execution import execute
 
         return [self.Generated(execute(code, "").stdout, -1.0, 1) for code in inputs]
@@ -335,7 +335,7 @@ def test_a_session_opens_in_the_viewer_one_step_an_action(tmp_path):
 class _Wrong(_Runner):
     """A stand-in that predicts the same wrong output for every candidate."""
 
-    def generate(self, inputs, **_):
+    def generate(self, inputs, decoding=None, **_):
         return [self.Generated("-99\n", -1.0, 1) for _ in inputs]
 
 

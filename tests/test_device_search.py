@@ -8,6 +8,8 @@ import math
 import pytest
 import torch
 
+from codeexecutor.generation.decoding import Decoding
+
 from .conftest import ROOT
 from .reference_search import reference_beam
 
@@ -67,9 +69,11 @@ def test_the_device_search_decodes_the_old_searchs_tokens(
 def test_generate_answers_in_input_order_whatever_the_batching(generator_and_programs):
     """Batches are made of programs of similar length; the answers come back in input order."""
     gen, inputs = generator_and_programs
-    sorted_ = gen.generate(inputs, beam=1, max_length=96, batch_size=5)
-    as_given = gen.generate(inputs, beam=1, max_length=96, batch_size=5, sort=False)
-    one = [gen.generate([text], beam=1, max_length=96)[0] for text in inputs[:4]]
+    sorted_ = gen.generate(inputs, Decoding(beam=1, max_length=96, names=False, values=False), batch_size=5)
+    as_given = gen.generate(
+        inputs, Decoding(beam=1, max_length=96, names=False, values=False), batch_size=5, sort=False
+    )
+    one = [gen.generate([text], Decoding(beam=1, max_length=96, names=False, values=False))[0] for text in inputs[:4]]
     assert [g.text for g in sorted_] == [g.text for g in as_given]
     assert [g.text for g in sorted_[:4]] == [g.text for g in one]
 

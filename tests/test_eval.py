@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from codeexecutor.execution import Step
+from codeexecutor.generation.decoding import Decoding
 from codeexecutor.modeling.format import format_trace
 from codeexecutor.modeling.trace_metrics import (
     TraceRecord,
@@ -212,7 +213,13 @@ def test_evaluate_and_rerank_end_to_end(overfit_model, demo_data, tmp_path):
     from eval.rerank import Problem, rerank
 
     model, _ = overfit_model
-    rep = evaluate_model(str(model), str(demo_data), limit=5, beam=1, max_length=32, progress=False)
+    rep = evaluate_model(
+        str(model),
+        str(demo_data),
+        limit=5,
+        progress=False,
+        decoding=Decoding(beam=1, max_length=32, names=False, values=False),
+    )
     assert {"codenetmut", "tutorial", "singleline", "functions", "functions_errors"} <= set(rep["datasets"])
     crashes = rep["runtime_errors_functions"]  # the functions' crashes against the clean functions
     assert crashes["tp"] + crashes["fn"] == rep["datasets"]["functions_errors"]["examples"]
@@ -228,7 +235,9 @@ def test_evaluate_and_rerank_end_to_end(overfit_model, demo_data, tmp_path):
     for name, count in long.items():  # named in the report, the unread lines in each prediction
         assert count == sum(bool(p.get("unseen_lines")) for p in rep["predictions"] if p["dataset"] == name)
         assert any(note.startswith(f"{name}: {count} of ") for note in rep["notes"])
-    cut = evaluate_model(str(model), str(demo_data), limit=5, max_length=3, progress=False)
+    cut = evaluate_model(
+        str(model), str(demo_data), limit=5, progress=False, decoding=Decoding(max_length=3, names=False, values=False)
+    )
     assert cut["beam"] == 1  # no beam given: decoded as `trace` decodes our own formats, greedily
     assert all(
         e["unfinished"]["share"] == 100.0 and e["unfinished"]["trace_accuracy_of_finished"] is None
@@ -245,7 +254,7 @@ def test_evaluate_and_rerank_end_to_end(overfit_model, demo_data, tmp_path):
         [("add(1, 2)", "3")],
         ["    return a + b\n", "    return a - b\n", "    return b + a\n", "    return a + b\n"],
     )
-    out = rerank([prob], str(model), beam=1, max_length=16, progress=False)
+    out = rerank([prob], str(model), Decoding(beam=1, max_length=16, names=False, values=False), progress=False)
     assert out["per_problem"][0]["correct"] == 3
     assert out["candidates"] == 4 and out["decoded"] == 3  # a repeated sample is decoded once
     assert out["summary"]["oracle"]["pass@1"] == 100.0
@@ -253,7 +262,7 @@ def test_evaluate_and_rerank_end_to_end(overfit_model, demo_data, tmp_path):
     assert out["summary"]["oracle_expected"]["pass@1"] == 100.0  # the three right sums print 3
     assert out["per_problem"][0]["passed"] == [True, False, True, True]
     assert len(out["per_problem"][0]["model_scores"]) == 4
-    ruled = rerank([prob], str(model), beam=1, max_length=16, progress=False, names=True, values=True)
+    ruled = rerank([prob], str(model), Decoding(beam=1, max_length=16, names=True, values=True), progress=False)
     assert ruled["constrained_names"] and ruled["constrained_values"] and not out["constrained_values"]
     assert ruled["summary"]["oracle"] == out["summary"]["oracle"]  # the rules change predictions, not the tests
 
@@ -281,18 +290,35 @@ def test_an_evaluation_appends_its_answers_and_resumes_from_them(overfit_model, 
     model, _ = overfit_model
     answers = tmp_path / "answers.jsonl"
     first = evaluate_model(
-        str(model), str(demo_data), limit=4, beam=1, max_length=24, progress=False, batch_size=2, answers=str(answers)
+        str(model),
+        str(demo_data),
+        limit=4,
+        progress=False,
+        batch_size=2,
+        answers=str(answers),
+        decoding=Decoding(beam=1, max_length=24, names=False, values=False),
     )
     lines = answers.read_text().splitlines()
     assert first["answers"]["resumed"] == 0 and len(lines) == len(first["predictions"])
     answers.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])  # the last one cut short
     again = evaluate_model(
-        str(model), str(demo_data), limit=4, beam=1, max_length=24, progress=False, batch_size=2, answers=str(answers)
+        str(model),
+        str(demo_data),
+        limit=4,
+        progress=False,
+        batch_size=2,
+        answers=str(answers),
+        decoding=Decoding(beam=1, max_length=24, names=False, values=False),
     )
     assert again["answers"]["resumed"] == len(lines) - 1
     assert [p["prediction"] for p in again["predictions"]] == [p["prediction"] for p in first["predictions"]]
     other = evaluate_model(
-        str(model), str(demo_data), limit=4, beam=1, max_length=20, progress=False, answers=str(answers)
+        str(model),
+        str(demo_data),
+        limit=4,
+        progress=False,
+        answers=str(answers),
+        decoding=Decoding(beam=1, max_length=20, names=False, values=False),
     )
     assert other["answers"]["resumed"] == 0  # another length cap: another answer
     rows = [json.loads(line) for line in answers.read_text().splitlines()]  # every line whole after the resume
@@ -310,11 +336,10 @@ def test_shards_decode_apart_and_a_plain_run_scores_their_answers(overfit_model,
         str(model),
         str(demo_data),
         limit=4,
-        beam=1,
-        max_length=24,
         progress=False,
         batch_size=2,
         answers=str(tmp_path / "whole.jsonl"),
+        decoding=Decoding(beam=1, max_length=24, names=False, values=False),
     )
     answers = tmp_path / "answers.jsonl"
     parts = [
@@ -322,12 +347,11 @@ def test_shards_decode_apart_and_a_plain_run_scores_their_answers(overfit_model,
             str(model),
             str(demo_data),
             limit=4,
-            beam=1,
-            max_length=24,
             progress=False,
             batch_size=2,
             answers=str(answers),
             shard=(i, 2),
+            decoding=Decoding(beam=1, max_length=24, names=False, values=False),
         )
         for i in range(2)
     ]
@@ -336,7 +360,13 @@ def test_shards_decode_apart_and_a_plain_run_scores_their_answers(overfit_model,
     assert keys[0] and keys[1] and not keys[0] & keys[1]
     assert sum(p["decoded"] for p in parts) == len(whole["predictions"])
     scored = evaluate_model(
-        str(model), str(demo_data), limit=4, beam=1, max_length=24, progress=False, batch_size=2, answers=str(answers)
+        str(model),
+        str(demo_data),
+        limit=4,
+        progress=False,
+        batch_size=2,
+        answers=str(answers),
+        decoding=Decoding(beam=1, max_length=24, names=False, values=False),
     )
     assert scored["answers"]["resumed"] == len(whole["predictions"])
     assert [p["prediction"] for p in scored["predictions"]] == [p["prediction"] for p in whole["predictions"]]

@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from codeexecutor.generation.decoding import Decoding
+
 pytest.importorskip("torch")
 
 
@@ -26,7 +28,9 @@ def test_pieces_join_back_into_the_model_and_refuse_damage(overfit_model, tmp_pa
         a = original.model.roberta.embeddings.word_embeddings.weight.float()
         b = joined.model.roberta.embeddings.word_embeddings.weight.float()
     assert torch.allclose(a, b, rtol=1e-2, atol=1e-3) and len(ids) > 0  # bf16 rounding only
-    assert joined.generate([rows[0]["input"]], beam=1, max_length=40)[0].text  # it loads and decodes
+    assert joined.generate([rows[0]["input"]], Decoding(beam=1, max_length=40, names=False, values=False))[
+        0
+    ].text  # it loads and decodes
     stamp = (tmp_path / "joined" / "model.safetensors").stat().st_mtime_ns
     join_pieces(str(tmp_path / "out"), str(tmp_path / "joined"))  # already whole: left as it is
     assert (tmp_path / "joined" / "model.safetensors").stat().st_mtime_ns == stamp

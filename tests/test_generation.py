@@ -1,5 +1,6 @@
 import pytest
 
+from codeexecutor.generation.decoding import Decoding
 from codeexecutor.modeling.format import parse_trace
 
 
@@ -8,7 +9,7 @@ def test_tiny_model_overfits_twenty_examples_to_exact_traces(overfit_model):
 
     path, rows = overfit_model
     gen = TraceGenerator(str(path))
-    outs = gen.generate([r["input"] for r in rows], beam=1, max_length=128)
+    outs = gen.generate([r["input"] for r in rows], Decoding(beam=1, max_length=128, names=False, values=False))
     exact = sum(parse_trace(o.text).steps == parse_trace(r["target"]).steps for o, r in zip(outs, rows))
     assert exact == 20
 
@@ -19,8 +20,8 @@ def test_cached_batched_beam_equals_recomputation(overfit_model):
     path, rows = overfit_model
     gen = TraceGenerator(str(path))
     inputs = [r["input"] for r in rows[:4]]
-    fast = gen.generate(inputs, beam=4, max_length=64, batch_size=4)
-    slow = gen.generate(inputs, beam=4, max_length=64, cache=False)
+    fast = gen.generate(inputs, Decoding(beam=4, max_length=64, names=False, values=False), batch_size=4)
+    slow = gen.generate(inputs, Decoding(beam=4, max_length=64, names=False, values=False), cache=False)
     for a, b in zip(fast, slow):
         assert a.text == b.text
         assert a.logprob == pytest.approx(b.logprob, abs=1e-3)
@@ -105,7 +106,9 @@ def test_generation_is_marked_unfinished_at_the_length_cap(overfit_model):
     path, rows = overfit_model
     gen = TraceGenerator(str(path))
     inputs = [r["input"] for r in rows[:3]]
-    assert all(o.finished for o in gen.generate(inputs, beam=1, max_length=128))  # it reproduces whole traces
+    assert all(
+        o.finished for o in gen.generate(inputs, Decoding(beam=1, max_length=128, names=False, values=False))
+    )  # it reproduces whole traces
     for cache in (True, False):
-        cut = gen.generate(inputs, beam=2, max_length=4, cache=cache)
+        cut = gen.generate(inputs, Decoding(beam=2, max_length=4, names=False, values=False), cache=cache)
         assert not any(o.finished for o in cut) and all(o.tokens == 4 for o in cut)

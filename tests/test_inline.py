@@ -2,6 +2,7 @@ import pytest
 
 from codeexecutor.execution import ExecStatus
 from codeexecutor.execution.inline import InlineError, inline_stdin
+from codeexecutor.generation.decoding import Decoding
 
 from .conftest import real_programs
 
@@ -177,5 +178,7 @@ def test_trace_runs_no_program_unless_compare(monkeypatch, request):
     monkeypatch.setattr(pool_module.ExecutorPool, "__init__", no_runs)
     monkeypatch.setattr(pool_module, "execute", no_runs)
     path, _ = overfit_model
-    report = trace_program("n = int(input())\nprint(n * 2)\n", "21\n", model=str(path), beam=1, max_length=8)
+    report = trace_program(
+        "n = int(input())\nprint(n * 2)\n", "21\n", model=str(path), decoding=Decoding(beam=1, max_length=8)
+    )
     assert report["code"] == "n = int('21')\nprint(n * 2)\n" and "ground_truth" not in report

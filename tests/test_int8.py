@@ -5,6 +5,8 @@ import json
 
 import pytest
 
+from codeexecutor.generation.decoding import Decoding
+
 torch = pytest.importorskip("torch")
 
 
@@ -69,7 +71,11 @@ def test_an_int8_folder_loads_as_the_model_and_from_pretrained_alone_refuses_it(
     for name, value in sa.items():  # each value within half a step of its row's codes (bf16 for vectors)
         limit = value.abs().amax(dim=-1, keepdim=True) / 254 if value.dim() == 2 else value.abs() / 128
         assert bool(((sb[name] - value).abs() <= limit + 1e-6).all()), name
-    assert TraceGenerator(str(folder)).generate([rows[0]["input"]], beam=1, max_length=40)[0].text
+    assert (
+        TraceGenerator(str(folder))
+        .generate([rows[0]["input"]], Decoding(beam=1, max_length=40, names=False, values=False))[0]
+        .text
+    )
 
     with pytest.raises(OSError):  # no model.safetensors: a loader that does not know int8 finds no weights
         CodeExecutorModel.from_pretrained(str(folder))

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from codeexecutor.errors import UsageError
+from codeexecutor.generation.decoding import Decoding
 
 from .conftest import FIXTURES, ROOT
 from .release_layout import RELEASE_ADDED, write_release_checkpoint
@@ -108,7 +109,7 @@ def test_generations_are_token_identical_to_the_release(released, which, beam):
     slow = SlowTokenizer(path)
     encoder = load_release_encoder(path)
     inputs = [gen.code_input(src) for src in _sources()]
-    ours = gen.generate(inputs, beam=beam, max_length=48, batch_size=6)
+    ours = gen.generate(inputs, Decoding(beam=beam, max_length=48, names=False, values=False), batch_size=6)
     lengths, pads = set(), 0
     for text, got in zip(inputs, ours):
         ref = release_generate(encoder, source_ids(slow, text), beam, 48, slow.vocab["<mask0>"], slow.vocab["</s>"])
@@ -128,7 +129,7 @@ def test_generation_stops_at_768_tokens_like_the_release(tmp_path):
     gen = TraceGenerator(str(path), device="cpu", dtype=torch.float64)
     slow = SlowTokenizer(path)
     text = gen.code_input(SNIPPETS[0])
-    got = gen.generate([text], beam=1)[0]  # default length: the model's cap, 768
+    got = gen.generate([text], Decoding(beam=1, names=False, values=False))[0]  # default length: the model's cap, 768
     ref = release_generate(
         load_release_encoder(path), source_ids(slow, text), 1, 768, slow.vocab["<mask0>"], slow.vocab["</s>"]
     )

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+from codeexecutor.generation.decoding import Decoding
 from codeexecutor.modeling.format import parse_trace
 
 from .conftest import ROOT
@@ -94,23 +95,25 @@ def test_a_trace_cut_at_the_cap_says_so(overfit_model):
     from codeexecutor.generation.api import trace_program
 
     model, _ = overfit_model
-    whole = trace_program(PROGRAM, "10 3 5\n", str(model), beam=1, max_length=128)
-    cut = trace_program(PROGRAM, "10 3 5\n", str(model), beam=1, max_length=3)
+    whole = trace_program(PROGRAM, "10 3 5\n", str(model), decoding=Decoding(beam=1, max_length=128))
+    cut = trace_program(PROGRAM, "10 3 5\n", str(model), decoding=Decoding(beam=1, max_length=3))
     assert cut["finished"] is False and cut["error"] is None
     assert "runtime error: unknown" in cut["text"] and "hit the length cap (3 tokens)" in cut["text"]
     assert "--max-length raises" in cut["text"]  # 3 is below the model's limit
     assert ("length cap" in whole["text"]) == (not whole["finished"])
     assert whole["constrained"] == {"names": True, "values": True}  # our own format: the state rules on by default
-    free = trace_program(PROGRAM, "10 3 5\n", str(model), beam=1, max_length=3, names=False, values=False)
+    free = trace_program(
+        PROGRAM, "10 3 5\n", str(model), decoding=Decoding(beam=1, max_length=3, names=False, values=False)
+    )
     assert free["constrained"] == {"names": False, "values": False}
-    default = trace_program(PROGRAM, "10 3 5\n", str(model), max_length=3)
+    default = trace_program(PROGRAM, "10 3 5\n", str(model), decoding=Decoding(max_length=3))
     assert default["beam"] == 1  # our own format: greedy unless a beam is asked for
 
 
 def test_the_released_checkpoint_keeps_its_beam_of_ten():
     from types import SimpleNamespace
 
-    from codeexecutor.generation.api import default_beam
+    from codeexecutor.generation.decoding import default_beam
 
     assert default_beam(SimpleNamespace(profile=SimpleNamespace(official=True))) == 10
     assert default_beam(SimpleNamespace(profile=SimpleNamespace(official=False))) == 1
@@ -137,7 +140,12 @@ def test_html_view_renders_in_headless_chromium(overfit_model, program, tmp_path
     p, i = program
     page = tmp_path / "view.html"
     report = trace_program(
-        p.read_text(), i.read_text(), str(model), beam=2, max_length=64, compare=True, html_out=str(page)
+        p.read_text(),
+        i.read_text(),
+        str(model),
+        compare=True,
+        html_out=str(page),
+        decoding=Decoding(beam=2, max_length=64),
     )
     flags = [
         "--headless",

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from codeexecutor.errors import ConfigError
+from codeexecutor.generation.decoding import Decoding
 from codeexecutor.training.config import Curriculum, TrainArgs, load_ds_config
 from codeexecutor.training.mining import mining_pool
 from codeexecutor.training.run import lr_at
@@ -275,7 +276,7 @@ def test_two_process_zero2_over_gloo_with_resume(tmp_path, demo_data):
         "full",
     )  # the curriculum's
     assert len(gen.tok) == gen.model.config.vocab_size and "<exception>" in gen.tok.get_vocab()
-    out = gen.generate(["<codenet> <0> x = 1"], beam=2, max_length=8)[0]
+    out = gen.generate(["<codenet> <0> x = 1"], Decoding(beam=2, max_length=8, names=False, values=False))[0]
     assert out.tokens <= 8 and (out.finished or out.tokens == 8)  # ended at </s>, or cut at the cap it was given
     assert gen.encoder.ids(out.text) == gen.encoder.ids(
         gen.encoder.decode(gen.encoder.ids(out.text))
@@ -338,7 +339,9 @@ def test_two_process_zero3_over_gloo_steps_the_compiled_rows_and_resumes(tmp_pat
     assert setup["compiled"] and not setup["fullgraph"] and any("ZeRO-3" in f for f in setup["fallbacks"])
     from codeexecutor.generation import TraceGenerator
 
-    out = TraceGenerator(str(run / "final")).generate(["<codenet> <0> x = 1"], beam=1, max_length=8)[0]
+    out = TraceGenerator(str(run / "final")).generate(
+        ["<codenet> <0> x = 1"], Decoding(beam=1, max_length=8, names=False, values=False)
+    )[0]
     assert 0 < out.tokens <= 8
 
 

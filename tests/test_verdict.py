@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from codeexecutor.generation.decoding import Decoding
 from codeexecutor.generation.verdict import StepEnds, finite_margin
 from codeexecutor.modeling.trace_metrics import crash_score_auroc
 
@@ -54,7 +55,7 @@ def test_a_biased_greedy_verdict_is_the_free_decodes_peak_above_minus_the_bias(o
     path, rows = overfit_model
     gen = TraceGenerator(str(path))
     inputs = [r["input"] for r in rows]
-    free = gen.generate(inputs, beam=1, max_length=128)
+    free = gen.generate(inputs, Decoding(beam=1, max_length=128, names=False, values=False))
     peaks = [o.exception_peak for o in free]
     assert all(math.isfinite(p) and p < 0 for p in peaks)  # the model never saw a crash
     assert all(math.isfinite(o.exception_end) and o.exception_end <= o.exception_peak for o in free)
@@ -64,7 +65,7 @@ def test_a_biased_greedy_verdict_is_the_free_decodes_peak_above_minus_the_bias(o
     assert len(ordered) >= 3
     for k in (len(ordered) // 3, 2 * len(ordered) // 3):
         bias = -(ordered[k - 1] + ordered[k]) / 2  # between two peaks: some programs flip, the others not
-        biased = gen.generate(inputs, beam=1, max_length=128, exception_bias=bias)
+        biased = gen.generate(inputs, Decoding(beam=1, max_length=128, exception_bias=bias, names=False, values=False))
         expected = [p > -bias for p in peaks]
         assert 0 < sum(expected) < len(inputs)
         assert ["<exception>" in o.text for o in biased] == expected
@@ -76,14 +77,18 @@ def test_a_biased_greedy_verdict_is_the_free_decodes_peak_above_minus_the_bias(o
                 assert o.text == f.text
     ends = sorted({o.exception_end for o in free})
     bias = -(ends[len(ends) // 2 - 1] + ends[len(ends) // 2]) / 2
-    at_end = gen.generate(inputs, beam=1, max_length=128, exception_bias=bias, exception_at="end")
+    at_end = gen.generate(
+        inputs, Decoding(beam=1, max_length=128, exception_bias=bias, exception_at="end", names=False, values=False)
+    )
     expected = [o.finished and o.exception_end > -bias for o in free]
     assert 0 < sum(expected) < len(inputs)
     assert ["<exception>" in o.text for o in at_end] == expected
     for o, f, flips in zip(at_end, free, expected):  # the whole free trace, then the crash where it ended
         assert o.text.split("<exception>")[0].strip() == f.text.strip() if flips else o.text == f.text
-    slow = gen.generate(inputs[:4], beam=1, max_length=128, cache=False, exception_bias=2.0)
-    fast = gen.generate(inputs[:4], beam=1, max_length=128, exception_bias=2.0)
+    slow = gen.generate(
+        inputs[:4], Decoding(beam=1, max_length=128, exception_bias=2.0, names=False, values=False), cache=False
+    )
+    fast = gen.generate(inputs[:4], Decoding(beam=1, max_length=128, exception_bias=2.0, names=False, values=False))
     assert [a.text for a in slow] == [b.text for b in fast]
     assert [a.exception_peak for a in slow] == pytest.approx([b.exception_peak for b in fast], abs=1e-4)
     assert [a.exception_end for a in slow] == pytest.approx([b.exception_end for b in fast], abs=1e-4)

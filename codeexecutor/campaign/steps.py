@@ -578,6 +578,7 @@ def test_builds() -> list[pathlib.Path]:
 def score_sets(model: str, parts: str) -> None:
     """The child of `score`: each test build scored in turn, its report written as soon
     as it is done (`parts/BUILD.json`, without the predictions)."""
+    from codeexecutor.generation.decoding import GREEDY
     from eval.evaluate import evaluate_model
 
     for build in test_builds():
@@ -587,7 +588,7 @@ def score_sets(model: str, parts: str) -> None:
             str(build),
             split="test",
             limit=SIZES["score_limit"],
-            beam=1,
+            decoding=GREEDY,
             batch_size=SIZES["batch"],
             progress=False,
         )

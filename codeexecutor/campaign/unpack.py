@@ -21,6 +21,7 @@ import pathlib
 import shutil
 
 from codeexecutor.errors import UsageError
+from codeexecutor.generation.decoding import GREEDY
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -147,7 +148,7 @@ def score_here(
             str(build),
             split="test",
             limit=limit,
-            beam=1,
+            decoding=GREEDY,
             batch_size=64,
             progress=False,
             answers=str(draw / f"{label}-{build.name}.answers.jsonl"),

@@ -19,6 +19,7 @@ import math
 
 from codeexecutor.debugger.proposals import arity, call_candidates, calls_of, literal, stdin_candidates
 from codeexecutor.errors import UsageError
+from codeexecutor.generation.decoding import Decoding
 
 
 def normal(output: str) -> str:
@@ -131,7 +132,7 @@ def _rank(gen, texts: list[str], programs: list[tuple[str, str]], target: str, m
     except FormatError as exc:
         raise UsageError(f"the model cannot read this program: {exc}") from None
     rules = gen.rules_apply()
-    decoded = gen.generate(inputs, beam=1, names=rules, values=rules, batch_size=64)
+    decoded = gen.generate(inputs, Decoding(beam=1, names=rules, values=rules), batch_size=64)
     ranked = []
     for i, (text, program, g) in enumerate(zip(texts, programs, decoded)):
         predicted = gen.parse(g.text).output if g.finished else None

@@ -25,6 +25,7 @@ from codeexecutor.debugger.events import (
     with_depths,
 )
 from codeexecutor.errors import UsageError
+from codeexecutor.generation.decoding import Decoding
 
 DEFAULT_MODEL = os.path.join("demo_out", "pretrain", "final")
 NO_REAL_RUN = ("EOFError", "ModuleNotFoundError", "ImportError")  # a run that says nothing of the program
@@ -354,7 +355,7 @@ def predict(
 
     rules = gen.rules_apply()  # the state rules where they apply, as `trace` decodes
     if not path and not wanted:  # the model's own whole trace: the batched search, greedy, as below
-        (whole,) = gen.generate([model_input], beam=1, names=rules, values=rules)
+        (whole,) = gen.generate([model_input], Decoding(beam=1, names=rules, values=rules))
         return events_of(whole.compact or whole.text), whole.finished, not whole.finished
     cont = continue_trace(gen, model_input, prefix, stop, max_new, rules)
     return events_of(cont.text), cont.finished, cont.cut

@@ -9,21 +9,21 @@ from __future__ import annotations
 import json
 import os
 
+from codeexecutor.generation.decoding import Decoding
+
 
 def generate_answers(
     gen,
     inputs: list[str],
-    beam: int,
-    max_length: int | None,
+    decoding: Decoding,
     batch_size: int,
     progress: bool,
-    decoding: dict | None = None,
     journal: Answers | None = None,
     keys: list[str] | None = None,
     shard: tuple[int, int] | None = None,
 ) -> list:
-    """The Generated answers (text, and whether it ended before the length cap), in input order;
-    `decoding`: TraceGenerator.generate's rules (names, values, exception_bias). With a
+    """The Generated answers (text, and whether it ended before the length cap), in input
+    order, decoded as `decoding` says (generation/decoding.py). With a
     `journal`, answers it holds for these `keys` are taken from it and each new batch is
     appended to it as it finishes (a stopped evaluation resumes where it was). `shard` (i, n):
     only the inputs at positions i, i + n, ... are decoded; the others stay None."""
@@ -36,9 +36,7 @@ def generate_answers(
         it = bar(it, desc="generating", unit="batch")
     for start in it:
         batch = todo[start : start + batch_size]
-        made = gen.generate(
-            [inputs[i] for i in batch], beam=beam, max_length=max_length, batch_size=batch_size, **(decoding or {})
-        )
+        made = gen.generate([inputs[i] for i in batch], decoding, batch_size=batch_size)
         for i, o in zip(batch, made):
             outs[i] = o
         if journal is not None:

@@ -4,63 +4,12 @@ error with a model, one program (`trace_program`) or many decoded in batches
 
 from __future__ import annotations
 
-import argparse
 import os
 
 from codeexecutor.errors import UsageError
+from codeexecutor.generation.decoding import MODEL_DEFAULTS, Decoding
 
 DEFAULT_MODEL = os.path.join("demo_out", "pretrain", "final")
-
-
-def decoding_arguments(p, beam: int | None = 10) -> None:
-    """The decoding options `trace` and `evaluate` share (argparse); `beam`: the default
-    beam size (None: `default_beam` of the model)."""
-    p.add_argument(
-        "--beam",
-        type=int,
-        default=beam,
-        help="beam size (1 is greedy; the release: 10"
-        + ("" if beam else "; default: 1 for our own trace formats, 10 for the released checkpoint")
-        + ")",
-    )
-    p.add_argument(
-        "--max-length", type=int, help="trace tokens to generate at most (default and cap: the model's, 768)"
-    )
-    p.add_argument(
-        "--constrain-names",
-        action=argparse.BooleanOptionalAction,
-        help="states may only name the "
-        "program's identifiers (stops a small model's name loops; generation/constraints.py; default: on in "
-        "`trace` for our own trace formats, off for the release's and in `evaluate`)",
-    )
-    p.add_argument(
-        "--constrain-values",
-        action=argparse.BooleanOptionalAction,
-        help="a value ends at the tracer's "
-        "length limit (100 characters, then '...'; stops growing-value loops; default as --constrain-names)",
-    )
-    p.add_argument(
-        "--exception-bias",
-        type=float,
-        default=0.0,
-        metavar="B",
-        help="favour <exception> by B nats where a step may end, so that a model that ranks a crash second "
-        "reports it (not in the release's decoding; generation/verdict.py)",
-    )
-    p.add_argument(
-        "--exception-at",
-        choices=("step", "end"),
-        default="step",
-        help="where the bias acts: every step end, or only where the trace would end (</s>)",
-    )
-    p.add_argument(
-        "--length-penalty",
-        type=float,
-        default=0.0,
-        metavar="A",
-        help="rank the beam's finished traces by log-probability over ((5 + length) / 6) ** A, so that a "
-        "trace is not preferred for stopping early (not in the release's decoding; default 0)",
-    )
 
 
 _GENERATORS: dict = {}
@@ -106,51 +55,23 @@ def programs_per_batch(beam: int) -> int:
     return max(1, HYPOTHESES_PER_BATCH // max(1, beam))
 
 
-def default_beam(generator) -> int:
-    """`trace`'s beam when none is given: greedy for our own trace formats, whose beam of 10
-    stops traces early (1.5 steps of a function's 16 with the state rules on, experiments/NOTEBOOK.md);
-    10 for the released checkpoint, as its inference."""
-    return 10 if generator.profile.official else 1
-
-
 def trace_program(
     source: str,
     stdin: str = "",
     model: str = DEFAULT_MODEL,
-    beam: int | None = None,
-    max_length: int | None = None,
+    decoding: Decoding = MODEL_DEFAULTS,
     compare: bool = False,
     html_out: str | None = None,
     docstring: str | None = None,
-    names: bool | None = None,
-    exception_bias: float = 0.0,
-    values: bool | None = None,
-    exception_at: str = "step",
-    length_penalty: float = 0.0,
-    **kw,
 ) -> dict:
     """Predict one program's trace; returns the JSON report (plus 'text', the readable
-    form). `html_out`: write the viewer page there (generation/html.py); `names`,
-    `values`: as `trace_programs`."""
+    form). `html_out`: write the viewer page there (generation/html.py)."""
     from codeexecutor.modeling.format import FormatError
 
-    html_out = html_out or kw.get("html")
     try:
-        report = trace_programs(
-            [{"code": source, "stdin": stdin}],
-            model,
-            beam,
-            max_length,
-            compare,
-            docstring,
-            names,
-            exception_bias,
-            values,
-            exception_at,
-            strict=True,
-            pages=bool(html_out),
-            length_penalty=length_penalty,
-        )[0]
+        (report,) = trace_programs(
+            [{"code": source, "stdin": stdin}], model, decoding, compare, docstring, strict=True, pages=bool(html_out)
+        )
     except FormatError as exc:
         raise UsageError(f"cannot trace this program: {exc}") from exc
     if html_out:
@@ -182,45 +103,28 @@ def interpreter_note(config, data_python: str | None = None) -> str | None:
 def trace_programs(
     programs: list[dict],
     model: str = DEFAULT_MODEL,
-    beam: int | None = None,
-    max_length: int | None = None,
+    decoding: Decoding = MODEL_DEFAULTS,
     compare: bool = False,
     docstring: str | None = None,
-    names: bool | None = None,
-    exception_bias: float = 0.0,
-    values: bool | None = None,
-    exception_at: str = "step",
     batch_size: int | None = None,
     strict: bool = False,
     pages: bool = False,
-    length_penalty: float = 0.0,
 ) -> list[dict]:
     """Predict the traces of many programs ({"code", "stdin"?, "id"?}), decoded in batches
     of `batch_size` as `evaluate` does. Each report is `trace_program`'s; with `pages`,
     plus `_page`, the viewer's data (generation/html.py page_data). A program the model
     format cannot take (over 200 lines) gets {"problem": why} instead (with `strict`,
-    FormatError). `beam`: None is `default_beam`. `names`, `values`: the state rules
-    (generation/constraints.py); None turns them on where they apply
-    (`TraceGenerator.rules_apply`: our own trace formats), where they cut fewer traces at
-    the length cap at no measured cost (experiments/NOTEBOOK.md), and leaves them off for the
-    release's, whose checkpoint then generates what the release's inference does."""
+    FormatError). The decoding's `None` fields are the model's defaults
+    (`Decoding.resolved`: the state rules where they apply, which cut fewer traces at the
+    length cap at no measured cost, experiments/NOTEBOOK.md)."""
     from codeexecutor.generation.answers import generate_answers
     from codeexecutor.generation.html import report_page
 
     generator = cached_generator(model)
-    names = generator.rules_apply() if names is None else names
-    values = generator.rules_apply() if values is None else values
-    beam = default_beam(generator) if beam is None else beam
+    decoding = decoding.resolved(generator)
     prepared, inputs, skipped = _model_inputs(generator, programs, docstring, strict)
-    decoding = {
-        "names": names,
-        "values": values,
-        "exception_bias": exception_bias,
-        "exception_at": exception_at,
-        "length_penalty": length_penalty,
-    }
-    batch_size = batch_size or programs_per_batch(beam)
-    gens = generate_answers(generator, inputs, beam, max_length, batch_size, progress=False, decoding=decoding)
+    batch_size = batch_size or programs_per_batch(decoding.beam)
+    gens = generate_answers(generator, inputs, decoding, batch_size, progress=False)
     detector = generator.detector
     if detector is not None:
         verdicts = detector.predict([code for _, code, _, _ in prepared], [offset for _, _, offset, _ in prepared])
@@ -228,12 +132,12 @@ def trace_programs(
         verdicts = [None] * len(inputs)
     limit = generator.model.config.max_trace_length
     settings = {
-        "beam": beam,
-        "exception_bias": exception_bias,
-        "exception_at": exception_at,
-        "length_penalty": length_penalty,
-        "constrained": {"names": names, "values": values},
-        "length_cap": min(max_length or limit, limit),
+        "beam": decoding.beam,
+        "exception_bias": decoding.exception_bias,
+        "exception_at": decoding.exception_at,
+        "length_penalty": decoding.length_penalty,
+        "constrained": {"names": decoding.names, "values": decoding.values},
+        "length_cap": min(decoding.max_length or limit, limit),
         "model_limit": limit,
         "format_profile": generator.profile.label,
         "step_order": generator.profile.order,

@@ -9,7 +9,8 @@ import os
 import sys
 
 from codeexecutor.errors import UsageError
-from codeexecutor.generation.api import DEFAULT_MODEL, decoding_arguments, trace_program, trace_programs
+from codeexecutor.generation.api import DEFAULT_MODEL, trace_program, trace_programs
+from codeexecutor.generation.decoding import Decoding, decoding_arguments
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -56,13 +57,10 @@ def _args(p: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace) -> int:
     from codeexecutor.source import read_program, read_text_file
 
-    if (args.beam is not None and args.beam < 1) or (args.max_length is not None and args.max_length < 1):
-        raise UsageError("--beam and --max-length must be >= 1")
-    if args.length_penalty < 0:
-        raise UsageError("--length-penalty must be >= 0 (0 is the release's ranking; 1 divides by the length)")
+    decoding = Decoding.from_args(args)  # checked once, handed whole to the search
     doc = read_text_file(args.docstring, "docstring file") if args.docstring else None
     if args.batch:
-        return _run_batch(args, doc)
+        return _run_batch(args, doc, decoding)
     if not args.program:
         raise UsageError("give a PROGRAM (or --batch FILE.jsonl)")
     source = read_program(args.program)
@@ -71,16 +69,10 @@ def _run(args: argparse.Namespace) -> int:
         source,
         stdin,
         args.model,
-        args.beam,
-        args.max_length,
+        decoding,
         args.compare and args.fill is None,
         args.html if args.fill is None else None,
         doc,
-        args.constrain_names,
-        args.exception_bias,
-        args.constrain_values,
-        args.exception_at,
-        length_penalty=args.length_penalty,
     )
     text = report.pop("text")
     if args.fill is not None:
@@ -111,7 +103,7 @@ def _guided_beside(report: dict, source: str, stdin: str, spec: str, html_out: s
     return "\n".join(lines)
 
 
-def _run_batch(args: argparse.Namespace, doc: str | None) -> int:
+def _run_batch(args: argparse.Namespace, doc: str | None, decoding: Decoding) -> int:
     from codeexecutor.source import read_text_file
 
     text = read_text_file(args.batch, "batch file")
@@ -129,19 +121,7 @@ def _run_batch(args: argparse.Namespace, doc: str | None) -> int:
     if (args.batch_size or 1) < 1:
         raise UsageError("--batch-size must be >= 1")
     reports = trace_programs(
-        items,
-        args.model,
-        args.beam,
-        args.max_length,
-        args.compare,
-        doc,
-        args.constrain_names,
-        args.exception_bias,
-        args.constrain_values,
-        args.exception_at,
-        batch_size=args.batch_size,
-        pages=bool(args.html),
-        length_penalty=args.length_penalty,
+        items, args.model, decoding, args.compare, doc, batch_size=args.batch_size, pages=bool(args.html)
     )
     pages = []
     for item, rep in zip(items, reports):

@@ -23,6 +23,7 @@ import torch
 
 from codeexecutor.generation.beam import Beam
 from codeexecutor.generation.constraints import RowConstraints, StateRule, token_chars
+from codeexecutor.generation.decoding import RELEASE, Decoding
 from codeexecutor.generation.verdict import StepEnds
 
 
@@ -95,36 +96,27 @@ class TraceGenerator:
     def generate(
         self,
         inputs: list[str],
-        beam: int = 10,
-        max_length: int | None = None,
+        decoding: Decoding = RELEASE,
         batch_size: int = 8,
         cache: bool = True,
-        names: bool = False,
-        values: bool = False,
-        exception_bias: float = 0.0,
-        exception_at: str = "step",
-        length_penalty: float = 0.0,
         sort: bool = True,
     ) -> list[Generated]:
-        """Best hypothesis for each model-format code string, in input order. At most
-        `max_length` tokens are generated (</s> included; default and cap: the model's
-        max_trace_length, 768 as in the release). `names`: states may only name the
-        code's identifiers, `values`: a value is at most as long as the tracer renders one
-        (generation/constraints.py; the release has neither rule).
-        `exception_bias`: added to `<exception>` at step ends (generation/verdict.py);
-        each answer's `exception_peak` is recorded where the model has that step;
-        `exception_at="end"`: only where the trace would end. `length_penalty`: the
-        finished hypotheses are ranked by log-probability over length ** alpha
-        (generation/beam.py; 0, the release's ranking, by default). `sort`: batches are
-        made of programs of similar code length, not in input order (answers come back in
-        input order either way)."""
+        """Best hypothesis for each model-format code string, in input order, decoded as
+        `decoding` says (generation/decoding.py; its `None` fields the model's defaults; by
+        default the release's beam of 10 without the state rules). Each answer's
+        `exception_peak` is recorded where the model has an `<exception>` step. `cache`:
+        False decodes each program alone, recomputing every step (the reference path).
+        `sort`: batches are made of programs of similar code length, not in input order
+        (answers come back in input order either way)."""
         from codeexecutor.errors import UsageError
 
+        d = decoding.resolved(self)
+        beam, exception_bias, length_penalty = d.beam, d.exception_bias, d.length_penalty
         cap = self.model.config.max_trace_length
-        max_length = min(max_length or cap, cap)
+        max_length = min(d.max_length or cap, cap)
         if "<exception>" in self.tok.get_vocab():
             try:
-                ends = StepEnds(self.tok, exception_bias, exception_at)
+                ends = StepEnds(self.tok, exception_bias, d.exception_at)
             except ValueError as exc:
                 raise UsageError(f"{exc}; pass a number such as --exception-bias 2") from None
         elif exception_bias:
@@ -134,7 +126,7 @@ class TraceGenerator:
             )
         else:
             ends = None
-        rule = self._rules(names, values)
+        rule = self._rules(d.names, d.values)
         if not cache:
             return self._expanded(
                 [

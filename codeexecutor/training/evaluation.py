@@ -11,6 +11,7 @@ import random
 
 import torch
 
+from codeexecutor.generation.decoding import Decoding
 from codeexecutor.training.tokenized import built_source, is_tokenized
 
 
@@ -77,7 +78,8 @@ class StageEvaluator:
                 weight += len(losses)
             entry = {"split": src["split"], "loss": total / weight if weight else None}
             if src["inputs"] and self.metrics is not None:
-                outs = generator.generate(src["inputs"], beam=1, max_length=max_length, batch_size=self.batch_size)
+                decoding = Decoding(beam=1, max_length=max_length, names=False, values=False)
+                outs = generator.generate(src["inputs"], decoding, batch_size=self.batch_size)
                 preds = [self.encoder.scored(g.text) for g in outs]
                 m = self.metrics(preds, src["golds"], singleline=src["singleline"])
                 entry.update(
