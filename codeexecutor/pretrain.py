@@ -36,6 +36,7 @@ import subprocess
 import sys
 import time
 
+from codeexecutor.atomic import write_json
 from codeexecutor.errors import ConfigError
 from codeexecutor.training.config import BUILD_FOLDERS, BUILD_OPTIONS, build_folders
 from codeexecutor.training.fallback import REFUSAL_FILE
@@ -327,10 +328,7 @@ class Pretrain:
         return {"card": path}
 
     def _save(self) -> None:
-        tmp = self.record_path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(self.record, f, indent=2, default=str)
-        os.replace(tmp, self.record_path)
+        write_json(self.record_path, self.record, default=str)
 
 
 def _ended(code: int) -> str:

@@ -31,8 +31,8 @@ import json
 import logging
 import os
 import random
-import shutil
 
+from codeexecutor.atomic import replacing
 from codeexecutor.debugger.events import Event, row_events, target
 from codeexecutor.execution.records import Step
 from codeexecutor.modeling.format import format_trace
@@ -145,8 +145,9 @@ def build_actions(
     drawing at most)."""
     import datasets
 
+    from codeexecutor.atomic import write_json
     from codeexecutor.progress import bar
-    from curricula.common import built_datasets, write_json_atomic
+    from curricula.common import built_datasets
 
     options = {"per_program": per_program, "limit": limit, "order": order, "max_chars": max_chars, "seed": seed}
     stats = {"kind": "actions", "source": os.path.abspath(source), **options, "datasets": {}, "drawn": {}}
@@ -177,15 +178,12 @@ def build_actions(
                 a: sum(json.loads(r["action"])["name"] == a for r in rows) for a in MARKED
             }
         target_dir = os.path.join(out, name)
-        tmp = target_dir + ".tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        datasets.DatasetDict(splits).save_to_disk(tmp)
-        shutil.rmtree(target_dir, ignore_errors=True)
-        os.replace(tmp, target_dir)
+        with replacing(target_dir) as tmp:
+            datasets.DatasetDict(splits).save_to_disk(tmp)
         stats["datasets"][name] = {split: c["rows"] for split, c in counts.items()}  # rows a split, as every build
         stats["drawn"][name] = counts
-        write_json_atomic(stats, os.path.join(out, "stats.json"))
-    write_json_atomic(stats, os.path.join(out, "stats.json"))
+        write_json(os.path.join(out, "stats.json"), stats, ensure_ascii=False)
+    write_json(os.path.join(out, "stats.json"), stats, ensure_ascii=False)
     return stats
 
 

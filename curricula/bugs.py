@@ -20,8 +20,9 @@ from __future__ import annotations
 import os
 from collections import Counter
 
+from codeexecutor.atomic import write_json
 from curricula.codenet import CodeNetBuilder, Submission
-from curricula.common import is_error_trace, make_example, write_json_atomic
+from curricula.common import is_error_trace, make_example
 
 TASK = "bugs"
 
@@ -93,7 +94,7 @@ class BugsBuilder(CodeNetBuilder):
     def finalize(self, seconds: float, programs: int) -> dict:
         stats = super().finalize(seconds, programs)
         stats["class_mix"] = class_mix(stats["per_operator_status"], stats["counts"])
-        write_json_atomic(stats, os.path.join(self.out, "stats.json"))
+        write_json(os.path.join(self.out, "stats.json"), stats, ensure_ascii=False)
         return stats
 
 

@@ -35,13 +35,13 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
+from codeexecutor.atomic import write_json
 from curricula.common import (
     assign_splits,
     is_error_trace,
     log_to_build_folder,
     make_example,
     save_journal_datasets,
-    write_json_atomic,
 )
 from curricula.journal import Journal, read_journal, record_units, traced_by
 from curricula.shards import check_shards, record_build
@@ -311,7 +311,7 @@ class CodeNetBuilder:
                 sum(v for k, v in self.counts.items() if k.startswith("mutant:")) / max(seconds, 1e-9), 1
             ),
         }
-        write_json_atomic(stats, os.path.join(self.out, "stats.json"))
+        write_json(os.path.join(self.out, "stats.json"), stats, ensure_ascii=False)
         log.info("%s done: %s", self.KIND, stats["datasets"])
         return stats
 

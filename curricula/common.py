@@ -9,6 +9,7 @@ import os
 import shutil
 from collections.abc import Iterable
 
+from codeexecutor.atomic import replacing
 from codeexecutor.execution.interpreters import dataset_python  # noqa: F401  (this module's name for it, kept)
 from codeexecutor.execution.records import ExecResult, ExecStatus
 
@@ -183,14 +184,8 @@ def save_journal_datasets(
 
 def _replace(dd, out_dir: str) -> None:
     """Save a DatasetDict aside, then rename it into place (the old one removed after)."""
-    tmp = out_dir.rstrip("/") + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    dd.save_to_disk(tmp)
-    old = out_dir.rstrip("/") + ".old"
-    if os.path.exists(out_dir):
-        os.replace(out_dir, old)
-    os.replace(tmp, out_dir)
-    shutil.rmtree(old, ignore_errors=True)
+    with replacing(out_dir) as tmp:
+        dd.save_to_disk(tmp)
 
 
 def built_datasets(folder: str, what: str = "dataset folder") -> dict[str, str]:
@@ -231,14 +226,6 @@ def log_to_build_folder(out: str) -> None:
     logging.getLogger("curricula").setLevel(logging.INFO)
 
 
-def write_json_atomic(obj, path: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, ensure_ascii=False)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
 __all__ = [
     "SPLITS",
     "assign_splits",
@@ -250,5 +237,4 @@ __all__ = [
     "is_error_trace",
     "max_states",
     "save_dataset",
-    "write_json_atomic",
 ]

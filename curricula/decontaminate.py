@@ -20,6 +20,8 @@ import os
 import pathlib
 import time
 
+from codeexecutor.atomic import write_json
+
 SHARED = os.path.join("..", "shared", "data")  # where the benchmarks and the contest corpora are gathered
 
 
@@ -89,7 +91,5 @@ def decontaminate(build: str, shared: str = SHARED, out: str | None = None) -> d
     report["command"] = f"codeexecutor build decontaminate {build} --references {shared}"
     report["seconds"] = round(time.perf_counter() - start, 1)
     out = out or os.path.join(build, "decontamination.json")
-    with open(out + ".tmp", "w") as f:
-        json.dump(report, f, indent=1)
-    os.replace(out + ".tmp", out)
+    write_json(out, report, indent=1)
     return report

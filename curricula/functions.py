@@ -42,13 +42,13 @@ import time
 import tokenize
 from collections import Counter
 
+from codeexecutor.atomic import write_json
 from curricula.common import (
     assign_splits,
     is_error_trace,
     log_to_build_folder,
     make_example,
     save_journal_datasets,
-    write_json_atomic,
 )
 from curricula.doc_sessions import DocsCorpus, is_docs_root
 from curricula.function_calls import (
@@ -515,7 +515,7 @@ def finalize(out: str, seconds: float, modules: int, meta: dict) -> dict:
         **meta,
         "seconds_this_run": round(seconds, 1),
     }
-    write_json_atomic(stats, os.path.join(out, "stats.json"))
+    write_json(os.path.join(out, "stats.json"), stats, ensure_ascii=False)
     log.info("functions done: %s", sizes)
     return stats
 

@@ -22,8 +22,8 @@ _DONE_PREFIX = b'{"_done"'  # how a journal's done line starts (journal.Journal.
 
 def record_build(out: str, builder: str, shard: tuple[int, int], options: dict, sources: list[str], units: int) -> None:
     """Write OUT/build.json, or check that a resumed build is the one that began there."""
+    from codeexecutor.atomic import write_json
     from codeexecutor.errors import UsageError
-    from curricula.common import write_json_atomic
 
     manifest = {
         "builder": builder,
@@ -43,7 +43,7 @@ def record_build(out: str, builder: str, shard: tuple[int, int], options: dict, 
                 "with the options it was begun with, or build into a new --out"
             )
     os.makedirs(out, exist_ok=True)
-    write_json_atomic(manifest, path)
+    write_json(path, manifest, ensure_ascii=False)
 
 
 def _differences(a: dict, b: dict) -> list[tuple[str, str, str]]:

@@ -36,9 +36,10 @@ import os
 import time
 from collections import Counter
 
+from codeexecutor.atomic import replacing, write_json
 from codeexecutor.progress import bar as progress_bar
 from codeexecutor.source import parse_quietly
-from curricula.common import SPLITS, make_example, save_dataset, write_json_atomic
+from curricula.common import SPLITS, make_example, save_dataset
 from curricula.journal import Journal, read_journal, traced_by
 
 TASK = "singleline"
@@ -211,7 +212,7 @@ def _check_params(out: str, params: dict) -> None:
             )
     if before != params and os.path.exists(os.path.join(out, CANDIDATES)):  # scanned for other options
         os.remove(os.path.join(out, CANDIDATES))
-    write_json_atomic(params, os.path.join(out, "params.json"))
+    write_json(os.path.join(out, "params.json"), params, ensure_ascii=False)
 
 
 def build_singleline(
@@ -289,11 +290,10 @@ def _save_candidates(out: str, items: list, counts: Counter) -> None:
     import gzip
 
     path = os.path.join(out, CANDIDATES)
-    with gzip.open(path + ".tmp", "wt", encoding="utf-8") as f:
+    with replacing(path) as tmp, gzip.open(tmp, "wt", encoding="utf-8") as f:
         f.write(json.dumps({"counts": dict(counts), "items": len(items)}) + "\n")
         for code, meta in items:
             f.write(json.dumps([code, list(meta)], ensure_ascii=False) + "\n")
-    os.replace(path + ".tmp", path)
 
 
 def _load_candidates(out: str) -> tuple[list, Counter] | None:
@@ -382,7 +382,7 @@ def _trace_chunks(
         "datasets": {TASK: sizes},
         "seconds": round(time.perf_counter() - start, 1),
     }
-    write_json_atomic(stats, os.path.join(out, "stats.json"))
+    write_json(os.path.join(out, "stats.json"), stats, ensure_ascii=False)
     return stats
 
 

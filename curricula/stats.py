@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 
-from curricula.common import write_json_atomic
+from codeexecutor.atomic import write_json
 
 PAPER_TABLE2 = {  # the paper's Table 2 (docs/curriculum.md): avg code lines, avg trace steps, avg states
     "singleline": (3.28, 1.00, 2.44),
@@ -124,7 +124,7 @@ def dataset_stats(folder: str, tokenizer: str | None = None) -> dict:
                 op: {"ok_share": round(v.get("ok", 0) / max(1, sum(v.values())), 3), **v}
                 for op, v in sorted(per_op.items())
             }
-    write_json_atomic(report, os.path.join(folder, "table2.json"))
+    write_json(os.path.join(folder, "table2.json"), report, ensure_ascii=False)
     if distributions:
         _plot(distributions, os.path.join(folder, "table2.png"))
     return report

@@ -22,8 +22,9 @@ import re
 import time
 from collections import Counter
 
+from codeexecutor.atomic import write_json
 from codeexecutor.source import parse_quietly
-from curricula.common import assign_splits, make_example, save_dataset, write_json_atomic
+from curricula.common import assign_splits, make_example, save_dataset
 from curricula.journal import Journal, read_journal, record_units, traced_by
 
 log = logging.getLogger("curricula.tutorial")
@@ -176,5 +177,5 @@ def build_tutorial(
         "datasets": {TASK: sizes},
         "seconds_this_run": round(time.perf_counter() - start, 1),
     }
-    write_json_atomic(stats, os.path.join(out, "stats.json"))
+    write_json(os.path.join(out, "stats.json"), stats, ensure_ascii=False)
     return stats

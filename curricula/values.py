@@ -26,8 +26,8 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
+from codeexecutor.atomic import replacing, write_json, write_text
 from codeexecutor.execution.guided import context
-from curricula.common import write_json_atomic
 from curricula.journal import Journal, read_journal, record_units
 
 log = logging.getLogger("curricula.values")
@@ -179,11 +179,9 @@ class ValuesBuilder:
         stats = {"seconds": round(seconds, 1), "runs": dict(counts), "splits": {}}
         for split, rows in splits.items():
             path = os.path.join(self.out, f"{split}.jsonl.gz")
-            tmp = path + ".tmp"
-            with gzip.open(tmp, "wt", encoding="utf-8") as f:
+            with replacing(path) as tmp, gzip.open(tmp, "wt", encoding="utf-8") as f:
                 for row in rows.values():
                     f.write(json.dumps(row, ensure_ascii=False) + "\n")
-            os.replace(tmp, path)
             stats["splits"][split] = {
                 "events": len(rows),
                 "packages": len({r["package"] for r in rows.values()}),
@@ -196,7 +194,7 @@ class ValuesBuilder:
             stats["licences"] = {p["corpus"]: p["license"] for p in self.functions.provenance}
         if self.codenet:
             stats["licences"]["contest"] = "per program, permissive (the corpus's MANIFEST.md)"
-        write_json_atomic(stats, os.path.join(self.out, "stats.json"))
+        write_json(os.path.join(self.out, "stats.json"), stats, ensure_ascii=False)
         _write_card(self.out, stats)
         return stats
 
@@ -222,7 +220,4 @@ def _write_card(out: str, stats: dict) -> None:
     lines += ["| corpus | licence |", "|---|---|"] + [
         f"| {c} | {lic} |" for c, lic in stats.get("licences", {}).items()
     ]
-    tmp = os.path.join(out, "README.md.tmp")
-    with open(tmp, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    os.replace(tmp, os.path.join(out, "README.md"))
+    write_text(os.path.join(out, "README.md"), "\n".join(lines) + "\n")

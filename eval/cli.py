@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
+from codeexecutor.atomic import write_json
 from codeexecutor.generation.decoding import Decoding, decoding_arguments
 
 HUMANEVAL = os.path.join("..", "shared", "data", "humaneval")
 
 
 def _write(report: dict, path: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(report, f, indent=2)
-    os.replace(tmp, path)
+    write_json(path, report)
     print(f"report: {path}")
 
 

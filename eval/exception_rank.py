@@ -20,6 +20,8 @@ from collections import Counter, defaultdict
 
 import torch
 
+from codeexecutor.atomic import write_json
+
 
 def exception_ranks(model: str, data: str, split: str = "test", limit: int | None = 300, batch_size: int = 16) -> dict:
     """Per error kind: crashing programs scored, the share where `<exception>` ranks first
@@ -100,10 +102,7 @@ def main() -> None:
             f"gap {k['mean_gap_nats']:.2f} nats  {k.get('first_instead', '')}"
         )
     if args.out:
-        tmp = args.out + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(report, f, indent=2)
-        os.replace(tmp, args.out)
+        write_json(args.out, report)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 
+from codeexecutor.atomic import write_text
 from eval.evaluate import CATEGORIES, METRIC_NAME
 
 PAPER_TABLE3 = {  # output acc, trace acc, line F1, identifier F1 (CodeExecutor)
@@ -142,7 +143,4 @@ def save(report: dict, out: str) -> dict:
 
 
 def _atomic(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    write_text(path, text)

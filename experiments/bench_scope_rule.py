@@ -43,11 +43,11 @@ def outputs_right(rows: list[dict], data: str, name: str) -> int:
 def main() -> None:
     from first_error import first_errors
 
+    from codeexecutor.atomic import write_json
     from codeexecutor.generation import constraints, search
     from codeexecutor.generation.decoding import Decoding
     from codeexecutor.modeling.loading import load_model
     from codeexecutor.modeling.profiles import profile_of
-    from curricula.common import write_json_atomic
     from eval.evaluate import evaluate_model
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -108,7 +108,7 @@ def main() -> None:
                 )
         finally:
             search.StateRule = original
-        write_json_atomic(report, args.out)
+        write_json(args.out, report, ensure_ascii=False)
     print("written", args.out)
 
 

@@ -127,8 +127,8 @@ def compare(decodings: dict[str, dict], crashes: dict, scored) -> dict:
 
 
 def main() -> None:
+    from codeexecutor.atomic import write_json
     from codeexecutor.generation import TraceGenerator
-    from curricula.common import write_json_atomic
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True, help="the model the predictions came from (its trace profile)")
@@ -151,7 +151,7 @@ def main() -> None:
         "predictions": dict(p.partition("=")[::2] for p in args.predictions),
         **compare(decodings, gold_crashes(args.data, gen.profile, keys, args.split), gen.encoder.scored),
     }
-    write_json_atomic(report, args.out)
+    write_json(args.out, report, ensure_ascii=False)
     for name, labels in report["sets"].items():
         for label, f in labels.items():
             print(

@@ -63,9 +63,9 @@ def first_errors(rows: list[dict], data: str, profile) -> dict:
 
 
 def main() -> None:
+    from codeexecutor.atomic import write_json
     from codeexecutor.modeling.loading import load_model
     from codeexecutor.modeling.profiles import profile_of
-    from curricula.common import write_json_atomic
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", required=True, help="a bench_quality run folder (test_predictions.jsonl, final/)")
@@ -91,7 +91,7 @@ def main() -> None:
         for name, figures in report["decodings"][label].items():
             print(label, name, figures["share"])
     out = args.out or os.path.join(args.run, "first_error.json")
-    write_json_atomic(report, out)
+    write_json(out, report, ensure_ascii=False)
     print("written", out)
 
 

@@ -30,11 +30,11 @@ SETS = (
 def main() -> None:
     import datasets
 
+    from codeexecutor.atomic import write_json
     from codeexecutor.generation.constraints import StateRule, first_refused, token_chars
     from codeexecutor.modeling.loading import load_model
     from codeexecutor.modeling.profiles import profile_of
     from codeexecutor.modeling.tokenizer import load_tokenizer
-    from curricula.common import write_json_atomic
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True)
@@ -81,7 +81,7 @@ def main() -> None:
                         )
         report["sets"][name] = {"checked": checked, "refused": refused, "refused_without_scopes": by_identifiers}
         print(name, report["sets"][name], f"{time.time() - start:.0f}s", flush=True)
-    write_json_atomic(report, args.out)
+    write_json(args.out, report, ensure_ascii=False)
     print("written", args.out)
 
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 import lzma
 import os
-import shutil
 import struct
+
+from codeexecutor.atomic import replacing, write_json
 
 MAGIC = b"CEIDS\x00\x01\x00"  # format 1
 ARRAYS = ("code_len", "trace_len", "fit", "code_ids", "trace_ids")  # in the file's order
@@ -107,12 +108,10 @@ def pack_tokenized(
         "arrays": {k: [str(arrays[k].dtype), int(arrays[k].size)] for k in ARRAYS},
     }
     blob = json.dumps(header).encode()
-    tmp = dest + ".tmp"
-    with lzma.open(tmp, "wb", format=lzma.FORMAT_XZ, filters=filters(dict_size)) as f:
+    with replacing(dest) as tmp, lzma.open(tmp, "wb", format=lzma.FORMAT_XZ, filters=filters(dict_size)) as f:
         f.write(MAGIC + struct.pack("<I", len(blob)) + blob)
         for k in ARRAYS:
             f.write(arrays[k].astype(arrays[k].dtype.newbyteorder("<")).tobytes())
-    os.replace(tmp, dest)
     tokens = int(arrays["code_ids"].size + arrays["trace_ids"].size)
     size = os.path.getsize(dest)
     return {
@@ -213,11 +212,9 @@ def unpack_tokenized(path: str | list[str], folder: str) -> dict:
             "fit": datasets.Value("string"),
         }
     )
-    tmp = folder + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    datasets.Dataset(table).cast(features).save_to_disk(tmp)
-    with open(os.path.join(tmp, MARKER), "w") as f:
-        json.dump(header["marker"], f, indent=2)
-    shutil.rmtree(folder, ignore_errors=True)
-    os.replace(tmp, folder)
+    if os.path.lexists(folder) and not os.path.isdir(folder):
+        os.remove(folder)
+    with replacing(folder) as tmp:
+        datasets.Dataset(table).cast(features).save_to_disk(tmp)
+        write_json(os.path.join(tmp, MARKER), header["marker"], indent=2)
     return header

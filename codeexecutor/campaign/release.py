@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import pathlib
 import shutil
 import tarfile
 import tempfile
 
+from codeexecutor.atomic import replacing, write_json
 from codeexecutor.errors import UsageError
 from codeexecutor.training.data_format import fingerprint
 
@@ -42,9 +42,7 @@ def read_manifest(release: pathlib.Path = RELEASE) -> dict | None:
 
 
 def _write_manifest(release: pathlib.Path, manifest: dict) -> None:
-    tmp = release / "manifest.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-    os.replace(tmp, release / "manifest.json")
+    write_json(release / "manifest.json", manifest)
 
 
 def recipe_encoder(cur, tokenizer: pathlib.Path):
@@ -239,9 +237,8 @@ def _add_test_samples(release: pathlib.Path, builds: set) -> dict:
         sizes: dict = {}
         for data_dir in {b.parent for b in builds}:
             sizes.update(test_samples(data_dir, pathlib.Path(tmp) / "test"))
-        with tarfile.open(release / "test.tar.xz.tmp", "w:xz", preset=9) as tar:
+        with replacing(release / "test.tar.xz") as part, tarfile.open(part, "w:xz", preset=9) as tar:
             tar.add(pathlib.Path(tmp) / "test", arcname="test")
-        os.replace(release / "test.tar.xz.tmp", release / "test.tar.xz")
     return sizes
 
 
@@ -356,8 +353,7 @@ def rows(release: pathlib.Path, out: pathlib.Path, names: list[str] | None = Non
     written = {}
     for name in names:
         n = 0
-        tmp = out / f"{name}.jsonl.tmp"
-        with open(tmp, "w") as f:
+        with replacing(out / f"{name}.jsonl") as tmp, open(tmp, "w") as f:
             for part, entry in manifest["sources"][name]["parts"].items():
                 header, arrays = read_arrays(str(release / entry["file"]))
                 code_at, trace_at = 0, 0
@@ -380,7 +376,6 @@ def rows(release: pathlib.Path, out: pathlib.Path, names: list[str] | None = Non
                         + "\n"
                     )
                     n += 1
-        os.replace(tmp, out / f"{name}.jsonl")
         written[name] = n
     return written
 

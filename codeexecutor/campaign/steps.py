@@ -14,6 +14,8 @@ import sys
 import tarfile
 import time
 
+from codeexecutor import atomic
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # seconds of steps in one draw: a call may run 600, and the machine's start is counted too;
 # CAMPAIGN_BUDGET shortens it for a call on what is left of a lease
@@ -130,9 +132,7 @@ def plan() -> str:
 
 def write_json(name: str, obj: dict) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
-    tmp = OUT / (name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n")
-    os.replace(tmp, OUT / name)
+    atomic.write_json(OUT / name, obj)
 
 
 def sh(args: list[str], timeout: float, log: pathlib.Path, env: dict | None = None) -> int:
@@ -594,9 +594,7 @@ def score_sets(model: str, parts: str) -> None:
         )
         report.pop("predictions", None)
         report["decode_seconds"] = round(time.time() - t, 1)
-        tmp = pathlib.Path(parts) / f"{build.name}.json.tmp"
-        tmp.write_text(json.dumps(report, indent=2, default=str) + "\n")
-        os.replace(tmp, tmp.with_suffix(""))
+        atomic.write_json(pathlib.Path(parts) / f"{build.name}.json", report, default=str)
         print(f"[score] {build.name}: {report['decode_seconds']} s", flush=True)
 
 

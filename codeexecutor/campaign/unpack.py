@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import shutil
 
+from codeexecutor.atomic import write_json
 from codeexecutor.errors import UsageError
 from codeexecutor.generation.decoding import GREEDY
 
@@ -174,9 +174,7 @@ def record(draw: pathlib.Path, path: pathlib.Path) -> None:
 
     joined = {f.stem: cut(json.loads(f.read_text())) for f in sorted(draw.glob("*.json"))}
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(joined, indent=1) + "\n")
-    os.replace(tmp, path)
+    write_json(path, joined, indent=1)
     print(f"record: {path}")
 
 

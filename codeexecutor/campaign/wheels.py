@@ -11,6 +11,8 @@ import subprocess
 import sys
 import zipfile
 
+from codeexecutor.atomic import replacing
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # What the training, scoring and checks import that the image lacks, or has at a version our
 # code was not tested with (transformers). The image's tokenizers and huggingface-hub satisfy
@@ -115,12 +117,15 @@ def slim(wheel: pathlib.Path, folder: str, keep: tuple[str, ...]) -> dict:
     """Rewrite `wheel` without the entries under `folder` whose next path part is not in
     `keep` (its RECORD rewritten to match); returns the sizes before and after."""
     before = wheel.stat().st_size
-    tmp = wheel.with_suffix(".tmp")
 
     def kept(name: str) -> bool:
         return not name.startswith(folder) or name[len(folder) :].split("/", 1)[0] in keep
 
-    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as out:
+    with (
+        replacing(wheel) as tmp,
+        zipfile.ZipFile(wheel) as src,
+        zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as out,
+    ):
         for info in src.infolist():
             if not kept(info.filename):
                 continue
@@ -130,7 +135,6 @@ def slim(wheel: pathlib.Path, folder: str, keep: tuple[str, ...]) -> dict:
                     line + "\n" for line in data.decode().splitlines() if kept(line.split(",", 1)[0])
                 ).encode()
             out.writestr(info, data)
-    os.replace(tmp, wheel)
     return {"before": before, "after": wheel.stat().st_size}
 
 

@@ -95,12 +95,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _write_page(path: str, session, taken: list, program: str) -> None:
+    from codeexecutor.atomic import write_text
     from codeexecutor.debugger.page import session_page
-    from codeexecutor.generation.html import render_page, write_atomic
+    from codeexecutor.generation.html import render_page
 
     data = session_page(session.code, taken, session.breakpoints, f"debugger session of {os.path.basename(program)}")
     data["injections"] = session.injections
-    write_atomic(path, render_page(data))
+    write_text(path, render_page(data))
     print(f"page: {path}")
 
 

@@ -75,9 +75,10 @@ def trace_program(
     except FormatError as exc:
         raise UsageError(f"cannot trace this program: {exc}") from exc
     if html_out:
-        from codeexecutor.generation.html import render_page, write_atomic
+        from codeexecutor.atomic import write_text
+        from codeexecutor.generation.html import render_page
 
-        write_atomic(html_out, render_page(report.pop("_page")))
+        write_text(html_out, render_page(report.pop("_page")))
     report.pop("_page", None)
     return report
 

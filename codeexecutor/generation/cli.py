@@ -90,12 +90,13 @@ def _guided_beside(report: dict, source: str, stdin: str, spec: str, html_out: s
     run = guided(source, stdin, spec)
     report["ground_truth"] = run.to_json()
     if html_out:
-        from codeexecutor.generation.html import render_page, report_page, write_atomic
+        from codeexecutor.atomic import write_text
+        from codeexecutor.generation.html import render_page, report_page
 
         page = report_page(source, report, run.result, title="Predicted trace beside the guided real run")
         page["real"]["label"] = f"guided real run ({run.predictor})"
         page["injections"] = [i.to_json() for i in run.injections]
-        write_atomic(html_out, render_page(page))
+        write_text(html_out, render_page(page))
     lines = [format_report(source.splitlines(), report), f"the real run was guided ({run.predictor}): injected"]
     for inj in run.injections:
         value = f" = {inj.value}" if inj.value is not None else ""

@@ -22,6 +22,7 @@ import json
 import os
 import pathlib
 
+from codeexecutor.atomic import write_text
 from codeexecutor.modeling.compact import frames
 
 STATIC = pathlib.Path(__file__).resolve().parent / "static"
@@ -243,13 +244,6 @@ def report_page(code: str, report: dict, truth=None, offset: int = 0, title: str
     )
 
 
-def write_atomic(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def page_name(key) -> str:
     """A file name for an example's page from its id (anything unsafe replaced)."""
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(key))[:80]
@@ -326,8 +320,8 @@ def write_pages(out_dir: str, pages: list[tuple[str, dict, dict]], title: str = 
         while name in used:
             name = name[:-5] + "_.html"
         used.add(name)
-        write_atomic(os.path.join(out_dir, name), render_page(data))
+        write_text(os.path.join(out_dir, name), render_page(data))
         rows.append({"page": name, "id": key, **data["summary"], **extra})
     index = os.path.join(out_dir, "index.html")
-    write_atomic(index, render_index(rows, title))
+    write_text(index, render_index(rows, title))
     return index

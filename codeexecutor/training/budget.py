@@ -40,6 +40,8 @@ import json
 import os
 import time
 
+from codeexecutor.atomic import write_json
+
 WARMUP = 20  # steps a stage runs before its total is fixed
 MARGIN = 0.92  # of a stage's share of the time that goes to its steps; the rest covers its end and set-ups
 TOLERANCE = 0.03  # share of a stage's steps by which a refit may be off before it moves them
@@ -129,20 +131,8 @@ class Budget:
         return steps
 
     def save(self) -> None:
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(
-                {
-                    "seconds": self.seconds,
-                    "spent": self.elapsed(),
-                    "start": self.start,
-                    "shares": self.shares,
-                    "stages": self.fixed,
-                },
-                f,
-                indent=2,
-            )
-        os.replace(tmp, self.path)
+        state = {"seconds": self.seconds, "spent": self.elapsed(), "start": self.start, "shares": self.shares}
+        write_json(self.path, {**state, "stages": self.fixed})
 
 
 class RecentSpeed:

@@ -23,6 +23,7 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass
 
+from codeexecutor.atomic import replacing, write_json
 from codeexecutor.errors import UsageError
 from codeexecutor.modeling.line_facts import FACTS
 
@@ -97,8 +98,8 @@ def _features(generator, examples: list[dict], progress: bool, cache: str | None
                     f"encoder states: {i + len(chunk)}/{len(order)} ({time.perf_counter() - start:.0f} s)", flush=True
                 )
     if cache:
-        torch.save({"ids": ids, "features": [(e["lines"], e["numbers"]) for e in examples]}, cache + ".tmp")
-        os.replace(cache + ".tmp", cache)
+        with replacing(cache) as tmp:
+            torch.save({"ids": ids, "features": [(e["lines"], e["numbers"]) for e in examples]}, tmp)
     _add_facts(examples, facts)
 
 
@@ -339,8 +340,8 @@ def _save_detector(out: str, net, recipe: DetectorRecipe, kinds: list[str], thre
     from codeexecutor.modeling.detector import CONFIG, WEIGHTS
     from codeexecutor.modeling.int8 import save_int8
 
-    save_int8({k: v.detach().to("cpu") for k, v in net.state_dict().items()}, os.path.join(out, WEIGHTS + ".tmp"))
-    os.replace(os.path.join(out, WEIGHTS + ".tmp"), os.path.join(out, WEIGHTS))
+    with replacing(os.path.join(out, WEIGHTS)) as tmp:
+        save_int8({k: v.detach().to("cpu") for k, v in net.state_dict().items()}, tmp)
     info = {
         "kinds": kinds,
         "layers": recipe.layers,
@@ -353,13 +354,11 @@ def _save_detector(out: str, net, recipe: DetectorRecipe, kinds: list[str], thre
         "valid": best["valid"],
         "train_programs": n_train,
     }
-    with open(os.path.join(out, CONFIG + ".tmp"), "w") as f:
-        json.dump(info, f, indent=1)
-    os.replace(os.path.join(out, CONFIG + ".tmp"), os.path.join(out, CONFIG))
+    write_json(os.path.join(out, CONFIG), info, indent=1)
 
 
 def _atomic_torch(obj, path: str) -> None:
     import torch
 
-    torch.save(obj, path + ".tmp")
-    os.replace(path + ".tmp", path)
+    with replacing(path) as tmp:
+        torch.save(obj, tmp)

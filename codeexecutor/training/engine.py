@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 
+from codeexecutor.atomic import replacing, write_text
 from codeexecutor.errors import ConfigError
 
 ENGINES = ("auto", "torch", "deepspeed")
@@ -88,15 +89,10 @@ class TorchEngine:
             "scheduler": self.lr_scheduler.state_dict(),
             "client": client_state,
         }
-        torch.save(state, os.path.join(path, "state.pt.tmp"))
-        os.replace(os.path.join(path, "state.pt.tmp"), os.path.join(path, "state.pt"))
-        for name, text in (
-            (os.path.join(folder, MARKER), json.dumps({"engine": "torch"})),
-            (os.path.join(folder, "latest"), tag),
-        ):
-            with open(name + ".tmp", "w") as f:
-                f.write(text)
-            os.replace(name + ".tmp", name)
+        with replacing(os.path.join(path, "state.pt")) as tmp:
+            torch.save(state, tmp)
+        write_text(os.path.join(folder, MARKER), json.dumps({"engine": "torch"}))
+        write_text(os.path.join(folder, "latest"), tag)
 
     def load_checkpoint(self, folder: str):
         """(path, client state) of the newest checkpoint, loaded into the engine."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 
+from codeexecutor.atomic import replacing
+
 
 def export_model(engine, tok, path: str, rank: int, zero_stage: int) -> None:
     """Save a Hugging Face model (save_pretrained) of the current weights."""
@@ -23,12 +25,9 @@ def export_model(engine, tok, path: str, rank: int, zero_stage: int) -> None:
 
 
 def save_export(module, tok, path: str) -> None:
-    tmp = path + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    module.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    shutil.rmtree(path, ignore_errors=True)
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        module.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
 
 
 def save_checkpoint(engine, ckpt: str, step: int, keep: int, rank: int) -> None:
@@ -74,9 +73,8 @@ def export_pieces(model_dir: str, out_dir: str, piece_bytes: int = 16 * 2**20, n
     for k, start in enumerate(range(0, len(blob), piece_bytes), 1):
         part = blob[start : start + piece_bytes]
         path = os.path.join(out_dir, f"{name}.safetensors.part{k}")
-        with open(path + ".tmp", "wb") as f:
+        with replacing(path) as tmp, open(tmp, "wb") as f:
             f.write(part)
-        os.replace(path + ".tmp", path)
         pieces.append({"file": os.path.basename(path), "bytes": len(part), "sha256": hashlib.sha256(part).hexdigest()})
     manifest = {
         "dtype": "bfloat16",
@@ -86,7 +84,7 @@ def export_pieces(model_dir: str, out_dir: str, piece_bytes: int = 16 * 2**20, n
         "parameters": sum(v.numel() for v in tensors.values()),
     }
     meta = os.path.join(out_dir, f"{name}-meta.tar")
-    with tarfile.open(meta + ".tmp", "w") as tar:
+    with replacing(meta) as tmp, tarfile.open(tmp, "w") as tar:
         for f in sorted(os.listdir(model_dir)):
             if f != "model.safetensors" and os.path.isfile(os.path.join(model_dir, f)):
                 tar.add(os.path.join(model_dir, f), arcname=f)
@@ -94,7 +92,6 @@ def export_pieces(model_dir: str, out_dir: str, piece_bytes: int = 16 * 2**20, n
         info = tarfile.TarInfo("manifest.json")
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
-    os.replace(meta + ".tmp", meta)
     return manifest
 
 
@@ -106,7 +103,6 @@ def join_pieces(pieces_dir: str, out_model: str, name: str = "model") -> dict:
     answers journal, still holds. Returns the manifest."""
     import hashlib
     import json
-    import shutil
     import tarfile
 
     from codeexecutor.errors import UsageError
@@ -121,16 +117,9 @@ def join_pieces(pieces_dir: str, out_model: str, name: str = "model") -> dict:
             with open(joined, "rb") as f:
                 if hashlib.file_digest(f, "sha256").hexdigest() == manifest["sha256"]:
                     return manifest
-        tmp = out_model + ".tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tar.extractall(tmp, filter="data")
-    try:
-        _check_pieces(pieces_dir, manifest, tmp)
-    except UsageError:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    shutil.rmtree(out_model, ignore_errors=True)
-    os.replace(tmp, out_model)
+        with replacing(out_model) as tmp:  # a folder that fails the check is removed, never kept
+            tar.extractall(tmp, filter="data")
+            _check_pieces(pieces_dir, manifest, tmp)
     return manifest
 
 
@@ -181,21 +170,19 @@ def save_shipped(model_dir: str, dest: str, weights: str = "bf16") -> int:
 
     if weights not in ("bf16", "int8"):
         raise ValueError(f"weights {weights!r}: bf16 or int8")
-    tmp = dest.rstrip("/") + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
     source = os.path.join(model_dir, "model.safetensors")
-    if weights == "int8":
-        params = save_int8(load_file(source), os.path.join(tmp, INT8_FILE))
-    else:
-        tensors = {
-            k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous() for k, v in load_file(source).items()
-        }
-        save_file(tensors, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
-        params = sum(v.numel() for v in tensors.values())
-    for f in sorted(os.listdir(model_dir)):
-        if f not in ("model.safetensors", INT8_FILE) and os.path.isfile(os.path.join(model_dir, f)):
-            shutil.copy(os.path.join(model_dir, f), os.path.join(tmp, f))
-    shutil.rmtree(dest, ignore_errors=True)
-    os.replace(tmp, dest)
+    with replacing(dest.rstrip("/")) as tmp:
+        os.makedirs(tmp)
+        if weights == "int8":
+            params = save_int8(load_file(source), os.path.join(tmp, INT8_FILE))
+        else:
+            tensors = {
+                k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous()
+                for k, v in load_file(source).items()
+            }
+            save_file(tensors, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+            params = sum(v.numel() for v in tensors.values())
+        for f in sorted(os.listdir(model_dir)):
+            if f not in ("model.safetensors", INT8_FILE) and os.path.isfile(os.path.join(model_dir, f)):
+                shutil.copy(os.path.join(model_dir, f), os.path.join(tmp, f))
     return params

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import os
 
+from codeexecutor.atomic import write_json, write_text
+
 REFUSAL_FILE = "CODEEXECUTOR_REFUSAL_FILE"  # the variable naming where a training process writes the setting it refused
 TILES_COMPILED = "the tile path, compiled where the device compiles"
 TILES_EAGER = "the tile path, eager"
@@ -45,10 +47,7 @@ def attempt_curriculum(curriculum: str, path: str, out: str) -> str:
         raw = yaml.safe_load(f)
     raw.setdefault("model", {})["attention"] = PATHS[path]["attention"]
     raw.setdefault("train", {})["compile"] = PATHS[path]["compile"]
-    tmp = out + ".tmp"
-    with open(tmp, "w") as f:
-        yaml.safe_dump(raw, f, sort_keys=False)
-    os.replace(tmp, out)
+    write_text(out, yaml.safe_dump(raw, sort_keys=False))
     return out
 
 
@@ -67,8 +66,5 @@ def spend(run: str, seconds: float, budget: float) -> float:
             plan = json.load(f)
     plan["spent"] = round(max(plan.get("spent", 0.0), seconds + STARTUP), 2)
     os.makedirs(run, exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(plan, f, indent=2)
-    os.replace(tmp, path)
+    write_json(path, plan)
     return plan["seconds"] - plan["spent"]

@@ -11,9 +11,10 @@ GPU draw's throughput step reads it (campaign/steps.py).
 
 from __future__ import annotations
 
-import json
 import os
 import time
+
+from codeexecutor.atomic import write_json
 
 ENV = "CODEEXECUTOR_PROFILE"
 ROWS = 25  # operators in each table
@@ -85,7 +86,4 @@ class StepProfiler:
         }
         if device:
             report["by_device_time"] = events.table(sort_by="self_device_time_total", row_limit=ROWS)
-        tmp = os.path.join(self.out, "profile.json.tmp")
-        with open(tmp, "w") as f:
-            json.dump(report, f, indent=2)
-        os.replace(tmp, os.path.join(self.out, "profile.json"))
+        write_json(os.path.join(self.out, "profile.json"), report)

@@ -17,15 +17,15 @@ import json
 import os
 import sys
 
+from codeexecutor.atomic import replacing, write_json
+
 WORLD_FILE = "world.json"
 
 
 def record_world(ckpt: str, tag: str, world: int) -> None:
     """Write the world size beside a checkpoint just saved (rank 0)."""
     path = os.path.join(ckpt, tag, WORLD_FILE)
-    with open(path + ".tmp", "w") as f:
-        json.dump({"world_size": world}, f)
-    os.replace(path + ".tmp", path)
+    write_json(path, {"world_size": world}, indent=None)
 
 
 def latest(ckpt: str) -> str | None:
@@ -73,19 +73,18 @@ def _convert(src: str, dst: str) -> None:
 
     from deepspeed.checkpoint.ds_to_universal import main as to_universal
 
-    tmp = dst + ".tmp"
-    to_universal(
-        Namespace(
-            input_folder=src,
-            output_folder=tmp,
-            num_extract_workers=1,
-            num_merge_workers=1,
-            keep_temp_folder=False,
-            strict=True,
-            inject_missing_state=True,
+    with replacing(dst) as tmp:
+        to_universal(
+            Namespace(
+                input_folder=src,
+                output_folder=tmp,
+                num_extract_workers=1,
+                num_merge_workers=1,
+                keep_temp_folder=False,
+                strict=True,
+                inject_missing_state=True,
+            )
         )
-    )
-    os.replace(tmp, dst)
     stray = os.path.join(
         os.path.dirname(dst), "latest_universal"
     )  # the converter's pointer to `tmp`: this run names its tag

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+from codeexecutor.atomic import replacing
 from codeexecutor.training.config import Curriculum
 
 
@@ -43,9 +44,8 @@ def build_tokenizer(cur: Curriculum, base_dir: str, out: str, rank: int, profile
                 train_curriculum_tokenizer(cur, base_dir, path, cur.tokenizer.sample)
                 tok = None
             if tok is not None:
-                tmp = path + ".tmp"
-                tok.save_pretrained(tmp)
-                os.replace(tmp, path)
+                with replacing(path) as tmp:
+                    tok.save_pretrained(tmp)
         dist.barrier()
     return load_tokenizer(path, exception=profile.exception_step, delta=profile.delta)
 

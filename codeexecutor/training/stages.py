@@ -7,6 +7,7 @@ import json
 import logging
 import os
 
+from codeexecutor.atomic import write_json
 from codeexecutor.training.config import Curriculum, Source, Stage
 from codeexecutor.training.data import StageData
 from codeexecutor.training.mining import mine_hardest
@@ -52,9 +53,7 @@ def stage_data(
                     mining_seconds,
                 )
                 if rank == 0:
-                    with open(mined + ".tmp", "w") as f:
-                        json.dump(idx, f)
-                    os.replace(mined + ".tmp", mined)
+                    write_json(mined, idx, indent=None)
                 torch.distributed.barrier()
             with open(mined) as f:
                 subsets[j] = json.load(f)
@@ -69,9 +68,7 @@ def stage_data(
             "max_tokens": cur.train.max_tokens,
             "max_trace_length": cur.model.max_trace_length,
         }
-        with open(stats_path + ".tmp", "w") as f:
-            json.dump(stats, f, indent=2)
-        os.replace(stats_path + ".tmp", stats_path)
+        write_json(stats_path, stats)
         for path, fits in data.fits.items():
             log.info("stage %s, %s: targets %s", stage.name, path, fits)
     return data

@@ -24,6 +24,7 @@ import os
 import sys
 import time
 
+from codeexecutor.atomic import replacing, write_json
 from codeexecutor.errors import ConfigError
 
 MARKER = "tokenized.json"
@@ -88,13 +89,9 @@ def write_tokenized(source: str, encoder, out: str, num_proc: int | None = None)
             "source": os.path.abspath(source),
             "source_fingerprint": getattr(ds, "_fingerprint", None),
         }
-        tmp = out + ".tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        table.save_to_disk(tmp)
-        with open(os.path.join(tmp, MARKER), "w") as f:
-            json.dump(marker, f, indent=2)
-        shutil.rmtree(out, ignore_errors=True)
-        os.replace(tmp, out)
+        with replacing(out) as tmp:
+            table.save_to_disk(tmp)
+            write_json(os.path.join(tmp, MARKER), marker)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return marker
@@ -224,7 +221,6 @@ def train_curriculum_tokenizer(cur, base_dir: str, out: str, sample: int = 200_0
     cost is bounded whatever the data's size. Saved to `out` (atomically); returns what it
     read."""
     import random
-    import shutil
 
     import datasets
 
@@ -258,20 +254,18 @@ def train_curriculum_tokenizer(cur, base_dir: str, out: str, sample: int = 200_0
     tok = train_tokenizer(
         list(texts), vocab_size=cur.model.vocab_size, split_digits=cur.model.split_digits, delta=profile.delta
     )
-    tmp = out + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tok.save_pretrained(tmp)
-    report = {
-        "rows_read": read,
-        "distinct_texts": len(texts),
-        "vocab_size": len(tok),
-        "profile": profile.label,
-        "fingerprint": tokenizer_fingerprint(tok),
-    }
-    with open(os.path.join(tmp, "training.json"), "w") as f:
-        json.dump(report, f, indent=2)
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
+    with replacing(out) as tmp:
+        tok.save_pretrained(tmp)
+        report = {
+            "rows_read": read,
+            "distinct_texts": len(texts),
+            "vocab_size": len(tok),
+            "profile": profile.label,
+            "fingerprint": tokenizer_fingerprint(tok),
+        }
+        with open(os.path.join(tmp, "training.json"), "w") as f:
+            json.dump(report, f, indent=2)
+
     return report
 
 

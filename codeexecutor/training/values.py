@@ -21,6 +21,7 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, fields
 
+from codeexecutor.atomic import replacing
 from codeexecutor.errors import UsageError
 from codeexecutor.execution.values import KINDS
 
@@ -143,8 +144,8 @@ def encoded_split(tokenizer, tokenizer_path: str, data: str, split: str) -> tupl
         if blob.get("key") == key:
             return rows, blob["ids"], blob["labels"]
     ids, labels = encoded(tokenizer, rows)
-    torch.save({"key": key, "ids": ids, "labels": labels}, cache + ".tmp")
-    os.replace(cache + ".tmp", cache)
+    with replacing(cache) as tmp:
+        torch.save({"key": key, "ids": ids, "labels": labels}, tmp)
     return rows, ids, labels
 
 
@@ -170,22 +171,16 @@ def topk(model, tokenizer, ids: list[list[int]], labels: list[int], batch: int =
 def _save(out: str, write_weights, frequency: dict, literals: dict, meta: dict) -> None:
     """The model folder, written aside and moved into place: its weights (`write_weights(folder)`),
     its tables gzipped, its training record, and the hand-written card of the folder it replaces."""
-    tmp, old = out.rstrip("/") + ".tmp", out.rstrip("/") + ".old"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    write_weights(tmp)
-    for name, obj in (("frequency.json.gz", frequency), ("literals.json.gz", literals)):
-        with gzip.open(os.path.join(tmp, name), "wt", encoding="utf-8") as f:
-            json.dump(obj, f, ensure_ascii=False, sort_keys=True)
-    with open(os.path.join(tmp, "training.json"), "w") as f:
-        json.dump(meta, f, ensure_ascii=False, sort_keys=True)
-    if os.path.exists(os.path.join(out, "README.md")):
-        shutil.copy(os.path.join(out, "README.md"), os.path.join(tmp, "README.md"))
-    shutil.rmtree(old, ignore_errors=True)
-    if os.path.exists(out):
-        os.replace(out, old)
-    os.replace(tmp, out)
-    shutil.rmtree(old, ignore_errors=True)
+    with replacing(out) as tmp:
+        os.makedirs(tmp)
+        write_weights(tmp)
+        for name, obj in (("frequency.json.gz", frequency), ("literals.json.gz", literals)):
+            with gzip.open(os.path.join(tmp, name), "wt", encoding="utf-8") as f:
+                json.dump(obj, f, ensure_ascii=False, sort_keys=True)
+        with open(os.path.join(tmp, "training.json"), "w") as f:
+            json.dump(meta, f, ensure_ascii=False, sort_keys=True)
+        if os.path.exists(os.path.join(out, "README.md")):
+            shutil.copy(os.path.join(out, "README.md"), os.path.join(tmp, "README.md"))
 
 
 def train(recipe: ValueRecipe, out: str, resume: bool = False, progress: bool = True) -> dict:
@@ -275,8 +270,8 @@ def train_transformer(recipe: ValueRecipe, out: str, resume: bool = False, progr
             os.makedirs(os.path.dirname(state_path), exist_ok=True)
             blob = {"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "best": best}
             blob.update(history=history, rng=rng.getstate())
-            torch.save(blob, state_path + ".tmp")
-            os.replace(state_path + ".tmp", state_path)
+            with replacing(state_path) as tmp:
+                torch.save(blob, tmp)
     return {"steps": step, "best": best, "history": history, "train_uses": len(x_train)}
 
 
@@ -420,6 +415,6 @@ def train_features(recipe: ValueRecipe, out: str, resume: bool = False, progress
         os.makedirs(os.path.dirname(state_path), exist_ok=True)
         blob = {"model": model.state_dict(), "sparse": sparse.state_dict(), "dense": dense.state_dict()}
         blob.update(epoch=epoch, step=step, best=best, history=history)
-        torch.save(blob, state_path + ".tmp")
-        os.replace(state_path + ".tmp", state_path)
+        with replacing(state_path) as tmp:
+            torch.save(blob, tmp)
     return {"steps": step, "epochs": epoch, "best": best, "history": history, "train_uses": len(x_train)}
