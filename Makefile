@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv venvs test-versions bench clean browser rehearse lint format
+.PHONY: demo test test-fast test-integration venv venvs test-versions bench clean browser rehearse lint format
 # The other interpreters the model-free code must agree on (light environments, no torch).
 OTHER_PYTHONS := 3.12 3.13
 MODEL_FREE_TESTS := tests/test_tracer.py tests/test_sandbox.py tests/test_sandbox_reads.py tests/test_zygote.py tests/test_function_sources.py \
@@ -55,8 +55,22 @@ test-versions: venvs
 demo: $(STAMP)
 	$(BIN)/python -m codeexecutor.demo
 
+# Two tiers (pyproject.toml's markers): the fast one (commands called in-process, units,
+# small end-to-end checks) and the integration one (pretrain end to end, the training
+# child killed and resumed, the ZeRO runs over gloo, the smoke GPU run, the other
+# interpreters). `make test` runs both; the slowest tests are listed at the end.
+FAST := -m "not slow and not gpu and not integration"
+INTEGRATION := -m "integration and not slow and not gpu"
+
 test: $(STAMP) browser venvs lint
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q --durations=15 $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-versions
+
+test-fast: $(STAMP) lint
+	$(BIN)/python -m pytest -q --durations=10 $(FAST) $(PYTEST_ARGS)
+
+test-integration: $(STAMP) browser venvs
+	$(BIN)/python -m pytest -q --durations=10 $(INTEGRATION) $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-versions
 
 # The code's own checks (pyproject.toml): ruff's lint and format, and the import layers

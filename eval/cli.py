@@ -119,7 +119,12 @@ def _eval_run(args: argparse.Namespace) -> int:
     if args.crashes:
         return _crashes_run(args)
 
-    if args.limit < 0 or (args.beam is not None and args.beam < 1) or (args.batch_size or 1) < 1:
+    if (
+        args.limit < 0
+        or (args.beam is not None and args.beam < 1)
+        or (args.batch_size or 1) < 1
+        or (args.max_length is not None and args.max_length < 1)
+    ):
         raise UsageError("--limit must be >= 0 and --beam, --batch-size, --max-length >= 1")
     decoding = Decoding.from_args(args, rules_default=False)  # the state rules free unless asked
     shard = None

@@ -215,6 +215,7 @@ def rerank(
     from codeexecutor.generation import TraceGenerator
 
     gen = TraceGenerator(model)
+    decoding = decoding.resolved(gen)  # the report records what was decoded with
     per_problem, decoded = [], 0
     limits = Limits(timeout=timeout, max_steps=100_000)
     it = problems

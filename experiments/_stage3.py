@@ -16,6 +16,8 @@ import subprocess
 import sys
 import time
 
+from codeexecutor import atomic
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
@@ -102,6 +104,4 @@ def differences(a: dict, b: dict, digits: int = 4) -> dict:
 
 
 def write_json(path: str, report: dict) -> None:
-    with open(path + ".tmp", "w") as f:
-        json.dump(report, f, indent=1)
-    os.replace(path + ".tmp", path)
+    atomic.write_json(path, report, indent=1)

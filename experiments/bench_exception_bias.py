@@ -25,6 +25,8 @@ import pathlib
 import sys
 import time
 
+from codeexecutor.atomic import write_json
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))  # _common, bench_quality
 
 from _common import RESULTS, ROOT, chosen_model, dataset_folders, device_label, model_arguments
@@ -210,9 +212,7 @@ def main() -> None:
             print(f"{label} ...", flush=True)
             state[label] = run()
             RESULTS.mkdir(parents=True, exist_ok=True)
-            tmp = partial.with_suffix(".tmp")
-            tmp.write_text(json.dumps(state))
-            os.replace(tmp, partial)  # a kill loses at most the phase under way
+            write_json(partial, state, indent=None)  # a kill loses at most the phase under way
         else:
             print(f"{label}: done before, reused", flush=True)
         return state[label]

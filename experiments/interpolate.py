@@ -21,6 +21,8 @@ import pathlib
 import shutil
 import sys
 
+from codeexecutor.atomic import replacing
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))  # _common, bench_quality
 
 from _common import RESULTS, ROOT, dataset_folders, device_label, score_test
@@ -50,12 +52,9 @@ def interpolate(a: str, b: str, alpha: float, out: str) -> str:
         k: (wa[k].float() * (1 - alpha) + wb[k].float() * alpha).to(wb[k].dtype) if wb[k].is_floating_point() else wb[k]
         for k in wb
     }
-    tmp = out + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(b, tmp)
-    save_file(mixed, os.path.join(tmp, WEIGHTS), metadata={"format": "pt"})
-    shutil.rmtree(out, ignore_errors=True)
-    os.replace(tmp, out)
+    with replacing(out) as tmp:
+        shutil.copytree(b, tmp)
+        save_file(mixed, os.path.join(tmp, WEIGHTS), metadata={"format": "pt"})
     return out
 
 

@@ -46,3 +46,28 @@ def real_programs(limit: int | None = None, seed: int = 0):
         inp = ATCODER / "derived" / "input_output" / "data" / pid / "input_0.txt"
         out.append((sid, src, inp.read_text() if inp.exists() else ""))
     return out
+
+
+def run_cli(argv: list[str], cwd=None):
+    """`codeexecutor ARGV` called in this process (`cli.main`), its exit code and what it
+    printed captured as a finished process's: the command as a user runs it, without
+    paying for a fresh interpreter that imports torch each time."""
+    import contextlib
+    import io
+    import os
+    import subprocess
+
+    from codeexecutor import cli
+
+    out, err, here = io.StringIO(), io.StringIO(), os.getcwd()
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main([str(a) for a in argv])
+            except SystemExit as exc:  # argparse's own refusals
+                code = exc.code
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())

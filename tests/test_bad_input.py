@@ -96,8 +96,8 @@ def _data(tmp: pathlib.Path, kind: str) -> str:
     return _folder(tmp / "data", kind, DATA_FILES)
 
 
-def _run(tmp: pathlib.Path, argv: list[str]) -> subprocess.CompletedProcess:
-    values = {
+def _values(tmp: pathlib.Path) -> dict:
+    return {
         "missing": str(tmp / "nowhere"),
         "stdin": _make(tmp, "in.txt", b"1\n"),
         "out": str(tmp / "out"),
@@ -105,6 +105,11 @@ def _run(tmp: pathlib.Path, argv: list[str]) -> subprocess.CompletedProcess:
         "codenet": str(tmp / "nowhere-codenet"),
         "release_file": _make(tmp, "test.json", b'{"code_tokens": ["<0>", "x"], "trace_tokens": ["<line>"]}\n'),
     }
+
+
+def _run(tmp: pathlib.Path, argv: list[str]) -> subprocess.CompletedProcess:
+    """The command in a fresh interpreter: what a user's shell runs."""
+    values = _values(tmp)
     before = sorted(os.listdir(tmp))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp / "no-hub-cache")}
     out = subprocess.run(
@@ -115,6 +120,31 @@ def _run(tmp: pathlib.Path, argv: list[str]) -> subprocess.CompletedProcess:
         env=env,
         timeout=300,
     )
+    out.new_files = sorted(set(os.listdir(tmp)) - set(before))
+    return out
+
+
+def _run_here(tmp: pathlib.Path, argv: list[str], capsys, monkeypatch) -> subprocess.CompletedProcess:
+    """The command called in this process (`cli.main`), offline, from `tmp`: the same
+    refusal as in a fresh interpreter without paying for one (torch and transformers are
+    imported once for the whole test session)."""
+    import huggingface_hub.constants
+
+    from codeexecutor import cli
+
+    values = _values(tmp)
+    before = sorted(os.listdir(tmp))
+    monkeypatch.chdir(tmp)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp / "no-hub-cache"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    capsys.readouterr()
+    try:
+        code = cli.main([a.format(**values) for a in argv])
+    except SystemExit as exc:  # argparse's own refusals
+        code = exc.code
+    err = capsys.readouterr().err
+    out = subprocess.CompletedProcess(argv, code, "", err)
     out.new_files = sorted(set(os.listdir(tmp)) - set(before))
     return out
 
@@ -155,7 +185,7 @@ def test_program_inputs(tmp_path, command, kind):
 
 @pytest.mark.parametrize("kind", MODEL_KINDS)
 @pytest.mark.parametrize("command", sorted(MODEL_COMMANDS))
-def test_model_folders(tmp_path, command, kind):
+def test_model_folders(tmp_path, command, kind, capsys, monkeypatch):
     pytest.importorskip(
         "torch", reason="a model command: the light environments check it in test_model_commands_need_torch"
     )
@@ -166,7 +196,7 @@ def test_model_folders(tmp_path, command, kind):
     if command == "search":
         argv = [a.replace("{codenet}", str(ROOT.parent / "shared" / "data" / "atcoder-python")) for a in argv]
     _check(
-        _run(tmp_path, argv),
+        _run_here(tmp_path, argv, capsys, monkeypatch),
         "model"
         if kind not in ("malformed_config", "no_weights")
         else "config.json"

@@ -226,6 +226,7 @@ def test_comparison_columns_name_the_options_their_runs_set():
     assert compare_quality.extras({"functions_stage": 0.5}) == ", a functions stage of 0.5 of stage 3"
 
 
+@pytest.mark.integration
 @pytest.mark.timeout(900)  # pretrain's six phases and a second scoring: 235 s on 2 cores beside a data build
 def test_a_quality_run_is_pretrain_on_a_variant_and_gathers_its_scores(tmp_path, demo_data):
     """bench_quality on the demo recipe, a few steps: the variant written, `pretrain` run

@@ -15,6 +15,8 @@ import pytest
 
 from .conftest import ROOT
 
+pytestmark = pytest.mark.integration  # the GPU draw end to end on the CPU: its smoke run, its calls, its stops
+
 pytest.importorskip("torch")
 SCRIPT = ROOT / "run_draw.sh"
 

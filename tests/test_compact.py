@@ -118,6 +118,7 @@ def test_lossless_on_every_demo_example(demo_data):
     assert _assert_lossless(demo_data) > 50
 
 
+@pytest.mark.integration
 @pytest.mark.data
 def test_lossless_on_every_example_of_a_shared_corpus_build(tmp_path):
     from curricula.codenet import CodeNetBuilder

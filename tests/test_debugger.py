@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, run_cli
 
 CALLS = """def f(a):
     b = a * 2
@@ -103,9 +103,7 @@ def test_the_state_at_a_breakpoint_is_the_sandboxs_on_every_demo_program(overfit
 
 
 def _debug(*args, cwd=ROOT):
-    return subprocess.run(
-        [sys.executable, "-m", "codeexecutor", "debug", *args], cwd=cwd, capture_output=True, text=True, timeout=300
-    )
+    return run_cli(["debug", *args], cwd=cwd)
 
 
 def test_a_script_answers_in_json_lines_and_bad_commands_get_one_line_each(overfit_model, tmp_path):
@@ -224,7 +222,7 @@ def test_inputs_for_from_the_command_line_and_its_refusals(tmp_path):
     prog.write_text(SUM_TO)
     model = str(ROOT / "models" / "codeexecutor-mini-cpu")
     cmd = [sys.executable, "-m", "codeexecutor", "debug", str(prog), "--model", model]
-    run = subprocess.run(cmd + ["--call", "f", "--inputs-for", "6", "--top", "3"], capture_output=True, text=True)
+    run = run_cli(cmd[3:] + ["--call", "f", "--inputs-for", "6", "--top", "3"])
     assert run.returncode == 0, run.stderr[-2000:]
     lines = [json.loads(line) for line in run.stdout.splitlines()]
     assert [r.get("rank") for r in lines[:3]] == [1, 2, 3] and lines[-1]["action"] == "inputs_for"
@@ -242,7 +240,7 @@ def test_inputs_for_from_the_command_line_and_its_refusals(tmp_path):
         (["--call", "f", "--inputs-for", "6", "--do", "s"], "runs no session"),
         (["--call", "f(3)", "--do", "s", "--html", str(tmp_path / "no" / "p.html")], "does not exist"),
     ):
-        out = subprocess.run(cmd + bad, capture_output=True, text=True)
+        out = run_cli(cmd[3:] + bad)
         assert out.returncode == 2 and words in out.stderr and "Traceback" not in out.stderr, out.stderr
 
 
@@ -322,13 +320,13 @@ def test_a_session_opens_in_the_viewer_one_step_an_action(tmp_path):
         "--model",
         str(ROOT / "models" / "codeexecutor-mini-cpu"),
     ]
-    run = subprocess.run(cmd + ["--do", "b 6; c; s; p", "--html", str(page)], capture_output=True, text=True)
+    run = run_cli(cmd[3:] + ["--do", "b 6; c; s; p", "--html", str(page)])
     assert run.returncode == 0, run.stderr[-2000:]
     data = json.loads(re.search(r'id="trace-data">(.*?)</script>', page.read_text(), re.S).group(1))
     assert data["labels"] == ["c → continue", "s → step"] and "breakpoints: 6" in data["title"]
     assert [s["line"] for s in data["real"]["steps"]] == [6, 7]  # the real landings beside the model's
     assert data["real"]["steps"][0]["state"] == {"f": "<function>", "x": "3", "y": "7", "z": "10"}
-    refused = subprocess.run(cmd + ["--do", "s", "--html", str(tmp_path)], capture_output=True, text=True)
+    refused = run_cli(cmd[3:] + ["--do", "s", "--html", str(tmp_path)])
     assert refused.returncode == 2 and "is a folder" in refused.stderr and "Traceback" not in refused.stderr
 
 
@@ -364,7 +362,7 @@ def test_coverage_asks_only_of_lines_that_can_have_an_event():
 def test_a_folder_without_the_sets_a_measure_reads_is_refused(tmp_path, flag):
     model = str(ROOT / "models" / "codeexecutor-mini-cpu")
     cmd = [sys.executable, "-m", "codeexecutor", "evaluate", "--model", model, "--data", str(tmp_path), *flag]
-    out = subprocess.run(cmd, capture_output=True, text=True)
+    out = run_cli(cmd[3:])
     assert out.returncode == 2 and ("holds none" in out.stderr or "has none" in out.stderr), out.stderr[-1500:]
     assert "Traceback" not in out.stderr and not list(tmp_path.iterdir())  # no empty report written
 

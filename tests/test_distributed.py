@@ -11,6 +11,8 @@ import pytest
 
 from .conftest import ROOT
 
+pytestmark = pytest.mark.integration  # ZeRO runs of two processes over gloo
+
 pytest.importorskip("deepspeed")
 
 ENV = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}

@@ -297,6 +297,14 @@ def test_train_values_learns_from_context_and_resumes(tmp_path, capsys):
     assert cli.main(["train-values", "--recipe", str(recipe), "--data", str(data), "--out", str(out), "--resume"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["best"] == report["best"] and json.loads((out / "training.json").read_text()) == state
+    import torch
+
+    state_file = tmp_path / "model.state" / "state.pt"
+    state = torch.load(state_file, weights_only=False)
+    state.pop("feature_set")  # a state saved before feature sets were recorded: set 1
+    torch.save(state, state_file)
+    assert cli.main(["train-values", "--recipe", str(recipe), "--data", str(data), "--out", str(out), "--resume"]) == 2
+    assert "feature set 1" in capsys.readouterr().err
     recipe.write_text("layerz: 3\n")
     assert cli.main(["train-values", "--recipe", str(recipe), "--data", str(data), "--out", str(out)]) == 2
     assert "no field layerz" in capsys.readouterr().err
@@ -374,6 +382,13 @@ def test_trace_fill_writes_the_guided_run_and_its_injections_to_the_viewer(tmp_p
     assert {i["name"] for i in data["injections"]} == {"has_min_size", "all_data", "split"}
     assert data["real"]["label"] == "guided real run (dummy)" and data["real"]["status"] == "ok"
     assert "Values injected into the real run" in html
+    for extra, words in (
+        (["--fill", str(tmp_path / "nope")], "no such model folder"),  # refused before any decoding
+        (["--fill", "--batch", str(prog)], "leave it out with --batch"),
+    ):
+        assert cli.main(["trace", str(prog), "--model", "models/codeexecutor-mini-cpu", *extra]) == 2
+        err = capsys.readouterr().err
+        assert words in err and len(err.strip().splitlines()) == 1
 
 
 def test_debug_fill_guides_the_real_walk(overfit_model):

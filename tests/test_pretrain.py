@@ -12,6 +12,8 @@ import yaml
 
 from .conftest import ROOT
 
+pytestmark = pytest.mark.integration  # pretrain end to end: its phases, the training child killed and carried on
+
 pytest.importorskip("torch")
 
 

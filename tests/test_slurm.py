@@ -87,6 +87,7 @@ def test_the_build_array_and_its_merge_make_one_dataset(tmp_path, shims):
         }
 
 
+@pytest.mark.integration
 def test_a_pretrain_job_trains_through_srun_and_torchrun(tmp_path, shims):
     import yaml
 

@@ -225,6 +225,7 @@ def _curriculum(tmp_path, data, steps, autocast=None, **train):
     return path
 
 
+@pytest.mark.integration
 def test_two_process_zero2_over_gloo_with_resume(tmp_path, demo_data):
     """A real DeepSpeed ZeRO-2 run with 2 processes (torchrun, gloo), killed by --max-steps and resumed;
     its forward passes (training and mining) under bf16 autocast, its row step compiled whole."""
@@ -283,6 +284,7 @@ def test_two_process_zero2_over_gloo_with_resume(tmp_path, demo_data):
     )  # text round-trips
 
 
+@pytest.mark.integration
 def test_two_process_zero3_over_gloo_steps_the_compiled_rows_and_resumes(tmp_path, demo_data):
     """ZeRO-3 (parameters partitioned across the 2 processes) around the compiled row step,
     its graph broken between modules where DeepSpeed gathers their parameters (the run's
@@ -589,6 +591,7 @@ def test_a_profiled_window_of_steps_is_refused_unless_it_reads_first_colon_last(
     assert not (tmp_path / "profile.json").exists()
 
 
+@pytest.mark.integration
 def test_one_process_trains_and_resumes_without_deepspeed_installed(tmp_path, demo_data):
     """A GPU draw may carry no DeepSpeed wheel: one process on the torch engine starts its
     process group with torch alone, trains, checkpoints, resumes and exports; a config

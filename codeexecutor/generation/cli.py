@@ -60,7 +60,13 @@ def _run(args: argparse.Namespace) -> int:
     decoding = Decoding.from_args(args)  # checked once, handed whole to the search
     doc = read_text_file(args.docstring, "docstring file") if args.docstring else None
     if args.batch:
+        if args.fill is not None:
+            raise UsageError("--fill guides one program's real run: leave it out with --batch")
         return _run_batch(args, doc, decoding)
+    if args.fill not in (None, "model", "empty", "dummy", "frequency"):
+        from codeexecutor.modeling.value_model import check_folder
+
+        check_folder(args.fill)  # a folder that is not a value model is refused before any decoding
     if not args.program:
         raise UsageError("give a PROGRAM (or --batch FILE.jsonl)")
     source = read_program(args.program)

@@ -1,6 +1,7 @@
 """How a trace is decoded: one value made once (from the command line, or by a caller) and
-handed whole from `trace`, `evaluate`, the debugger and the benchmarks down to the search
-(`TraceGenerator.generate`).
+handed whole from `trace`, `evaluate`, `rerank` and the benchmarks down to the search
+(`TraceGenerator.generate`); the debugger and REval make theirs from the model (greedy,
+the rules where they apply).
 
 A field left `None` is the model's own default, resolved against the loaded model by
 `resolved`: the beam is 10 for the released checkpoint (its inference) and greedy for our
@@ -30,7 +31,9 @@ class Decoding:
     values: bool | None = None  # a value at most as long as the tracer renders one
     exception_bias: float = 0.0  # added to `<exception>` at step ends (generation/verdict.py)
     exception_at: ExceptionAt = "step"  # "end": the bias acts only where the trace would end
-    length_penalty: float = 0.0  # finished traces ranked by log-probability / length ** alpha (0: the release's)
+    length_penalty: float = (
+        0.0  # finished traces ranked by log-probability / ((5 + length) / 6) ** A (0: the release's)
+    )
 
     def __post_init__(self) -> None:
         if (self.beam is not None and self.beam < 1) or (self.max_length is not None and self.max_length < 1):

@@ -3,17 +3,17 @@
 Two architectures, chosen by measurement on the valid packages (experiments/NOTEBOOK.md):
 
 * `features` (shipped): a hashed-feature classifier of our own, `FeatureClassifier`: the
-  name and its pieces (`has_min_size` -> has, min, size), the kind of use, the code tokens
-  just before and after the use, how the same name is used elsewhere in the context
-  (`x.append(`, `x[`, `x(`), each hashed into one of `buckets` embeddings, averaged, then
-  a small MLP over `values.KINDS`. It trains on the CPU in minutes and answers in tens of
-  microseconds.
+  features of `value_features.py` (the name and its pieces, the kind of use, the tokens
+  around it, how the context uses and binds the name), each hashed into one of `buckets`
+  embeddings, averaged, then a small MLP over `values.KINDS`. It trains on the CPU in
+  minutes and answers in well under a millisecond.
 * `transformer`: a small RoBERTa classifier (transformers' `RobertaForSequenceClassification`)
   over the product's code tokenizer, reading a use as LExecutor frames it,
   `<s> name </s> use </s> code before <mask> code after </s>`; on 2 cores it sees too few
   examples in an hour to learn more than the frequency table.
 
-A model folder holds `config.json` (`value_model: true`, `arch`, the kinds in order), the
+A model folder holds `config.json` (`value_model: true`, `arch`, the kinds in order, the
+`feature_set` its features were read with: a folder of another set is refused), the
 weights (`model.safetensors`: the feature embeddings in int8 with a scale a row), and two
 tables learned from the same events, gzipped: the kinds seen for each name
 (`frequency.json.gz`, the `frequency` baseline's) and, for each name and kind, the

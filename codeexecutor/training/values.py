@@ -345,6 +345,7 @@ def train_features(recipe: ValueRecipe, out: str, resume: bool = False, progress
 
     import torch
 
+    from codeexecutor.modeling.value_features import FEATURE_SET
     from codeexecutor.modeling.value_model import bag_batch, feature_classifier, save_features
 
     torch.manual_seed(recipe.seed)
@@ -365,6 +366,11 @@ def train_features(recipe: ValueRecipe, out: str, resume: bool = False, progress
     epoch, step, best, history = 0, 0, {"top1": -1.0}, []
     if resume and os.path.exists(state_path):
         state = torch.load(state_path, weights_only=False)
+        if state.get("feature_set", 1) != FEATURE_SET:
+            raise UsageError(
+                f"--resume: {state_path} was trained on feature set {state.get('feature_set', 1)} and this version "
+                f"reads set {FEATURE_SET}: train again without --resume"
+            )
         model.load_state_dict(state["model"])
         sparse.load_state_dict(state["sparse"])
         dense.load_state_dict(state["dense"])
@@ -414,7 +420,7 @@ def train_features(recipe: ValueRecipe, out: str, resume: bool = False, progress
             _save(out, write, frequency, literals, meta)
         os.makedirs(os.path.dirname(state_path), exist_ok=True)
         blob = {"model": model.state_dict(), "sparse": sparse.state_dict(), "dense": dense.state_dict()}
-        blob.update(epoch=epoch, step=step, best=best, history=history)
+        blob.update(epoch=epoch, step=step, best=best, history=history, feature_set=FEATURE_SET)
         with replacing(state_path) as tmp:
             torch.save(blob, tmp)
     return {"steps": step, "epochs": epoch, "best": best, "history": history, "train_uses": len(x_train)}
