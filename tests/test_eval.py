@@ -1,5 +1,6 @@
 """Metrics on hand-computed cases."""
 
+import functools
 import json
 import math
 
@@ -32,6 +33,8 @@ GOLD = [
     (5, {"rec": "['10', '3', '5']", "n": "10", "a": "3", "b": "5", "nin": "[3, 5]", "nmax": "3", "nmin": "0"}),
     (6, {"rec": "['10', '3', '5']", "n": "10", "a": "3", "b": "5", "nin": "[3, 5]", "nmax": "3", "nmin": "0"}),
 ]
+
+SHORT = Decoding(beam=1, max_length=24, names=False, values=False)  # greedy, short: the resume tests' decoding
 
 
 def rec(steps, exc=None, line=None, outputs=None):
@@ -288,38 +291,16 @@ def test_an_evaluation_appends_its_answers_and_resumes_from_them(overfit_model, 
     from eval.evaluate import evaluate_model, sample
 
     model, _ = overfit_model
+    run = functools.partial(evaluate_model, str(model), str(demo_data), limit=4, progress=False, decoding=SHORT)
     answers = tmp_path / "answers.jsonl"
-    first = evaluate_model(
-        str(model),
-        str(demo_data),
-        limit=4,
-        progress=False,
-        batch_size=2,
-        answers=str(answers),
-        decoding=Decoding(beam=1, max_length=24, names=False, values=False),
-    )
+    first = run(batch_size=2, answers=str(answers))
     lines = answers.read_text().splitlines()
     assert first["answers"]["resumed"] == 0 and len(lines) == len(first["predictions"])
     answers.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])  # the last one cut short
-    again = evaluate_model(
-        str(model),
-        str(demo_data),
-        limit=4,
-        progress=False,
-        batch_size=2,
-        answers=str(answers),
-        decoding=Decoding(beam=1, max_length=24, names=False, values=False),
-    )
+    again = run(batch_size=2, answers=str(answers))
     assert again["answers"]["resumed"] == len(lines) - 1
     assert [p["prediction"] for p in again["predictions"]] == [p["prediction"] for p in first["predictions"]]
-    other = evaluate_model(
-        str(model),
-        str(demo_data),
-        limit=4,
-        progress=False,
-        answers=str(answers),
-        decoding=Decoding(beam=1, max_length=20, names=False, values=False),
-    )
+    other = run(answers=str(answers), decoding=Decoding(beam=1, max_length=20, names=False, values=False))
     assert other["answers"]["resumed"] == 0  # another length cap: another answer
     rows = [json.loads(line) for line in answers.read_text().splitlines()]  # every line whole after the resume
     assert len(rows) == len(lines) + len(other["predictions"])
@@ -332,42 +313,15 @@ def test_shards_decode_apart_and_a_plain_run_scores_their_answers(overfit_model,
     from eval.evaluate import evaluate_model
 
     model, _ = overfit_model
-    whole = evaluate_model(
-        str(model),
-        str(demo_data),
-        limit=4,
-        progress=False,
-        batch_size=2,
-        answers=str(tmp_path / "whole.jsonl"),
-        decoding=Decoding(beam=1, max_length=24, names=False, values=False),
-    )
+    run = functools.partial(evaluate_model, str(model), str(demo_data), limit=4, progress=False, decoding=SHORT)
+    whole = run(batch_size=2, answers=str(tmp_path / "whole.jsonl"))
     answers = tmp_path / "answers.jsonl"
-    parts = [
-        evaluate_model(
-            str(model),
-            str(demo_data),
-            limit=4,
-            progress=False,
-            batch_size=2,
-            answers=str(answers),
-            shard=(i, 2),
-            decoding=Decoding(beam=1, max_length=24, names=False, values=False),
-        )
-        for i in range(2)
-    ]
+    parts = [run(batch_size=2, answers=str(answers), shard=(i, 2)) for i in range(2)]
     assert "predictions" not in parts[0] and parts[0]["answers"].endswith(".shard-0-of-2")
     keys = [{json.loads(line)["key"] for line in open(p["answers"])} for p in parts]
     assert keys[0] and keys[1] and not keys[0] & keys[1]
     assert sum(p["decoded"] for p in parts) == len(whole["predictions"])
-    scored = evaluate_model(
-        str(model),
-        str(demo_data),
-        limit=4,
-        progress=False,
-        batch_size=2,
-        answers=str(answers),
-        decoding=Decoding(beam=1, max_length=24, names=False, values=False),
-    )
+    scored = run(batch_size=2, answers=str(answers))
     assert scored["answers"]["resumed"] == len(whole["predictions"])
     assert [p["prediction"] for p in scored["predictions"]] == [p["prediction"] for p in whole["predictions"]]
     assert not answers.exists() or answers.read_text() == ""  # nothing left to decode: nothing appended
