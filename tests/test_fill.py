@@ -105,6 +105,21 @@ def test_tries_walk_to_the_next_candidate(pool):
     assert 2 < more.tries <= 4  # f's next kind, then its result's next kind (a string cannot + 1)
 
 
+def test_the_absorbing_floor_is_tried_second_and_kept_when_it_covers_more(pool):
+    src = "n = size(items)\nif n.bit_length() > 2:\n    print('big')\nprint(n + 1)\n"
+    wrong = {"size": ["callable", "absorb"], "call:size": [("int_pos", "1"), "absorb"]}
+    once = run_guided(pool, src, "", ByName(wrong), tries=1)
+    assert once.covered_lines == [1, 2, 4]  # 1 has one bit: line 3 never runs
+    floor = run_guided(pool, src, "", ByName(wrong), tries=2)
+    assert floor.tries == 2 and floor.covered_lines == [1, 2, 3, 4]  # everything absorbed: the `if` is true
+    assert {(i.name, i.kind) for i in floor.injections} == {("size", "absorb"), ("items", "object")}  # its only kind
+    right = {"size": ["callable", "absorb"], "call:size": [("int_pos", "7"), "absorb"]}
+    kept = run_guided(pool, src, "", ByName(right), tries=2)
+    assert kept.covered_lines == [1, 2, 3, 4] and "absorb" not in {i.kind for i in kept.injections}  # a tie: its own
+    pure = run_guided(pool, src, "", ByName({"size": ["callable"], "call:size": [("int_pos", "1")]}), tries=2)
+    assert pure.covered_lines == [1, 2, 4]  # no absorbing candidate offered: no floor
+
+
 def test_literals_are_data_never_code(pool):
     bad = ByName({"path": [("str", "__import__('os').system('touch /tmp/codeexecutor_pwned')")]})
     run = run_guided(pool, "print(path)\n", "", bad)

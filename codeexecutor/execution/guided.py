@@ -10,8 +10,10 @@ reports is what the interpreter did with those values.
 *Tries* use the run's own feedback: where the best run so far stops on an error at a
 line that uses an injected value (a `TypeError` because an injected string was called),
 the predictor's next candidate for that value is tried, and the run that covers most
-lines is kept. The predictor is any object with `name` and `predict(requests)`: the
-executor knows no model. `Request` carries the use and its context; an answer is a
+lines is kept. Where the predictor offers the absorbing value, the second try gives it
+to every value at once: a floor, so that tries never cover less than the dummy does.
+The predictor is any object with `name` and `predict(requests)`: the executor knows no
+model. `Request` carries the use and its context; an answer is a
 ranked list of `Candidate`s (a kind of `values.KINDS`, at most a literal, a probability).
 """
 
@@ -21,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Protocol
 
-from codeexecutor.execution.coverage import covered_lines
+from codeexecutor.execution.coverage import code_lines, covered_lines
 from codeexecutor.execution.records import ExecError, ExecResult, Limits
 from codeexecutor.execution.status import ExecStatus
 
@@ -30,6 +32,9 @@ CONTEXT_AFTER = 300
 MAX_INJECTIONS = 64
 MAX_NEEDS = 8  # values asked after one run: a run stops at the first it lacks, unless the program catches that
 PREFIXES = ("name:", "module:")
+# A choice's key (never an injection key: those begin with a PREFIX) saying that every
+# value not chosen otherwise takes the predictor's absorbing candidate, where it has one.
+ABSORB_ALL = "*absorb"
 
 
 @dataclass(frozen=True)
@@ -143,7 +148,8 @@ class _Search:
 
     def pick(self, key: str, choice: dict[str, int]) -> Injection:
         need, ranked = self.requests[key], self.candidates[key]
-        rank = min(choice.get(key, 0), len(ranked) - 1)
+        default = _absorbing_rank(ranked) if choice.get(ABSORB_ALL) else 0
+        rank = min(choice.get(key, default), len(ranked) - 1)
         c = ranked[rank]
         return Injection(key, need["use"], need["name"], need.get("line"), c.kind, c.value, c.p, rank)
 
@@ -180,6 +186,14 @@ class _Search:
             self.ask(needs)
             for need in needs:
                 chosen[need["key"]] = self.pick(need["key"], choice)
+
+
+def _absorbing_rank(ranked: list[Candidate]) -> int:
+    return next((r for r, c in enumerate(ranked) if c.kind == "absorb"), 0)
+
+
+def _offers_absorbing(search: _Search) -> bool:
+    return any(c.kind == "absorb" for ranked in search.candidates.values() for c in ranked)
 
 
 def _well_formed(needs) -> list[dict]:
@@ -232,11 +246,17 @@ def _next_choice(best, search: _Search, tried: set) -> dict[str, int] | None:
 def run_guided(
     pool, source: str, stdin: str = "", predictor: Predictor | None = None, limits: Limits | None = None, tries: int = 1
 ) -> GuidedRun:
-    """Run `source` with the values it lacks injected by `predictor`; `tries` runs at most."""
+    """Run `source` with the values it lacks injected by `predictor`; `tries` runs at most.
+
+    Where the first run leaves code lines unrun and the predictor offers the absorbing
+    value, the second try gives it to every value at once (the floor: what the dummy
+    reaches); the other tries change one suspect of the best run at a time, and the run
+    that covers most is kept, the predictor's own on a tie."""
     search = _Search(pool, source, stdin, predictor, limits)
+    lines = code_lines(source)
     choice: dict[str, int] | None = {}
     tried: set = set()
-    best = None
+    best = floor = None
     attempts = 0
     while choice is not None and attempts < max(1, tries):
         result, chosen = search.run(choice, known=attempts > 0)
@@ -245,9 +265,15 @@ def run_guided(
         covered = covered_lines(source, [s.line for s in result.steps], result.status.value)
         if best is None or len(covered) > len(best[2]):
             best = (result, chosen, covered, dict(choice), attempts > 1)
+        if attempts == 1 and tries > 1 and chosen and len(covered) < len(lines) and _offers_absorbing(search):
+            result, chosen = search.run({ABSORB_ALL: 1})
+            attempts += 1
+            floor = (result, chosen, covered_lines(source, [s.line for s in result.steps], result.status.value))
         choice = _next_choice(best, search, tried)
     result, chosen, covered, kept, offered = best
-    if offered:  # a try's run: made again from the start, so that it reports the values it used alone
+    if floor is not None and len(floor[2]) > len(covered):
+        result, chosen, covered = floor
+    elif offered:  # a try's run: made again from the start, so that it reports the values it used alone
         result, chosen = search.run(kept)
         covered = covered_lines(source, [s.line for s in result.steps], result.status.value)
     if result.error is not None and result.error.type == "FillNeeded":
