@@ -12,7 +12,7 @@ OTHER_PYTHONS := 3.12 3.13
 MODEL_FREE_TESTS := tests/test_tracer.py tests/test_sandbox.py tests/test_sandbox_reads.py tests/test_zygote.py tests/test_function_sources.py \
 	tests/test_render.py tests/test_inline.py tests/test_mutation.py tests/test_functions.py tests/test_curricula.py \
 	tests/test_bad_input.py tests/test_batch.py tests/test_cli.py tests/test_format.py tests/test_versions.py \
-	tests/test_data_format.py
+	tests/test_data_format.py tests/test_interpreter_check.py
 
 # TORCH_INDEX: a torch build index for GPUs the default wheel lacks kernels for, e.g. a V100
 # cluster: make venv TORCH_INDEX=https://download.pytorch.org/whl/cu126 (docs/cluster.md). The

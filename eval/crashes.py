@@ -15,9 +15,12 @@ operators beside the clean programs) and `functions` (crashing function calls be
 For each: detection accuracy with the true/false positive rates, localisation (the crash
 line, of the crashing programs), kind accuracy and weighted F1, for
 
-* `detector`: the model folder's crash detector (modeling/detector.py), at its threshold;
-* `static`: a baseline without a model: a name read that nothing binds is a `NameError`
-  at its first line, an `input()` left in the code an `EOFError` at its line, else no crash;
+* `detector`: the model folder's crash detector (modeling/detector.py), at its threshold,
+  with the interpreter's check of what the program imports (modeling/interpreter_check.py),
+  as the product answers; `detector_unchecked`: the detector alone;
+* `static`: a baseline without a model: the interpreter's check, a name read that nothing
+  binds is a `NameError` at its first line, an `input()` left in the code an `EOFError`
+  at its line (the first of these), else no crash;
 * `trace` (with `trace=True`): the trace model's own `<exception>`, greedy.
 """
 
@@ -27,6 +30,8 @@ import ast
 import builtins
 import os
 import random
+
+from codeexecutor.modeling.interpreter_check import first_missing
 
 _BUILTINS = frozenset(dir(builtins))
 
@@ -56,6 +61,9 @@ def static_verdict(code: str) -> tuple[str | None, int | None]:
             first = min(first or (1 << 30, ""), (line, "NameError"))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "input":
             first = min(first or (1 << 30, ""), (line, "EOFError"))
+    checked = first_missing(code)
+    if checked is not None and (first is None or checked[1] <= first[0]):
+        return checked
     return (first[1], first[0]) if first else (None, None)
 
 
@@ -160,6 +168,7 @@ def evaluate_crashes(
         entry = {"static": figures([static_verdict(r["code"]) for r in rows], rows)}
         if detector is not None:
             entry["detector"] = figures(_detector_answers(generator, detector, rows), rows)
+            entry["detector_unchecked"] = figures(_detector_answers(generator, detector, rows, check=False), rows)
             if describe is not None:
                 entry["detector_described"] = figures(_detector_answers(generator, detector, rows, describe), rows)
         if trace:
@@ -168,14 +177,14 @@ def evaluate_crashes(
     return report
 
 
-def _detector_answers(generator, detector, rows, describe=None) -> list[tuple[str | None, int | None]]:
+def _detector_answers(generator, detector, rows, describe=None, check=True) -> list[tuple[str | None, int | None]]:
     codes, offsets = [], []
     for r in rows:
         code, offset = describe(r) if describe else (r["code"], 0)
         codes.append(code)
         offsets.append(offset)
     out = []
-    for v, offset in zip(detector.predict(codes, offsets), offsets):
+    for v, offset in zip(detector.predict(codes, offsets, check=check), offsets):
         out.append((v.type, v.line - offset if v.line else None) if v.crashed else (None, None))
     return out
 
@@ -192,11 +201,11 @@ def _trace_answers(model: str, rows: list[dict]) -> list[tuple[str | None, int |
 
 
 def table(report: dict) -> str:
-    lines = ["set         answer       programs  detection  TPR    FPR    localisation  kind F1"]
+    lines = ["set         answer             programs  detection  TPR    FPR    localisation  kind F1"]
     for name, entry in report["sets"].items():
         for who, f in entry.items():
             lines.append(
-                f"{name:<11} {who:<12} {f['programs']:>8}  {f['detection_accuracy'] or 0:>9.1f}  "
+                f"{name:<11} {who:<18} {f['programs']:>8}  {f['detection_accuracy'] or 0:>9.1f}  "
                 f"{f['true_positive_rate'] or 0:>5.1f}  {f['false_positive_rate'] or 0:>5.1f}  "
                 f"{f['localisation_accuracy'] or 0:>12.1f}  {f['kind_weighted_f1'] or 0:>7.1f}"
             )

@@ -228,6 +228,10 @@ def test_debug_crash_command_reports_the_detectors_verdict():
     answer = act(session, "crash")
     assert answer["verdict"] == "detector" and 0 <= answer["crash_probability"] <= 1
     assert answer["error"] is None or answer["error"]["line"] in (1, 2, 3, 4)
+    gone = Session("import fractions\nprint(fractions.gcd(4, 6))\n", model=model, real=False)
+    answer = act(gone, "crash")
+    assert answer["verdict"] == "interpreter" and answer["error"]["type"] == "AttributeError"
+    assert answer["error"]["line"] == 2
 
 
 def test_off_by_one_edits_keep_their_grouping_and_unpacking_needs_a_spare_name():
@@ -264,3 +268,24 @@ def test_detector_answers_an_empty_program_and_skips_a_description(shipped_gener
     empty, described = detector.predict(["", '"""N M"""\nprint(totl)\n'], [0, 1])
     assert empty.line is None and 0 <= empty.probability <= 1
     assert described.line in (None, 2)
+
+
+def test_a_name_this_interpreter_lacks_is_the_verdict(shipped_generator):
+    from codeexecutor.modeling.detector import Detector
+
+    detector = Detector.load(
+        str(ROOT / "models" / "codeexecutor-mini-cpu"), shipped_generator.model, shipped_generator.encoder
+    )
+    code = "a, b = map(int, '4 6'.split())\nfrom fractions import gcd\nprint(gcd(a, b))\n"
+    checked, alone = detector.predict([code], check=True)[0], detector.predict([code], check=False)[0]
+    assert (checked.crashed, checked.type, checked.line, checked.source) == (True, "ImportError", 2, "interpreter")
+    assert checked.probability >= alone.probability and alone.source == "detector"
+    assert checked.to_json()["source"] == "interpreter"
+    from codeexecutor.generation.api import trace_programs
+
+    rep = trace_programs(
+        [{"code": code}], str(ROOT / "models" / "codeexecutor-mini-cpu"), decoding=Decoding(max_length=16)
+    )
+    assert (
+        rep[0]["verdict"] == "interpreter" and rep[0]["error"]["type"] == "ImportError" and rep[0]["error"]["line"] == 2
+    )

@@ -310,7 +310,7 @@ class Session:
                 "action": "crash",
                 "error": error,
                 "crash_probability": round(verdict.probability, 4),
-                "verdict": "detector",
+                "verdict": verdict.source,
             }
         if self._first_prediction is None:
             self._first_prediction = self._predict([], Frames(self.code), None, None, None, whole=True)[0]

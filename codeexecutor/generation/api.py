@@ -245,7 +245,7 @@ def _report(generator, gen, code: str, offset: int, notes, model_input: str, set
         "error": error,
         "trace_error": trace_error,
         "crash_probability": round(verdict.probability, 4) if verdict is not None else None,
-        "verdict": "detector" if verdict is not None else "trace",
+        "verdict": verdict.source if verdict is not None else "trace",
         "logprob": gen.logprob,
         "finished": gen.finished,
         "crash_margin": finite_margin(gen.exception_peak),  # generation/verdict.py
