@@ -113,11 +113,15 @@ def test_the_absorbing_floor_is_tried_second_and_kept_when_it_covers_more(pool):
     floor = run_guided(pool, src, "", ByName(wrong), tries=2)
     assert floor.tries == 2 and floor.covered_lines == [1, 2, 3, 4]  # everything absorbed: the `if` is true
     assert {(i.name, i.kind) for i in floor.injections} == {("size", "absorb"), ("items", "object")}  # its only kind
+    branchy = "n = size(items)\nif n:\n    print('big')\nelse:\n    print('small')\n"
     right = {"size": ["callable", "absorb"], "call:size": [("int_pos", "7"), "absorb"]}
-    kept = run_guided(pool, src, "", ByName(right), tries=2)
-    assert kept.covered_lines == [1, 2, 3, 4] and "absorb" not in {i.kind for i in kept.injections}  # a tie: its own
+    kept = run_guided(pool, branchy, "", ByName(right), tries=2)
+    assert kept.tries == 2 and kept.covered_lines == [1, 2, 3]  # the floor ran and covered as much
+    assert "absorb" not in {i.kind for i in kept.injections}  # a tie: the predictor's own run is kept
     pure = run_guided(pool, src, "", ByName({"size": ["callable"], "call:size": [("int_pos", "1")]}), tries=2)
-    assert pure.covered_lines == [1, 2, 4]  # no absorbing candidate offered: no floor
+    assert pure.tries == 1 and pure.covered_lines == [1, 2, 4]  # no absorbing candidate offered: no floor
+    dummy = run_guided(pool, src, "", DummyPredictor(), tries=6)
+    assert dummy.tries == 1  # every value absorbed already: the floor would repeat the run
 
 
 def test_literals_are_data_never_code(pool):

@@ -265,7 +265,8 @@ def run_guided(
         covered = covered_lines(source, [s.line for s in result.steps], result.status.value)
         if best is None or len(covered) > len(best[2]):
             best = (result, chosen, covered, dict(choice), attempts > 1)
-        if attempts == 1 and tries > 1 and chosen and len(covered) < len(lines) and _offers_absorbing(search):
+        guessed = any(i.kind != "absorb" for i in chosen.values() if i.use != "import")
+        if attempts == 1 and tries > 1 and guessed and len(covered) < len(lines) and _offers_absorbing(search):
             result, chosen = search.run({ABSORB_ALL: 1})
             attempts += 1
             floor = (result, chosen, covered_lines(source, [s.line for s in result.steps], result.status.value))

@@ -288,9 +288,10 @@ def one_verdict(trace_error: dict | None, verdict, offset: int, finished: bool) 
         else ("no crash" if finished else "no crash before the length cap")
     )
     found = f"{error['type']} at line {error['line']}" if error else "no crash"
+    who = "the interpreter's check finds" if verdict.source == "interpreter" else "the crash detector predicts"
     return error, (
-        f"the crash detector predicts {found} (crash probability {verdict.probability:.2f}) and the trace "
-        f"shows {said}: the verdict is the detector's"
+        f"{who} {found} (crash probability {verdict.probability:.2f}) and the trace "
+        f"shows {said}: the verdict is the {'check' if verdict.source == 'interpreter' else 'detector'}'s"
     )
 
 

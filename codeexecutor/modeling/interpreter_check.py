@@ -11,8 +11,9 @@ the interpreter can be asked, as a linter's "no name in module" asks it:
 * `m.x`, where `m` is bound once, by `import m`, and has no `x` that the program does
   not set itself: AttributeError.
 
-Imports inside a `try`, or under an `if` that asks for the version it runs on, are left
-alone (the program has a fallback). Only modules whose
+Code with a fallback is left alone: all of a `try`, and an `if`, a conditional expression
+or an `and`/`or` that asks for the version or `hasattr`. So is code that may never run: a
+function nothing names, the dead branch of `if False:`. Only modules whose
 import has no effect beyond defining names are imported to be asked: the standard
 library (less the few that draw, open or print) and the libraries contest judges
 install (`CHECKED_LIBRARIES`); any other module is only looked up, never run.
@@ -33,12 +34,19 @@ from functools import lru_cache
 # defines names and runs nothing else.
 CHECKED_LIBRARIES = frozenset({"numpy", "scipy", "networkx", "sortedcontainers"})
 # Standard modules whose import does more than define names (draw, open a browser, print).
-_UNSAFE = frozenset({"antigravity", "this", "turtle", "turtledemo", "idlelib", "tkinter", "__hello__", "__phello__"})
+_UNSAFE = frozenset(
+    {"antigravity", "this", "turtle", "turtledemo", "idlelib", "tkinter", "test", "__hello__", "__phello__"}
+)
 
 
 def _askable(module: str) -> bool:
-    top = module.split(".")[0]
-    return (top in sys.stdlib_module_names and top not in _UNSAFE) or top in CHECKED_LIBRARIES
+    """May `module` be imported to ask for its names? Never a private part (a package's
+    `__main__` runs a tool when imported: `unittest.__main__`, `venv.__main__`) nor a test
+    package (`test.autotest` runs the test suite)."""
+    parts = module.split(".")
+    if any(p.startswith("_") or p in ("test", "tests") for p in parts):
+        return False
+    return (parts[0] in sys.stdlib_module_names and parts[0] not in _UNSAFE) or parts[0] in CHECKED_LIBRARIES
 
 
 @lru_cache(maxsize=512)
@@ -89,23 +97,19 @@ class _Lazy(frozenset):
 
 
 def missing(code: str) -> list[tuple[int, str, str]]:
-    """Every use of a name this interpreter lacks: (line, exception type, what is missing)."""
+    """Every use of a name this interpreter lacks, outside code with a fallback or code that
+    may never run: (line, exception type, what is missing)."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError):
         return []
-    guarded = _guarded(tree)
+    skipped = _guarded(tree) | _not_always_run(tree)
     out: list[tuple[int, str, str]] = []
-    aliases: dict[str, str] = {}  # a name bound by `import m` (as name) -> m
     for node in ast.walk(tree):
-        if id(node) in guarded or not isinstance(node, (ast.Import, ast.ImportFrom)):
+        if id(node) in skipped or not isinstance(node, (ast.Import, ast.ImportFrom)):
             continue
         if isinstance(node, ast.Import):
-            for a in node.names:
-                if not _found(a.name):
-                    out.append((node.lineno, "ModuleNotFoundError", a.name))
-                elif a.asname or "." not in a.name:
-                    aliases[a.asname or a.name] = a.name
+            out += [(node.lineno, "ModuleNotFoundError", a.name) for a in node.names if not _found(a.name)]
         elif node.module and not node.level:
             if not _found(node.module):
                 out.append((node.lineno, "ModuleNotFoundError", node.module))
@@ -114,38 +118,90 @@ def missing(code: str) -> list[tuple[int, str, str]]:
             for a in node.names:
                 sub = f"{node.module}.{a.name}"
                 if names is not None and a.name != "*" and a.name not in names and not _found(sub):
-                    out.append((node.lineno, "ImportError", f"{node.module}.{a.name}"))
-    out += _missing_attributes(tree, aliases, guarded)
+                    out.append((node.lineno, "ImportError", sub))
+    out += _missing_attributes(tree, skipped)
     return sorted(out)
 
 
-_VERSION_WORDS = frozenset({"version", "version_info", "hexversion", "platform", "__version__"})
+_VERSION_WORDS = frozenset({"version", "version_info", "hexversion", "platform", "__version__", "hasattr", "getattr"})
+
+
+def _asks_version(test, flags: set[str]) -> bool:
+    """Does an expression ask which version it runs on (or whether a module has a name)?"""
+    return any(
+        (isinstance(n, ast.Name) and (n.id in _VERSION_WORDS or n.id in flags))
+        or (isinstance(n, ast.Attribute) and n.attr in _VERSION_WORDS)
+        for n in ast.walk(test)
+    )
 
 
 def _guarded(tree) -> set[int]:
-    """The nodes under a `try`, or under an `if` that asks which version it runs on."""
+    """The nodes with a fallback: all of a `try` (its handlers too), and all of an `if`, a
+    conditional expression or an `and`/`or` that asks for the version, directly or through
+    a name set from such a test (`PY2 = sys.version_info[0] == 2`)."""
+    flags = {
+        t.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and _asks_version(n.value, set())
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
     out = set()
     for t in ast.walk(tree):
-        if isinstance(t, ast.Try):
-            branches = t.body
-        elif isinstance(t, ast.If) and any(
-            (isinstance(n, ast.Name) and n.id in _VERSION_WORDS)
-            or (isinstance(n, ast.Attribute) and n.attr in _VERSION_WORDS)
-            for n in ast.walk(t.test)
-        ):
-            branches = t.body + t.orelse
-        else:
-            continue
-        out.update(id(n) for s in branches for n in ast.walk(s))
+        trystar = getattr(ast, "TryStar", ast.Try)
+        if isinstance(t, (ast.Try, trystar)):
+            out.update(id(n) for n in ast.walk(t))
+        elif isinstance(t, (ast.If, ast.IfExp)) and _asks_version(t.test, flags):
+            out.update(id(n) for n in ast.walk(t))
+        elif isinstance(t, ast.BoolOp) and any(_asks_version(v, flags) for v in t.values):
+            out.update(id(n) for n in ast.walk(t))
     return out
 
 
-def _missing_attributes(tree, aliases: dict[str, str], guarded: set[int]) -> list[tuple[int, str, str]]:
-    rebound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
-    rebound |= {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
-    rebound |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-    imported_from = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
-    once = {name: module for name, module in aliases.items() if name not in rebound | imported_from}
+def _not_always_run(tree) -> set[int]:
+    """The nodes of functions nothing else in the program names (a helper never called)
+    and of `if` branches whose test is a constant that skips them (`if False:`)."""
+    named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} | {
+        n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+    }
+    out = set()
+    for t in ast.walk(tree):
+        if isinstance(t, (ast.FunctionDef, ast.AsyncFunctionDef)) and t.name not in named:
+            out.update(id(n) for n in ast.walk(t))
+        elif isinstance(t, ast.If) and isinstance(t.test, ast.Constant):
+            dead = t.orelse if t.test.value else t.body
+            out.update(id(n) for s in dead for n in ast.walk(s))
+    return out
+
+
+def _modules_bound_once(tree) -> dict[str, str]:
+    """Names bound by one `import m` (as name) and by nothing else: name -> m."""
+    binds: dict[str, set] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            for a in n.names:
+                binds.setdefault(a.asname or a.name.split(".")[0], set()).add(
+                    a.name if a.asname else a.name.split(".")[0]
+                )
+        elif isinstance(n, ast.ImportFrom):
+            for a in n.names:
+                binds.setdefault(a.asname or a.name, set()).add(None)
+        elif isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            binds.setdefault(n.id, set()).add(None)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            binds.setdefault(n.name, set()).add(None)
+        elif isinstance(n, ast.arg) or (isinstance(n, ast.ExceptHandler) and n.name):
+            binds.setdefault(n.arg if isinstance(n, ast.arg) else n.name, set()).add(None)
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            for name in n.names:
+                binds.setdefault(name, set()).add(None)
+        elif type(n).__name__ in ("MatchAs", "MatchStar") and getattr(n, "name", None):
+            binds.setdefault(n.name, set()).add(None)
+    return {name: next(iter(ms)) for name, ms in binds.items() if len(ms) == 1 and None not in ms}
+
+
+def _missing_attributes(tree, skipped: set[int]) -> list[tuple[int, str, str]]:
+    once = _modules_bound_once(tree)
     set_here = {
         (n.value.id, n.attr)
         for n in ast.walk(tree)
@@ -158,7 +214,7 @@ def _missing_attributes(tree, aliases: dict[str, str], guarded: set[int]) -> lis
         if not isinstance(node.value, ast.Name):
             continue
         module = once.get(node.value.id)
-        if module is None or id(node) in guarded or (node.value.id, node.attr) in set_here:
+        if module is None or id(node) in skipped or (node.value.id, node.attr) in set_here:
             continue
         names = _names(module)
         if names is not None and node.attr not in names and not _found(f"{module}.{node.attr}"):
