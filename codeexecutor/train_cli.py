@@ -147,6 +147,11 @@ def _detector_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--minutes", type=float, default=20.0, help="training budget (default %(default)s)")
     p.add_argument("--layers", type=int, default=2, help="the detector's own Transformer layers (default %(default)s)")
     p.add_argument("--descriptions", metavar="PROBLEMS.jsonl", help="give each program its problem's input spec")
+    p.add_argument(
+        "--functions",
+        metavar="DIR",
+        help="a `build bugs --from` folder: its train and valid programs (the functions' bugs) join --data's",
+    )
     p.add_argument("--resume", action="store_true", help="carry on a stopped run of the same --out")
 
 
@@ -158,7 +163,9 @@ def _detector_run(args: argparse.Namespace) -> int:
 
     if args.minutes <= 0 or args.layers < 0:
         raise UsageError("--minutes must be > 0 and --layers >= 0")
-    recipe = DetectorRecipe(minutes=args.minutes, layers=args.layers, descriptions=args.descriptions)
+    recipe = DetectorRecipe(
+        minutes=args.minutes, layers=args.layers, descriptions=args.descriptions, functions=args.functions
+    )
     report = train_detector(args.model, args.data, args.out, recipe, resume=args.resume)
     print(json.dumps({"out": args.out, "steps": report["steps"], "best": report["best"]}))
     return 0

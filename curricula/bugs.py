@@ -22,7 +22,8 @@ from collections import Counter
 
 from codeexecutor.atomic import write_json
 from curricula.codenet import CodeNetBuilder, Submission
-from curricula.common import is_error_trace, make_example
+from curricula.common import ending, is_error_trace, make_example
+from curricula.functions import FunctionsBuilder
 
 TASK = "bugs"
 
@@ -69,14 +70,14 @@ class BugsBuilder(CodeNetBuilder):
             counts[f"skip:original:{original.status.value}"] += 1
             return rows, counts, by_bug
         counts["programs_used"] += 1
-        counts[f"original:{_ending(original)}"] += 1
+        counts[f"original:{ending(original)}"] += 1
         rows.append(self._bug_row(sub, split, code, original, "original", ()))
         variants = inject(code, per_bug=self.per_bug, seed=self.seed, protected=inlined.literal_spans)
         for k, v in enumerate(variants):
             result = pool.execute(v.code)
-            ending = _ending(result)
-            by_bug[f"{v.bug}:{ending}"] += 1
-            counts[f"variant:{ending.split(':')[0]}"] += 1
+            ended = ending(result)
+            by_bug[f"{v.bug}:{ended}"] += 1
+            counts[f"variant:{ended.split(':')[0]}"] += 1
             if self._keep(result):
                 rows.append(self._bug_row(sub, split, v.code, result, "bug", (v.bug,), k))
         return rows, counts, by_bug
@@ -98,11 +99,37 @@ class BugsBuilder(CodeNetBuilder):
         return stats
 
 
-def _ending(result) -> str:
-    """`ok`, `error:Type` for a crash, or the status (`timeout`, ...)."""
-    if is_error_trace(result):
-        return f"error:{result.error.type}"
-    return result.status.value
+class FunctionBugsBuilder(FunctionsBuilder):
+    """The errors set of the functions: each program a package's doctests and tests make
+    (curricula/functions.py), run as it is (kind `original`), then with one realistic bug
+    at a time in its definitions (kind `bug`, the call that drives it untouched). The rows
+    are a functions build's: `functions_errors/` (crashes) and `functions/` (clean runs),
+    split by module; `stats.json` gains `per_operator_status` and `class_mix`."""
+
+    def __init__(self, roots: list[str], out: str, per_bug: int = 2, **kw) -> None:
+        super().__init__(roots, out, mutants=0, input_mutants=0, **kw)
+        self.per_bug = per_bug
+
+    def variants(self, program: str, start: int, keep_driver: bool, counts: Counter) -> list[tuple[str, str, tuple]]:
+        from mutation.bugs import inject
+
+        size = len(program.encode("utf-8"))
+        made = inject(program, per_bug=self.per_bug, seed=self.seed, protected=((start, size),) if keep_driver else ())
+        return [(v.code, "bug", (v.bug,)) for v in made]
+
+    def finalize(self, seconds: float, modules: int) -> dict:
+        stats = super().finalize(seconds, modules)
+        per_bug: dict[str, Counter] = {}
+        for key, n in stats["counts"].items():
+            if key.startswith("bug_class:"):
+                _, name, ended = key.split(":", 2)
+                per_bug.setdefault(name, Counter())[ended] += n
+        stats["per_operator_status"] = {k: dict(sorted(v.items())) for k, v in sorted(per_bug.items())}
+        crashed = "original_crash:"  # the originals' crashes by type (FunctionsBuilder.trace)
+        counts = {f"original:error:{k[len(crashed) :]}": n for k, n in stats["counts"].items() if k.startswith(crashed)}
+        stats["class_mix"] = class_mix(stats["per_operator_status"], counts)
+        write_json(os.path.join(self.out, "stats.json"), stats, ensure_ascii=False)
+        return stats
 
 
 def class_mix(per_bug: dict, counts: dict) -> dict:
@@ -110,9 +137,9 @@ def class_mix(per_bug: dict, counts: dict) -> dict:
     Bieber et al.'s shares of their crashes (timeouts included there, none here)."""
     ours: Counter = Counter()  # a type of theirs under 1,000 is in their "other", so it is in ours too
     for endings in per_bug.values():
-        for ending, n in endings.items():
-            if ending.startswith("error:"):
-                ours[ending[6:] if ending[6:] in BIEBER_TRAIN else "other"] += n
+        for ended, n in endings.items():
+            if ended.startswith("error:"):
+                ours[ended[6:] if ended[6:] in BIEBER_TRAIN else "other"] += n
     for key, n in counts.items():
         if key.startswith("original:error:"):
             kind = key[len("original:error:") :]

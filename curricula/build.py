@@ -45,8 +45,9 @@ DEFAULTS: dict[str, dict] = {
     "singleline": {"from": None, "kaggle": None, "workers": 2, "limit": None, "per_line": 4, "augment": 0},
     # the debugger's actions drawn from a built folder's runs (curricula/actions.py)
     "actions": {"from": None, "per_program": 2, "limit": None, "max_chars": 2000, "order": "end", "seed": 0},
-    # contest programs with one realistic bug each, run on their input (curricula/bugs.py)
-    "bugs": {"codenet": None, "per_bug": 2, "workers": 2, "shard": "0/1", "limit": None, "seed": 0},
+    # contest programs (codenet) or the functions' call programs (from) with one realistic
+    # bug each, run on their input (curricula/bugs.py)
+    "bugs": {"codenet": None, "from": None, "per_bug": 2, "workers": 2, "shard": "0/1", "limit": None, "seed": 0},
     # value-use events of real runs, guided execution's data (curricula/values.py)
     "values": {"from": None, "codenet": None, "test": None, "valid": None, "workers": 2, "limit": None},
 }
@@ -67,7 +68,14 @@ def check_inputs(kind: str, opts: SimpleNamespace, out: str = "") -> None:
     """Refuse bad inputs before anything is written to the output folder."""
     from curricula.common import built_datasets
 
-    if kind in ("codenetmut", "bugs"):
+    if kind == "bugs" and bool(opts.codenet) == bool(opts.__dict__["from"]):
+        raise UsageError(
+            "a bugs build reads one of codenet (contest programs: --codenet DIR) or from (folders of modules "
+            "with doctests or tests: --from DIR)"
+        )
+    if kind == "bugs" and opts.__dict__["from"]:
+        check_inputs("functions", SimpleNamespace(**{**DEFAULTS["functions"], "from": opts.__dict__["from"]}), out)
+    elif kind in ("codenetmut", "bugs"):
         if not opts.codenet:
             raise UsageError(f"a {kind} build needs codenet: the Project CodeNet root(s) it reads")
         for root in opts.codenet:
@@ -140,6 +148,19 @@ def build(kind: str, out: str, given: dict | None = None) -> dict:
             limit=opts.limit,
             accepted_only=not opts.all_statuses,
             heldout_mutants=not opts.no_heldout_mutants,
+        )
+        return builder.run()
+    if kind == "bugs" and opts.__dict__["from"]:
+        from curricula.bugs import FunctionBugsBuilder
+
+        builder = FunctionBugsBuilder(
+            list(opts.__dict__["from"]),
+            out,
+            per_bug=opts.per_bug,
+            workers=opts.workers,
+            shard=shard,
+            seed=opts.seed,
+            limit=opts.limit,
         )
         return builder.run()
     if kind == "bugs":

@@ -198,15 +198,25 @@ def _values_args(sub) -> None:
 
 
 def _bugs_args(sub) -> None:
-    b = sub.add_parser("bugs", help="contest programs with one realistic bug each, run on their input: the errors set")
-    b.add_argument("--codenet", required=True, nargs="+", metavar="DIR", help="CodeNet-layout corpora")
+    b = sub.add_parser(
+        "bugs", help="contest programs (or the functions' calls) with one realistic bug each, run: the errors set"
+    )
+    b.add_argument("--codenet", nargs="+", metavar="DIR", help="CodeNet-layout corpora")
+    b.add_argument(
+        "--from",
+        dest="roots",
+        nargs="+",
+        metavar="DIR",
+        help="instead of --codenet: folders of Python modules whose doctests and tests make the programs "
+        "(as build functions reads them); the output is a functions build's layout",
+    )
     b.add_argument("--out", required=True, metavar="DIR", help="output folder (journal, bugs/, stats.json)")
     b.add_argument("--per-bug", type=int, help="variants per bug class and program (default %(default)s)")
     b.add_argument("--workers", type=int, help="sandbox workers (default %(default)s)")
     b.add_argument("--shard", metavar="I/N", help="process every N-th program from I (default %(default)s)")
     b.add_argument("--limit", type=int, help="only the first LIMIT programs of the shard")
     b.add_argument("--seed", type=int)
-    b.set_defaults(**DEFAULTS["bugs"])
+    b.set_defaults(**{k: v for k, v in DEFAULTS["bugs"].items() if k != "from"})
 
 
 def _build_run(args: argparse.Namespace) -> int:

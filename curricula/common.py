@@ -76,6 +76,13 @@ def is_error_trace(result: ExecResult) -> bool:
     return result.status in (ExecStatus.ERROR, ExecStatus.MEMORY) and result.error is not None
 
 
+def ending(result: ExecResult) -> str:
+    """How a run ended: `ok`, `error:Type` for a crash, or the status (`timeout`, ...)."""
+    if is_error_trace(result):
+        return f"error:{result.error.type}"
+    return result.status.value
+
+
 STRING_COLUMNS = (
     "id",
     "problem_id",

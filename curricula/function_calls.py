@@ -325,6 +325,8 @@ def assemble(corpus: Corpus, mod: Module, driver: list[ast.stmt], max_lines: int
                     if isinstance(stmt, ast.ImportFrom)
                     else ast.Import(names=[a for a in stmt.names if (a.asname or a.name).split(".")[0] == name])
                 )
+                if not node.names:  # the statement binds the name some other way: no line of it would
+                    raise Skip("unresolved_import_name")
                 text = ast.unparse(node)
                 if text not in imports:
                     imports.append(text)

@@ -45,6 +45,7 @@ from collections import Counter
 from codeexecutor.atomic import write_json
 from curricula.common import (
     assign_splits,
+    ending,
     is_error_trace,
     log_to_build_folder,
     make_example,
@@ -309,13 +310,15 @@ class FunctionsBuilder:
     ) -> None:
         """Filters, traces and mutates one program; its rows go to `rows`, its fate to `counts`.
         `driver`: the byte where the inputs start (default: the last line, the printed call)."""
-        from mutation import MutationError, mutate
-
         split = splits.get(group)
         if split is None:
             counts["skip:test_of_no_module"] += 1
             return
-        drawn = _imports(program) & RANDOM
+        try:
+            drawn = _imports(program) & RANDOM
+        except (SyntaxError, ValueError):  # an assembly the extraction got wrong (`from m import ` left empty)
+            counts["skip:program_does_not_parse"] += 1
+            return
         if drawn:
             counts[f"skip:random:{min(drawn)}"] += 1
             return
@@ -336,40 +339,46 @@ class FunctionsBuilder:
             return
         counts["programs_used"] += 1
         counts[f"original:{status}"] += 1
+        if status != "ok":
+            counts[f"original_crash:{first.error.type}"] += 1
         rid = f"{self.provenance[ci]['corpus']}:{relpath}:{call.line}"
         rows.append(self._row(ci, call, rid, rid, group, split, program, first, "original", ()))
-        size = len(program.encode("utf-8"))
         start = _call_span(program)[0] if driver is None else driver
-        variants = []
-        try:
-            variants += [
-                (m, "mutant")
-                for m in mutate(
-                    program, n=self.n_mutants, seed=self.seed, protected=((start, size),) if keep_driver else ()
-                )
-            ]
-            if self.n_inputs:
-                variants += [
-                    (m, "input")
-                    for m in mutate(
-                        program,
-                        n=self.n_inputs,
-                        seed=self.seed,
-                        operators=["CRP"],
-                        protected=((0, start),) if start else (),
-                    )
-                ]
-        except MutationError:
-            counts["skip:mutation_parse"] += 1
-        for k, (m, kind) in enumerate(variants):
-            result = pool.execute(m.code)
+        for k, (code, kind, operators) in enumerate(self.variants(program, start, keep_driver, counts)):
+            result = pool.execute(code)
             counts[f"{kind}:{result.status.value}"] += 1
+            if kind == "bug":  # how each bug class ended, as the contest programs' build counts it
+                counts[f"bug_class:{operators[0]}:{ending(result)}"] += 1
             if result.error is not None and result.error.type in ARTIFACTS:
                 continue
             if result.status.value == "ok" or is_error_trace(result):
-                rows.append(
-                    self._row(ci, call, f"{rid}_m{k:02d}", rid, group, split, m.code, result, kind, m.operators)
+                rows.append(self._row(ci, call, f"{rid}_m{k:02d}", rid, group, split, code, result, kind, operators))
+
+    def variants(self, program: str, start: int, keep_driver: bool, counts: Counter) -> list[tuple[str, str, tuple]]:
+        """(code, kind, operators) of the program's variants: mutants of its definitions (the
+        call from byte `start` on kept where `keep_driver`) and new literal arguments."""
+        from mutation import MutationError, mutate
+
+        size = len(program.encode("utf-8"))
+        out = []
+        try:
+            protected = ((start, size),) if keep_driver else ()
+            out += [
+                (m.code, "mutant", m.operators)
+                for m in mutate(program, n=self.n_mutants, seed=self.seed, protected=protected)
+            ]
+            if self.n_inputs:
+                inputs = mutate(
+                    program,
+                    n=self.n_inputs,
+                    seed=self.seed,
+                    operators=["CRP"],
+                    protected=((0, start),) if start else (),
                 )
+                out += [(m.code, "input", m.operators) for m in inputs]
+        except MutationError:
+            counts["skip:mutation_parse"] += 1
+        return out
 
     def _row(self, ci, call: Call, rid, source, group, split, code, result, kind, operators) -> dict:
         row = make_example(rid, group, split, TASK, code, result, kind, tuple(operators), source)

@@ -45,6 +45,7 @@ DATA_COMMANDS = {
     "build-values": ["build", "values", "--from", "{d}", "--out", "{out}"],
     "train-values": ["train-values", "--data", "{d}", "--out", "{out}"],
     "build-bugs": ["build", "bugs", "--codenet", "{d}", "--out", "{out}"],
+    "build-bugs-functions": ["build", "bugs", "--from", "{d}", "--out", "{out}"],
     "train-detector": ["train-detector", "--data", "{d}", "--out", "{out}"],
     "evaluate-crashes": ["evaluate", "--crashes", "--model", "{missing}", "--data", "{d}"],
     "build-codenetmut": ["build", "codenetmut", "--codenet", "{d}", "--out", "{out}"],

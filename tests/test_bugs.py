@@ -212,6 +212,34 @@ def test_train_detector_saves_a_detector_trace_reports(bugs_build, tmp_path):
     assert all(1 <= s["line"] <= 2 for s in rep["steps"])
 
 
+def test_the_functions_bugs_join_the_detectors_training(bugs_build, tmp_path):
+    from codeexecutor.errors import UsageError
+    from codeexecutor.training.detector import DetectorRecipe, train_detector
+    from curricula.bugs import FunctionBugsBuilder
+
+    out, _ = bugs_build
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "LICENSE").write_text("MIT License\n")
+    for k in range(6):  # modules split by their path: six, so that some are in train
+        (package / f"mod{k}.py").write_text(
+            f'def total{k}(xs, n):\n    """\n    >>> total{k}([1, 2, 3], 3)\n    6\n    """\n'
+            "    s = 0\n    for i in range(n):\n        s += xs[i]\n    return s\n\n\n"
+            f'def head{k}(xs):\n    """\n    >>> head{k}([3, 4])\n    3\n    """\n'
+            "    first, *rest = xs\n    return first\n"
+        )
+    functions = tmp_path / "fbugs"
+    FunctionBugsBuilder([str(package)], str(functions), per_bug=2, workers=1, humaneval=None).run(progress=False)
+    model = str(ROOT / "models" / "codeexecutor-mini-cpu")
+    small = dict(layers=1, minutes=0.3, eval_every=5, max_steps=5, batch=8)
+    alone = train_detector(model, str(out), str(tmp_path / "a"), DetectorRecipe(**small), progress=False)
+    both = DetectorRecipe(**small, functions=str(functions))
+    joined = train_detector(model, str(out), str(tmp_path / "b"), both, progress=False)
+    assert joined["train_programs"] > alone["train_programs"]
+    with pytest.raises(UsageError, match="--functions"):
+        train_detector(model, str(out), str(tmp_path / "c"), DetectorRecipe(**small, functions=str(package)))
+
+
 @pytest.fixture(scope="module")
 def shipped_generator():
     from codeexecutor.generation.search import TraceGenerator

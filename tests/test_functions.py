@@ -531,3 +531,38 @@ def test_decontaminate_finds_a_build_program_planted_in_a_reference(tmp_path, de
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main([*args[:3], "--references", str(empty)]) == 2  # no corpus to compare against: not "clean"
+
+
+def _rows(out: pathlib.Path, name: str) -> list[dict]:
+    built = datasets.load_from_disk(str(out / name))
+    return [r for split in built for r in built[split]]
+
+
+def test_bugs_in_the_functions_make_an_errors_set(package, tmp_path):
+    from curricula.bugs import FunctionBugsBuilder
+    from mutation.bugs import BUGS
+
+    out = tmp_path / "fbugs"
+    stats = FunctionBugsBuilder([str(package)], str(out), per_bug=1, workers=1, humaneval=None).run(progress=False)
+    rows = [r for name in ("functions", "functions_errors") for r in _rows(out, name)]
+    originals = {r["id"]: r for r in rows if r["kind"] == "original"}
+    bugs = [r for r in rows if r["kind"] == "bug"]
+    assert originals and bugs and {r["kind"] for r in rows} == {"original", "bug"}  # no mutants of the twelve
+    assert any(r["status"] == "error" for r in bugs) and any(r["status"] == "ok" for r in bugs)
+    for r in bugs:
+        assert len(r["operators"]) == 1 and r["operators"][0] in BUGS
+        source = originals.get(r["source_id"])
+        if source is not None:  # the call that drives the program is left as it was
+            assert r["code"].rstrip().splitlines()[-1] == source["code"].rstrip().splitlines()[-1]
+    crashes = sum(n for per in stats["per_operator_status"].values() for k, n in per.items() if k.startswith("error:"))
+    assert crashes and set(stats["per_operator_status"]) <= set(BUGS)
+    assert stats["class_mix"]["crashes"] >= crashes
+
+
+def test_a_bugs_build_reads_contest_programs_or_functions_not_both(package, tmp_path):
+    from codeexecutor.errors import UsageError
+    from curricula.build import build
+
+    for given in ({}, {"codenet": [str(package)], "from": [str(package)]}):
+        with pytest.raises(UsageError, match="one of codenet"):
+            build("bugs", str(tmp_path / "out"), given)

@@ -639,7 +639,7 @@ def test_mining_in_a_budget_scores_what_its_time_reaches_and_keeps_the_hardest_o
 
     from codeexecutor.training.budget import MINING_SHARE, Budget
     from codeexecutor.training.config import Source, Stage
-    from codeexecutor.training.mining import CHECK_EVERY, mine_hardest
+    from codeexecutor.training.mining import CHECK_EVERY, Mining, mine_hardest
 
     class Engine:
         device = torch.device("cpu")
@@ -672,10 +672,10 @@ def test_mining_in_a_budget_scores_what_its_time_reaches_and_keeps_the_hardest_o
     if started:
         dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'group'}", rank=0, world_size=1)
     try:
-        assert sorted(mine_hardest(Engine(), data, 0, 5, batch, 0, 1)) == [395, 396, 397, 398, 399]
+        assert sorted(mine_hardest(Engine(), data, 0, Mining(5, batch), 0, 1)) == [395, 396, 397, 398, 399]
         engine = Engine()
         engine.scored = []
-        got = mine_hardest(engine, data, 0, 5, batch, 0, 1, seconds=0.0)
+        got = mine_hardest(engine, data, 0, Mining(5, batch, seconds=0.0), 0, 1)
         assert len(engine.scored) == CHECK_EVERY * batch  # the clock is first read after CHECK_EVERY batches
         assert len(got) == round(5 * CHECK_EVERY * batch / n)  # the share of those scored that 5 of 400 is
         assert sorted(got) == sorted(engine.scored)[-len(got) :]  # the hardest of those scored

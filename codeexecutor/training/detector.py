@@ -49,6 +49,9 @@ class DetectorRecipe:
     # a problems.jsonl (codenet-meta): each program gets its problem's input description and
     # constraints as a docstring (a resource description, Bieber et al.); None: the code alone
     descriptions: str | None = None
+    # a `build bugs --from` folder (the functions' bugs): its train and valid programs join
+    # the contest programs'; None: the contest programs alone
+    functions: str | None = None
     seed: int = 0
 
 
@@ -227,6 +230,8 @@ def _cache(model: str, data: str, recipe: DetectorRecipe) -> str:
             with open(os.path.join(folder, name), "rb") as f:
                 h.update(name.encode() + hashlib.sha256(f.read()).digest())
     h.update(f"{recipe.descriptions}:{recipe.seed}:{recipe.crash_ratio}".encode())
+    if recipe.functions:  # the file of the contest programs alone keeps its name
+        h.update(f":{os.path.abspath(recipe.functions)}".encode())
     return os.path.join(data, f"detector-lines-{h.hexdigest()[:12]}.pt")
 
 
@@ -243,11 +248,20 @@ def train_detector(
 
     if not os.path.isdir(os.path.join(data, "bugs")):
         raise UsageError(f"--data {data}: no bugs/ dataset in it (build one with `codeexecutor build bugs`)")
+    if recipe.functions and not all(
+        os.path.isdir(os.path.join(recipe.functions, n)) for n in ("functions", "functions_errors")
+    ):
+        raise UsageError(
+            f"--functions {recipe.functions}: no functions/ and functions_errors/ in it "
+            "(build one with `codeexecutor build bugs --from DIR`)"
+        )
     torch.manual_seed(recipe.seed)
     generator = TraceGenerator(model, device="cpu")
     for p in generator.model.parameters():
         p.requires_grad_(False)
     rows = read_rows(data)
+    if recipe.functions:  # no description: a function has no problem statement
+        rows += [r for n in ("functions_errors", "functions") for r in read_rows(recipe.functions, None, n)]
     describe = _describer(recipe.descriptions) if recipe.descriptions else None
     train = _examples(generator, _capped([r for r in rows if r["split"] == "train"], recipe), describe)
     valid = _examples(generator, [r for r in rows if r["split"] == "valid"], describe)

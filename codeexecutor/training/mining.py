@@ -3,6 +3,8 @@ as the previous stage left it, scored in parallel across ranks."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from codeexecutor.training.data import StageData
 
 CHECK_EVERY = 8  # batches between two reads of the clock (each waits for the device)
@@ -39,18 +41,21 @@ def mining_pool(n: int, pool: int | None, seed: int) -> set[int] | None:
     return {int(i) for i in np.random.default_rng(seed).choice(n, size=pool, replace=False)}
 
 
+@dataclass(frozen=True)
+class Mining:
+    """What a source's mining asks: its `k` hardest examples, scored `batch_size` at a
+    time, of a fixed random sample of `pool` of them (None: all; seeded by `seed`), in at
+    most `seconds` (None: as long as it takes)."""
+
+    k: int
+    batch_size: int
+    pool: int | None = None
+    seed: int = 0
+    seconds: float | None = None
+
+
 def mine_hardest(
-    engine,
-    data: StageData,
-    source: int,
-    k: int,
-    batch_size: int,
-    rank: int,
-    world: int,
-    pool: int | None = None,
-    seed: int = 0,
-    precision: str | None = None,
-    seconds: float | None = None,
+    engine, data: StageData, source: int, plan: Mining, rank: int = 0, world: int = 1, precision: str | None = None
 ) -> list[int]:
     """Indices of the k highest-loss examples of one source (of a fixed random sample of
     `pool` of them when given: scoring costs a forward pass per example, and a source grown
@@ -58,6 +63,7 @@ def mine_hardest(
     the run's `train.autocast` precision (`precision`). With `seconds`, scoring stops once
     that long has passed (read every `CHECK_EVERY` batches, after the device caught up):
     the hardest of the examples scored by then."""
+    k, batch_size, pool, seed, seconds = plan.k, plan.batch_size, plan.pool, plan.seed, plan.seconds
     table = data.tables[source]
     sample = mining_pool(len(table), pool, seed)
     # This rank's slice, in length order: batches of similar lengths pad little (the

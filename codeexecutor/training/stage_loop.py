@@ -33,21 +33,8 @@ class StageLoop:
         mining = None
         if budgeted:  # rank 0's budget decides, every rank takes it
             mining = agreed(int(budget.mining_seconds(si)) if budget is not None else 0)
-        self.data = stage_data(
-            cur,
-            si,
-            self.stage,
-            run.engine,
-            run.encoder,
-            run.base_dir,
-            run.out,
-            run.rank,
-            run.world,
-            run.spec,
-            run.precision,
-            mining,
-        )
-        self.evaluator = evaluator_for(cur, self.stage, run.encoder, run.base_dir, run.rank, run.zero_stage)
+        self.data = stage_data(run, si, mining)
+        self.evaluator = evaluator_for(run, si)
         self.bar = None
         if run.rank == 0:
             from codeexecutor.progress import bar as progress_bar
@@ -181,20 +168,7 @@ class StageLoop:
         r, train = self.run_, self.run_.cur.train
         at_end = r.global_step == self.end_of
         if self.evaluator is not None and (at_end or (train.eval_every and r.global_step % train.eval_every == 0)):
-            evaluate(
-                self.evaluator,
-                r.engine,
-                r.tok,
-                r.cur,
-                self.si,
-                self.stage,
-                r.global_step,
-                self.writer,
-                self.log_path,
-                r.out,
-                r.rank,
-                r.zero_stage,
-            )
+            evaluate(r, self.evaluator, self.si, self.writer, self.log_path)
         if train.checkpoints and (r.global_step % train.save_every == 0 or at_end):
             save_checkpoint(r.engine, r.ckpt, r.global_step, train.keep_checkpoints, r.rank)
             self.saved_at = r.global_step

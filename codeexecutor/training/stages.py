@@ -1,5 +1,7 @@
 """What the loop does around the steps of a stage: its data (with the hardest examples
-mined where a source asks), its held-out evaluation and best export, and the log."""
+mined where a source asks), its held-out evaluation and best export, and the log. Each
+takes the run whole (training/run.py `Run`: its curriculum, engine, encoder, folders and
+rank) and the stage's index."""
 
 from __future__ import annotations
 
@@ -8,58 +10,36 @@ import logging
 import os
 
 from codeexecutor.atomic import write_json
-from codeexecutor.training.config import Curriculum, Source, Stage
+from codeexecutor.training.config import Source, Stage
 from codeexecutor.training.data import StageData
-from codeexecutor.training.mining import mine_hardest
+from codeexecutor.training.mining import Mining, mine_hardest
 
 log = logging.getLogger("codeexecutor.train")
 
 
-def stage_data(
-    cur: Curriculum,
-    si: int,
-    stage: Stage,
-    engine,
-    encoder,
-    base_dir: str,
-    out: str,
-    rank: int,
-    world: int,
-    spec=None,
-    precision: str | None = None,
-    mining_seconds: float | None = None,
-) -> StageData:
-    """The stage's data: hardest examples mined where a source asks for them (once; the
-    choice is saved, so a resumed run uses the same), fit counts written beside the run."""
+def stage_data(run, si: int, mining_seconds: float | None = None) -> StageData:
+    """Stage `si`'s data: hardest examples mined where a source asks for them (once; the
+    choice is saved, so a resumed run uses the same), fit counts written beside the run.
+    `mining_seconds`: the time mining may take (None: all it needs)."""
     import torch
 
+    cur, stage, encoder, base_dir, out, rank = run.cur, run.cur.stages[si], run.encoder, run.base_dir, run.out, run.rank
     subsets = {}
     for j, src in enumerate(stage.sources):
         if src.hardest:
             mined = os.path.join(out, f"stage{si + 1}-{stage.name}-hardest-{j}.json")
             if not os.path.exists(mined):
                 full = StageData(Stage(stage.name, [Source(src.path, src.task)], 1), encoder, base_dir)
-                idx = mine_hardest(
-                    engine,
-                    full,
-                    0,
-                    src.hardest,
-                    cur.train.mining_batch_size,
-                    rank,
-                    world,
-                    src.mine_from,
-                    cur.train.seed,
-                    precision,
-                    mining_seconds,
-                )
+                plan = Mining(src.hardest, cur.train.mining_batch_size, src.mine_from, cur.train.seed, mining_seconds)
+                idx = mine_hardest(run.engine, full, 0, plan, rank, run.world, run.precision)
                 if rank == 0:
                     write_json(mined, idx, indent=None)
                 torch.distributed.barrier()
             with open(mined) as f:
                 subsets[j] = json.load(f)
             log.info("stage %s: %d hardest examples of %s", stage.name, len(subsets[j]), src.path)
-    weight_of = engine.module.loss_table() if spec is not None else None
-    data = StageData(stage, encoder, base_dir, subsets, cur.train.max_tokens, cur.train.anchor, spec, weight_of)
+    weight_of = run.engine.module.loss_table() if run.spec is not None else None
+    data = StageData(stage, encoder, base_dir, subsets, cur.train.max_tokens, cur.train.anchor, run.spec, weight_of)
     if rank == 0:
         stats_path = os.path.join(out, "data_stats.json")
         stats = json.load(open(stats_path)) if os.path.exists(stats_path) else {}
@@ -74,47 +54,43 @@ def stage_data(
     return data
 
 
-def evaluator_for(cur: Curriculum, stage: Stage, encoder, base_dir: str, rank: int, zero_stage: int):
-    if rank != 0 or cur.train.eval_examples <= 0:
+def evaluator_for(run, si: int):
+    """Stage `si`'s held-out evaluator on rank 0, or None where the run evaluates nothing."""
+    cur, stage = run.cur, run.cur.stages[si]
+    if run.rank != 0 or cur.train.eval_examples <= 0:
         return None
-    if zero_stage == 3:
+    if run.zero_stage == 3:
         log.warning("evaluation while training is skipped under ZeRO-3 (parameters are partitioned across ranks)")
         return None
     from codeexecutor.modeling.trace_metrics import table3_metrics
     from codeexecutor.training.evaluation import StageEvaluator
 
     return StageEvaluator(
-        stage, encoder, base_dir, cur.train.eval_examples, cur.train.eval_decode_examples, metrics=table3_metrics
+        stage,
+        run.encoder,
+        run.base_dir,
+        cur.train.eval_examples,
+        cur.train.eval_decode_examples,
+        metrics=table3_metrics,
     )
 
 
-def evaluate(
-    evaluator,
-    engine,
-    tok,
-    cur: Curriculum,
-    si: int,
-    stage: Stage,
-    step: int,
-    writer,
-    log_path: str,
-    out: str,
-    rank: int,
-    zero_stage: int,
-) -> None:
-    """Evaluate (rank 0), log it, and keep the stage's best export (`stageN-NAME-best/`)."""
+def evaluate(run, evaluator, si: int, writer, log_path: str) -> None:
+    """Evaluate at the run's step (rank 0), log it, and keep stage `si`'s best export
+    (`stageN-NAME-best/`)."""
     from codeexecutor.training.evaluation import score
 
-    results = evaluator.evaluate(engine.module, engine.device, cur.model.max_trace_length)
+    engine, stage, step = run.engine, run.cur.stages[si], run.global_step
+    results = evaluator.evaluate(engine.module, engine.device, run.cur.model.max_trace_length)
     log_row(writer, log_path, {"step": step, "stage": stage.name, "eval": results})
-    best_path = os.path.join(out, f"stage{si + 1}-{stage.name}-best")
+    best_path = os.path.join(run.out, f"stage{si + 1}-{stage.name}-best")
     value = score(results)
     record = os.path.join(best_path, "best.json")
     previous = json.load(open(record))["score"] if os.path.exists(record) else None
     if previous is None or value > previous:
         from codeexecutor.training.export import save_export
 
-        save_export(engine.module, tok, best_path)
+        save_export(engine.module, run.tok, best_path)
         with open(record, "w") as f:
             json.dump({"step": step, "score": value, "eval": results}, f, indent=2)
     log.info("step %d eval: %s", step, {k: {m: v for m, v in r.items() if m != "split"} for k, r in results.items()})
