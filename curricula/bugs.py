@@ -104,11 +104,19 @@ class FunctionBugsBuilder(FunctionsBuilder):
     (curricula/functions.py), run as it is (kind `original`), then with one realistic bug
     at a time in its definitions (kind `bug`, the call that drives it untouched). The rows
     are a functions build's: `functions_errors/` (crashes) and `functions/` (clean runs),
-    split by module; `stats.json` gains `per_operator_status` and `class_mix`."""
+    split by module; `stats.json` gains `per_operator_status` and `class_mix`. A variant's
+    NameError is kept: its original ran, so the name is the bug's (a misspelt name, a
+    removed import), where an original's is a definition the extraction missed. Puzzle and
+    documentation roots make their own drivers, which a bug may touch."""
+
+    BUILD = "function_bugs"
 
     def __init__(self, roots: list[str], out: str, per_bug: int = 2, **kw) -> None:
         super().__init__(roots, out, mutants=0, input_mutants=0, **kw)
         self.per_bug = per_bug
+
+    def build_options(self) -> dict:
+        return {"per_bug": self.per_bug}
 
     def variants(self, program: str, start: int, keep_driver: bool, counts: Counter) -> list[tuple[str, str, tuple]]:
         from mutation.bugs import inject

@@ -210,7 +210,12 @@ def _bugs_args(sub) -> None:
         help="instead of --codenet: folders of Python modules whose doctests and tests make the programs "
         "(as build functions reads them); the output is a functions build's layout",
     )
-    b.add_argument("--out", required=True, metavar="DIR", help="output folder (journal, bugs/, stats.json)")
+    b.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="output folder (journal, stats.json, and bugs/, or with --from functions/ and functions_errors/)",
+    )
     b.add_argument("--per-bug", type=int, help="variants per bug class and program (default %(default)s)")
     b.add_argument("--workers", type=int, help="sandbox workers (default %(default)s)")
     b.add_argument("--shard", metavar="I/N", help="process every N-th program from I (default %(default)s)")

@@ -171,6 +171,8 @@ def _call_span(program: str) -> tuple[int, int]:
 
 
 class FunctionsBuilder:
+    BUILD = "functions"  # the build's name in its manifest: a resume of another kind is refused
+
     def __init__(
         self,
         roots: list[str],
@@ -208,6 +210,10 @@ class FunctionsBuilder:
             if not p["license"]:
                 p["license"], p["license_from"] = licence, "--licence"
         self.counts: Counter = Counter()
+
+    def build_options(self) -> dict:
+        """What a subclass adds to the options its manifest records (and a resume must match)."""
+        return {}
 
     # -- which modules, which split ---------------------------------------------------------
     def units(self) -> list[tuple[int, str]]:
@@ -316,7 +322,7 @@ class FunctionsBuilder:
             return
         try:
             drawn = _imports(program) & RANDOM
-        except (SyntaxError, ValueError):  # an assembly the extraction got wrong (`from m import ` left empty)
+        except (SyntaxError, ValueError):  # an assembly the extraction got wrong: never run
             counts["skip:program_does_not_parse"] += 1
             return
         if drawn:
@@ -349,8 +355,8 @@ class FunctionsBuilder:
             counts[f"{kind}:{result.status.value}"] += 1
             if kind == "bug":  # how each bug class ended, as the contest programs' build counts it
                 counts[f"bug_class:{operators[0]}:{ending(result)}"] += 1
-            if result.error is not None and result.error.type in ARTIFACTS:
-                continue
+            if kind != "bug" and result.error is not None and result.error.type in ARTIFACTS:
+                continue  # a bug's NameError is the bug (a misspelt name, a removed import), not the extraction
             if result.status.value == "ok" or is_error_trace(result):
                 rows.append(self._row(ci, call, f"{rid}_m{k:02d}", rid, group, split, code, result, kind, operators))
 
@@ -416,8 +422,9 @@ class FunctionsBuilder:
             "max_steps": self.max_steps,
             "lineage": self.lineage,
             "humaneval": os.path.basename(self.filter.path) if self.filter.path else None,
+            **self.build_options(),
         }
-        record_build(self.out, "functions", self.shard, options, self.roots, len(mine))
+        record_build(self.out, self.BUILD, self.shard, options, self.roots, len(mine))
         journal = Journal(os.path.join(self.out, "journal.jsonl"))
         journal.check_python()
         todo = [u for u in mine if key(u) not in journal.done]

@@ -557,6 +557,10 @@ def test_bugs_in_the_functions_make_an_errors_set(package, tmp_path):
     crashes = sum(n for per in stats["per_operator_status"].values() for k, n in per.items() if k.startswith("error:"))
     assert crashes and set(stats["per_operator_status"]) <= set(BUGS)
     assert stats["class_mix"]["crashes"] >= crashes
+    # a crash the bug made is kept whatever its type: a misspelt name's NameError is the bug's
+    ran = {k[6:] for per in stats["per_operator_status"].values() for k in per if k.startswith("error:")}
+    kept = {json.loads(r["error"])["type"] for r in bugs if r["status"] == "error"}
+    assert "NameError" in ran and ran == kept
 
 
 def test_a_bugs_build_reads_contest_programs_or_functions_not_both(package, tmp_path):

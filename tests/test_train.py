@@ -672,10 +672,10 @@ def test_mining_in_a_budget_scores_what_its_time_reaches_and_keeps_the_hardest_o
     if started:
         dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'group'}", rank=0, world_size=1)
     try:
-        assert sorted(mine_hardest(Engine(), data, 0, Mining(5, batch), 0, 1)) == [395, 396, 397, 398, 399]
+        assert sorted(mine_hardest(Engine(), data, 0, Mining(5, batch), rank=0, world=1)) == [395, 396, 397, 398, 399]
         engine = Engine()
         engine.scored = []
-        got = mine_hardest(engine, data, 0, Mining(5, batch, seconds=0.0), 0, 1)
+        got = mine_hardest(engine, data, 0, Mining(5, batch, seconds=0.0), rank=0, world=1)
         assert len(engine.scored) == CHECK_EVERY * batch  # the clock is first read after CHECK_EVERY batches
         assert len(got) == round(5 * CHECK_EVERY * batch / n)  # the share of those scored that 5 of 400 is
         assert sorted(got) == sorted(engine.scored)[-len(got) :]  # the hardest of those scored

@@ -55,7 +55,7 @@ class Mining:
 
 
 def mine_hardest(
-    engine, data: StageData, source: int, plan: Mining, rank: int = 0, world: int = 1, precision: str | None = None
+    engine, data: StageData, source: int, plan: Mining, *, rank: int, world: int, precision: str | None = None
 ) -> list[int]:
     """Indices of the k highest-loss examples of one source (of a fixed random sample of
     `pool` of them when given: scoring costs a forward pass per example, and a source grown

@@ -31,7 +31,7 @@ def stage_data(run, si: int, mining_seconds: float | None = None) -> StageData:
             if not os.path.exists(mined):
                 full = StageData(Stage(stage.name, [Source(src.path, src.task)], 1), encoder, base_dir)
                 plan = Mining(src.hardest, cur.train.mining_batch_size, src.mine_from, cur.train.seed, mining_seconds)
-                idx = mine_hardest(run.engine, full, 0, plan, rank, run.world, run.precision)
+                idx = mine_hardest(run.engine, full, 0, plan, rank=rank, world=run.world, precision=run.precision)
                 if rank == 0:
                     write_json(mined, idx, indent=None)
                 torch.distributed.barrier()
