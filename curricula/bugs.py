@@ -105,7 +105,7 @@ class FunctionBugsBuilder(FunctionsBuilder):
     at a time in its definitions (kind `bug`, the call that drives it untouched). The rows
     are a functions build's: `functions_errors/` (crashes) and `functions/` (clean runs),
     split by module; `stats.json` gains `per_operator_status` and `class_mix`. A variant's
-    NameError is kept: its original ran, so the name is the bug's (a misspelt name, a
+    NameError, UnboundLocalError or ImportError is kept: its original ran, so it is the bug's (a misspelt name, a
     removed import), where an original's is a definition the extraction missed. Puzzle and
     documentation roots make their own drivers, which a bug may touch."""
 
