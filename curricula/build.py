@@ -150,24 +150,13 @@ def build(kind: str, out: str, given: dict | None = None) -> dict:
             heldout_mutants=not opts.no_heldout_mutants,
         )
         return builder.run()
-    if kind == "bugs" and opts.__dict__["from"]:
-        from curricula.bugs import FunctionBugsBuilder
+    if kind == "bugs":  # contest programs (--codenet) or the functions' calls (--from)
+        from curricula.bugs import BugsBuilder, FunctionBugsBuilder
 
-        builder = FunctionBugsBuilder(
-            list(opts.__dict__["from"]),
-            out,
-            per_bug=opts.per_bug,
-            workers=opts.workers,
-            shard=shard,
-            seed=opts.seed,
-            limit=opts.limit,
-        )
-        return builder.run()
-    if kind == "bugs":
-        from curricula.bugs import BugsBuilder
-
-        builder = BugsBuilder(
-            list(opts.codenet),
+        functions = opts.__dict__["from"]
+        make = FunctionBugsBuilder if functions else BugsBuilder
+        builder = make(
+            list(functions or opts.codenet),
             out,
             per_bug=opts.per_bug,
             workers=opts.workers,
