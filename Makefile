@@ -49,7 +49,7 @@ venvs:
 test-versions: venvs
 	@for v in $(OTHER_PYTHONS); do \
 	  if [ -x .venv-$$v/bin/python ]; then echo "== model-free tests on Python $$v"; \
-	    .venv-$$v/bin/python -m pytest -q -p no:cacheprovider $(MODEL_FREE_TESTS) || exit 1; fi; \
+	    $(if $(XDIST),OMP_NUM_THREADS=1) .venv-$$v/bin/python -m pytest -q -p no:cacheprovider $(XDIST) $(MODEL_FREE_TESTS) || exit 1; fi; \
 	done
 
 demo: $(STAMP)
@@ -61,16 +61,24 @@ demo: $(STAMP)
 # interpreters). `make test` runs both; the slowest tests are listed at the end.
 FAST := -m "not slow and not gpu and not integration"
 INTEGRATION := -m "integration and not slow and not gpu"
+# The tests run in TEST_WORKERS processes (pytest-xdist), each test file whole in one of them
+# (its module fixtures built once); the session's demo data and overfit models are built
+# once and shared (tests/conftest_data.py). Each worker's torch and its children keep to one
+# OpenMP thread: two workers on two cores, rather than four threads waiting on each other.
+# TEST_WORKERS=1 runs them serially, in this process.
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+PYTEST := $(if $(XDIST),OMP_NUM_THREADS=1) $(BIN)/python -m pytest -q $(XDIST)
 
 test: $(STAMP) browser venvs lint
-	$(BIN)/python -m pytest -q --durations=15 $(PYTEST_ARGS)
+	$(PYTEST) --durations=15 $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-versions
 
 test-fast: $(STAMP) lint
-	$(BIN)/python -m pytest -q --durations=10 $(FAST) $(PYTEST_ARGS)
+	$(PYTEST) --durations=10 $(FAST) $(PYTEST_ARGS)
 
 test-integration: $(STAMP) browser venvs
-	$(BIN)/python -m pytest -q --durations=10 $(INTEGRATION) $(PYTEST_ARGS)
+	$(PYTEST) --durations=10 $(INTEGRATION) $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-versions
 
 # The code's own checks (pyproject.toml): ruff's lint and format, and the import layers

@@ -1,20 +1,46 @@
-"""Demo-size curriculum datasets built once per test session (from curricula/demo)."""
+"""Demo-size curriculum datasets and overfit models, built once per test session (from
+curricula/demo) and shared by the session's workers when pytest-xdist runs it in several."""
 
+import os
 import pathlib
+import shutil
 
 import pytest
 
 from .conftest import ROOT, texts
 
 
+def built_once(tmp_path_factory, name: str, build) -> pathlib.Path:
+    """`build(path)` run once for the whole session: alone, in a fresh temporary folder; under
+    pytest-xdist, by the first worker to ask, in the folder all workers share, while the
+    others wait on its lock and then read what it made (a `.done` marker says it finished)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        path = tmp_path_factory.mktemp(name)
+        build(path)
+        return path
+    from filelock import FileLock
+
+    path = tmp_path_factory.getbasetemp().parent / name
+    with FileLock(f"{path}.lock"):
+        if not (path / ".done").exists():
+            shutil.rmtree(path, ignore_errors=True)  # a worker's unfinished build
+            path.mkdir()
+            build(path)
+            (path / ".done").touch()
+    return path
+
+
 @pytest.fixture(scope="session")
 def demo_data(tmp_path_factory) -> pathlib.Path:
+    return built_once(tmp_path_factory, "demo_data", _build_demo)
+
+
+def _build_demo(root: pathlib.Path) -> None:
     from curricula.codenet import CodeNetBuilder
     from curricula.functions import FunctionsBuilder
     from curricula.singleline import build_singleline
     from curricula.tutorial import build_tutorial
 
-    root = tmp_path_factory.mktemp("demo_data")
     demo = ROOT / "curricula" / "demo"
     CodeNetBuilder(str(demo), str(root / "codenetmut"), mutants=8, workers=2).run(progress=False)
     FunctionsBuilder(
@@ -22,7 +48,6 @@ def demo_data(tmp_path_factory) -> pathlib.Path:
     ).run(progress=False)
     build_tutorial(str(root / "tutorial"), sources=str(demo / "tutorial"), mutants=8, workers=2, progress=False)
     build_singleline(str(root / "singleline"), source=str(root / "codenetmut"), workers=2)
-    return root
 
 
 def _overfit(
@@ -84,8 +109,7 @@ def overfit_model(demo_data, tmp_path_factory):
             if len(texts(r)[1]) < 160
         ]
     rows = rows[:20]
-    path = tmp_path_factory.mktemp("overfit")
-    _overfit([(r["input"], r["target"]) for r in rows], path)
+    path = built_once(tmp_path_factory, "overfit", lambda p: _overfit([(r["input"], r["target"]) for r in rows], p))
     return path, rows
 
 
@@ -104,6 +128,6 @@ def overfit_delta_model(demo_data, tmp_path_factory):
             if len(profile.example(r)[1]) < 330 and len(r["code"]) < 300 and "<delta>" in profile.example(r)[1]
         ]
         rows += short[:n]
-    path = tmp_path_factory.mktemp("overfit_delta")
-    _overfit([profile.example(r) for r in rows], path, profile, length=192)
+    pairs = [profile.example(r) for r in rows]
+    path = built_once(tmp_path_factory, "overfit_delta", lambda p: _overfit(pairs, p, profile, length=192))
     return path, rows
