@@ -171,13 +171,19 @@ def score_test(
     import time
 
     from codeexecutor.generation.decoding import Decoding
-    from eval.evaluate import evaluate_model
+    from eval.evaluate import EvalOptions, evaluate_model
 
     out.parent.mkdir(parents=True, exist_ok=True)
     for parent in dict.fromkeys(os.path.dirname(f) for f in folders.values()):
         start = time.perf_counter()
         report = evaluate_model(
-            model, parent, "test", limit, Decoding(beam=1, names=names, values=values), batch_size=16, progress=False
+            model,
+            parent,
+            "test",
+            limit,
+            Decoding(beam=1, names=names, values=values),
+            progress=False,
+            options=EvalOptions(batch_size=16),
         )
         for name, scores in report["datasets"].items():
             line = {

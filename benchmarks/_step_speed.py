@@ -246,7 +246,7 @@ def measure_decode(
     graph-captured (CUDA) and eager."""
     import torch
 
-    from codeexecutor.generation.device_search import DeviceSearch
+    from codeexecutor.generation.device_search import DeviceSearch, Launch
     from codeexecutor.modeling.model import CodeExecutorConfig, CodeExecutorModel
 
     cuda = torch.cuda.is_available()
@@ -268,7 +268,7 @@ def measure_decode(
         if time.perf_counter() > deadline:
             break
         with torch.no_grad():
-            search = DeviceSearch(model, Enc, codes, 1, steps, graphs=graphs, check_every=10**9)
+            search = DeviceSearch(model, Enc, codes, 1, steps, launch=Launch(10**9, graphs))
             _sync()
             t = time.perf_counter()
             search.run()

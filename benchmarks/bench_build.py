@@ -31,12 +31,13 @@ def main() -> None:
     if not DATA.exists():
         sys.exit(f"bench_build: {DATA} not found")
     from curricula.codenet import CodeNetBuilder
+    from curricula.common import BuildSetup
 
     out = args.out or tempfile.mkdtemp(prefix="bench_build_")
     start = time.perf_counter()
-    stats = CodeNetBuilder(str(DATA), out, mutants=args.mutants, workers=args.workers, limit=args.programs).run(
-        progress=False
-    )
+    stats = CodeNetBuilder(
+        str(DATA), out, mutants=args.mutants, setup=BuildSetup(workers=args.workers, limit=args.programs)
+    ).run(progress=False)
     seconds = time.perf_counter() - start
     executed = stats["mutants_executed_this_run"]
     rate = executed / seconds

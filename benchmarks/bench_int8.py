@@ -35,7 +35,7 @@ def main() -> int:
     from codeexecutor.progress import quiet_libraries
     from codeexecutor.training.export import save_shipped
     from eval.agreement import agreement
-    from eval.evaluate import evaluate_model
+    from eval.evaluate import EvalOptions, evaluate_model
 
     quiet_libraries()
     model = pathlib.Path(args.model)
@@ -70,9 +70,8 @@ def main() -> int:
                 split="test",
                 limit=args.limit,
                 decoding=GREEDY,
-                batch_size=64,
                 progress=True,
-                answers=str(work / f"{label}-{build.name}.answers.jsonl"),
+                options=EvalOptions(batch_size=64, answers=str(work / f"{label}-{build.name}.answers.jsonl")),
             )
             for build in builds
         ]

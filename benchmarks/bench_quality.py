@@ -35,7 +35,7 @@ import sys
 
 from _common import RESULTS, ROOT, busy_share, device_label, fast_bf16, machine
 
-from codeexecutor.modeling.rotary import POSITIONS as POSITION_KINDS
+from codeexecutor.modeling.choices import POSITIONS as POSITION_KINDS
 
 RECIPE = ROOT / "curricula" / "recipes" / "cpu-hour.yaml"  # the model this run trains, bar the steps
 STAGES = ("singleline", "tutorial", "codenet")  # a quality recipe's stages

@@ -2,7 +2,9 @@
 
 Each writes beside its target (`PATH.tmp`, the same file system) and renames it into place
 with `os.replace`, which is atomic on POSIX: a job killed mid-write leaves the old file
-(or none), never a torn one, and a job started again can trust what it finds.
+(or none), never a torn one, and a job started again can trust what it finds. An
+append-only JSON Lines file (a build's journal, an evaluation's answers) is read back by
+`complete_lines` and cut back to them by `cut_to`, so a line a kill tore is redone.
 """
 
 from __future__ import annotations
@@ -53,3 +55,31 @@ def _remove(path: str) -> None:
         shutil.rmtree(path)
     elif os.path.lexists(path):
         os.remove(path)
+
+
+def complete_lines(path: str | os.PathLike) -> Iterator[tuple[int, object]]:
+    """(byte offset after the line, the parsed line) of each whole JSON line of an
+    append-only file, from the start up to the first line cut short or unreadable (a
+    kill's), which ends the reading; nothing where there is no file. Reading only: a file
+    another process is still appending to is safe to read."""
+    if not os.path.exists(path):
+        return
+    offset = 0
+    with open(path, "rb") as f:
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                return
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                return
+            offset += len(raw)
+            yield offset, obj
+
+
+def cut_to(path: str | os.PathLike, length: int) -> None:
+    """The append-only file cut back to its first `length` bytes (what `complete_lines`
+    kept), so the next append follows a whole line."""
+    if os.path.exists(path):
+        with open(path, "r+b") as f:
+            f.truncate(length)

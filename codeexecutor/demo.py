@@ -99,6 +99,7 @@ def trace_demo_programs(out: pathlib.Path) -> None:
 def build_demo_data(root: pathlib.Path) -> dict[str, pathlib.Path]:
     """Demo-size curriculum datasets from the built-in inputs; returns their folders."""
     from curricula.codenet import CodeNetBuilder
+    from curricula.common import BuildSetup
     from curricula.functions import FunctionsBuilder
     from curricula.singleline import build_singleline
     from curricula.stats import dataset_stats, print_table
@@ -106,8 +107,10 @@ def build_demo_data(root: pathlib.Path) -> dict[str, pathlib.Path]:
 
     demo = DEMO
     folders = {name: root / name for name in ("codenetmut", "functions", "tutorial", "singleline")}
-    CodeNetBuilder(str(demo), str(folders["codenetmut"]), mutants=20, workers=2).run()
-    FunctionsBuilder([str(demo / "functions")], str(folders["functions"]), mutants=8, workers=2, humaneval=None).run()
+    CodeNetBuilder(str(demo), str(folders["codenetmut"]), mutants=20, setup=BuildSetup(workers=2)).run()
+    FunctionsBuilder(
+        [str(demo / "functions")], str(folders["functions"]), mutants=8, humaneval=None, setup=BuildSetup(workers=2)
+    ).run()
     build_tutorial(str(folders["tutorial"]), sources=str(demo / "tutorial"), mutants=30, workers=2)
     build_singleline(str(folders["singleline"]), source=str(folders["codenetmut"]), workers=2)
     print("\nDemo curriculum datasets (paper Table 2 columns):")

@@ -35,6 +35,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 from codeexecutor.atomic import write_json
 from codeexecutor.errors import ConfigError
@@ -56,19 +57,30 @@ def child_env(refusal: str) -> dict:
     return {**os.environ, "PYTHONPATH": path, REFUSAL_FILE: refusal}
 
 
+@dataclass(frozen=True)
+class TrainProcess:
+    """How the training child is started: its budget in minutes (default: the recipe's
+    steps), its DeepSpeed config (default: chosen by the child from its device), and
+    whether through run_pretrain.sh (the deepspeed launcher: a process per GPU)."""
+
+    minutes: float | None = None
+    ds_config: str | None = None
+    launcher: bool = False
+
+
 class Pretrain:
     def __init__(
         self,
         recipe: str,
         out: str | None = None,
-        minutes: float | None = None,
         resume: bool = False,
         base_dir: str = ".",
-        ds_config: str | None = None,
         overrides: list[str] = (),
-        launcher: bool = False,
         score: bool = True,
+        process: TrainProcess | None = None,
     ) -> None:
+        process = process or TrainProcess()
+        minutes, ds_config, launcher = process.minutes, process.ds_config, process.launcher
         self.cur, raw = load_recipe(recipe, base_dir, overrides)
         self.base, self.minutes, self.launcher, self.scoring = base_dir, minutes, launcher, score
         self.out = os.path.abspath(os.path.join(base_dir, out or self.cur.train.output_dir))
@@ -266,7 +278,7 @@ class Pretrain:
     def _score(self) -> dict:
         if not self.scoring:
             return {"skipped": "--no-score"}
-        from eval.evaluate import evaluate_model
+        from eval.evaluate import EvalOptions, evaluate_model
         from eval.report import save
 
         scores = os.path.join(self.out, "scores")
@@ -279,8 +291,8 @@ class Pretrain:
                 os.path.join(self.out, "run", "final"),
                 folder,
                 self.cur.score.split,
-                self.cur.score.limit,
-                answers=os.path.splitext(out)[0] + ".answers.jsonl",  # a killed scoring resumes from its answers
+                self.cur.score.limit,  # a killed scoring resumes from its answers
+                options=EvalOptions(answers=os.path.splitext(out)[0] + ".answers.jsonl"),
             )
             report = save(report, out)
             for dataset, entry in report["datasets"].items():
@@ -310,7 +322,7 @@ class Pretrain:
         return list(seen)
 
     def _card(self) -> dict:
-        from codeexecutor.training.card import write_card
+        from codeexecutor.training.card import Training, write_card
 
         final = os.path.join(self.out, "run", "final")
         scores_path = os.path.join(self.out, "scores", "scores.json")
@@ -319,11 +331,13 @@ class Pretrain:
         path = write_card(
             final,
             scores,
-            device=_device_name(),
-            recipe=self.record["recipe"],
-            steps=train.get("steps"),
-            minutes=round(train.get("seconds", 0) / 60, 1),
-            command=" ".join(sys.argv),
+            Training(
+                device=_device_name(),
+                recipe=self.record["recipe"],
+                steps=train.get("steps"),
+                minutes=round(train.get("seconds", 0) / 60, 1),
+                command=" ".join(sys.argv),
+            ),
         )
         return {"card": path}
 

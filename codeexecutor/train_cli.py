@@ -54,19 +54,12 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from codeexecutor.pretrain import Pretrain
+    from codeexecutor.pretrain import Pretrain, TrainProcess
 
-    Pretrain(
-        args.recipe,
-        args.out,
-        args.minutes,
-        args.resume,
-        args.base_dir,
-        args.ds_config,
-        args.overrides,
-        args.launcher,
-        not args.no_score,
-    ).run(until=args.until)
+    process = TrainProcess(args.minutes, args.ds_config, args.launcher)
+    Pretrain(args.recipe, args.out, args.resume, args.base_dir, args.overrides, not args.no_score, process).run(
+        until=args.until
+    )
     return 0
 
 

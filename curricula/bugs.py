@@ -22,7 +22,7 @@ from collections import Counter
 
 from codeexecutor.atomic import write_json
 from curricula.codenet import CodeNetBuilder, Submission
-from curricula.common import ending, is_error_trace, make_example
+from curricula.common import RowKey, ending, is_error_trace, make_example, run_to_its_end
 from curricula.functions import FunctionsBuilder
 
 TASK = "bugs"
@@ -74,7 +74,7 @@ class BugsBuilder(CodeNetBuilder):
         rows.append(self._bug_row(sub, split, code, original, "original", ()))
         variants = inject(code, per_bug=self.per_bug, seed=self.seed, protected=inlined.literal_spans)
         for k, v in enumerate(variants):
-            result = pool.execute(v.code)
+            result = run_to_its_end(pool, v.code)
             ended = ending(result)
             by_bug[f"{v.bug}:{ended}"] += 1
             counts[f"variant:{ended.split(':')[0]}"] += 1
@@ -88,7 +88,7 @@ class BugsBuilder(CodeNetBuilder):
 
     def _bug_row(self, sub, split, code, result, kind, bugs, k=None) -> dict:
         rid = sub.submission_id if k is None else f"{sub.submission_id}_b{k:02d}"
-        row = make_example(rid, sub.problem_id, split, TASK, code, result, kind, tuple(bugs), sub.submission_id)
+        row = make_example(RowKey(rid, sub.problem_id, split, TASK, sub.submission_id), code, result, kind, tuple(bugs))
         row["_set"] = "bugs"
         return row
 

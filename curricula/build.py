@@ -133,8 +133,9 @@ def build(kind: str, out: str, given: dict | None = None) -> dict:
     check_inputs(kind, opts, out)
     if kind in ("codenetmut", "functions", "bugs"):
         from curricula.codenet import shard_arg
+        from curricula.common import BuildSetup
 
-        shard = shard_arg(opts.shard)
+        setup = BuildSetup(workers=opts.workers, shard=shard_arg(opts.shard), seed=opts.seed, limit=opts.limit)
     if kind == "codenetmut":
         from curricula.codenet import CodeNetBuilder
 
@@ -142,10 +143,7 @@ def build(kind: str, out: str, given: dict | None = None) -> dict:
             list(opts.codenet),
             out,
             mutants=opts.mutants,
-            workers=opts.workers,
-            shard=shard,
-            seed=opts.seed,
-            limit=opts.limit,
+            setup=setup,
             accepted_only=not opts.all_statuses,
             heldout_mutants=not opts.no_heldout_mutants,
         )
@@ -159,10 +157,7 @@ def build(kind: str, out: str, given: dict | None = None) -> dict:
             list(functions or opts.codenet),
             out,
             per_bug=opts.per_bug,
-            workers=opts.workers,
-            shard=shard,
-            seed=opts.seed,
-            limit=opts.limit,
+            setup=setup,
         )
         return builder.run()
     if kind == "functions":
@@ -173,10 +168,7 @@ def build(kind: str, out: str, given: dict | None = None) -> dict:
             out,
             mutants=opts.mutants,
             input_mutants=opts.input_mutants,
-            workers=opts.workers,
-            shard=shard,
-            seed=opts.seed,
-            limit=opts.limit,
+            setup=setup,
             humaneval=None if opts.no_decontaminate else (opts.humaneval or HUMANEVAL),
             lineage=opts.lineage,
             licence=opts.licence,

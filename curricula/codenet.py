@@ -37,6 +37,8 @@ from dataclasses import dataclass
 
 from codeexecutor.atomic import write_json
 from curricula.common import (
+    BuildSetup,
+    RowKey,
     assign_splits,
     is_error_trace,
     log_to_build_folder,
@@ -129,20 +131,16 @@ class CodeNetBuilder:
         codenet: str | list[str],
         out: str,
         mutants: int = 20,
-        workers: int = 2,
-        shard: tuple[int, int] = (0, 1),
-        seed: int = 0,
-        limit: int | None = None,
-        timeout: float = 1.0,
-        max_steps: int = 1024,
+        setup: BuildSetup | None = None,
         accepted_only: bool = True,
         heldout_mutants: bool = True,
     ) -> None:
         self.codenet = [codenet] if isinstance(codenet, str) else list(codenet)
-        self.out, self.n_mutants, self.workers = out, mutants, workers
-        self.heldout_mutants = heldout_mutants
-        self.shard, self.seed, self.limit = shard, seed, limit
-        self.timeout, self.max_steps, self.accepted_only = timeout, max_steps, accepted_only
+        self.out, self.n_mutants, self.setup = out, mutants, setup or BuildSetup()
+        self.heldout_mutants, self.accepted_only = heldout_mutants, accepted_only
+        run = self.setup
+        self.workers, self.shard, self.seed, self.limit = run.workers, run.shard, run.seed, run.limit
+        self.timeout, self.max_steps = run.timeout, run.max_steps
         self.counts: Counter = Counter()
 
     # -- one program ------------------------------------------------------------------
@@ -220,7 +218,9 @@ class CodeNetBuilder:
 
     def _row(self, sub, split, code, result, kind, operators, k=None, error=False) -> dict:
         rid = sub.submission_id if k is None else f"{sub.submission_id}_m{k:02d}"
-        row = make_example(rid, sub.problem_id, split, TASK, code, result, kind, tuple(operators), sub.submission_id)
+        row = make_example(
+            RowKey(rid, sub.problem_id, split, TASK, sub.submission_id), code, result, kind, tuple(operators)
+        )
         row["_set"] = "errors" if error else "codenetmut"
         return row
 

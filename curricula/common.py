@@ -8,12 +8,28 @@ import json
 import os
 import shutil
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from codeexecutor.atomic import replacing
 from codeexecutor.execution.interpreters import dataset_python  # noqa: F401  (this module's name for it, kept)
 from codeexecutor.execution.records import ExecResult, ExecStatus
 
 SPLITS = ("train", "valid", "test")
+
+
+@dataclass(frozen=True)
+class BuildSetup:
+    """How a build runs, whatever it builds: executor workers, which shard of the units is
+    this process's (`(index, count)`), the mutation seed, a cap on units (`limit`, for a
+    quick look), and each run's limits (seconds, traced steps). A resume must match it."""
+
+    workers: int = 2
+    shard: tuple[int, int] = (0, 1)
+    seed: int = 0
+    limit: int | None = None
+    timeout: float = 1.0
+    max_steps: int = 1024
 
 
 def assign_splits(groups: Iterable[str], test_pct: int = 5, valid_pct: int = 5) -> dict[str, str]:
@@ -38,28 +54,29 @@ def max_states(result: ExecResult) -> int:
     return max((len(s.state) for s in result.steps), default=0)
 
 
-def make_example(
-    id_: str,
-    group: str,
-    split: str,
-    task: str,
-    code: str,
-    result: ExecResult,
-    kind: str,
-    operators: tuple[str, ...] = (),
-    source_id: str = "",
-) -> dict:
-    """One dataset row: the program, its structured steps, status, error and output. The
+class RowKey(NamedTuple):
+    """Where a dataset row belongs: its id, its split group (a problem, a module), its
+    split, its task, and the id of the program it was made from (default: its own)."""
+
+    id: str
+    group: str
+    split: str
+    task: str
+    source: str = ""
+
+
+def make_example(key: RowKey, code: str, result: ExecResult, kind: str, operators: tuple[str, ...] = ()) -> dict:
+    """One dataset row (`key` says where it belongs): the program, its structured steps, status, error and output. The
     model's input and target texts are not stored: a run serializes them from these columns
     in its own format profile when it tokenizes (`Profile.example`), and storing the
     default profile's text beside them made every row about twice its size."""
     return {
-        "id": id_,
-        "problem_id": group,
-        "split": split,
-        "task": task,
+        "id": key.id,
+        "problem_id": key.group,
+        "split": key.split,
+        "task": key.task,
         "kind": kind,  # original | mutant | snippet | singleline
-        "source_id": source_id or id_,
+        "source_id": key.source or key.id,
         "code": code,
         "steps": json.dumps([s.to_json() for s in result.steps], ensure_ascii=False),
         "status": result.status.value,
@@ -70,6 +87,24 @@ def make_example(
         "n_steps": len(result.steps),
         "max_states": max_states(result),
     }
+
+
+def run_to_its_end(pool, code: str) -> ExecResult:
+    """A bug's run: traced; where the trace's step cap stops it before its end, run again
+    untraced, and its ending (a crash, the output) kept with the steps the trace has. A
+    recursion that never ends reaches about 340 levels in 1,024 traced steps, short of
+    Python's 1,000 levels: untraced, it ends as a contest judge sees it, a RecursionError
+    at the recursive call. The errors sets are a crash detector's (type and line), never a
+    trace model's targets, so the cut steps teach nothing wrong."""
+    import dataclasses
+
+    result = pool.execute(code)
+    if result.status is not ExecStatus.TRACE_LIMIT:
+        return result
+    plain = pool.execute(code, trace=False)
+    if not is_error_trace(plain):
+        return result
+    return dataclasses.replace(result, status=plain.status, error=plain.error, stdout=plain.stdout)
 
 
 def is_error_trace(result: ExecResult) -> bool:

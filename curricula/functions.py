@@ -41,14 +41,19 @@ import re
 import time
 import tokenize
 from collections import Counter
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from codeexecutor.atomic import write_json
 from curricula.common import (
+    BuildSetup,
+    RowKey,
     assign_splits,
     ending,
     is_error_trace,
     log_to_build_folder,
     make_example,
+    run_to_its_end,
     save_journal_datasets,
 )
 from curricula.doc_sessions import DocsCorpus, is_docs_root
@@ -170,6 +175,29 @@ def _call_span(program: str) -> tuple[int, int]:
     return start, len(data)
 
 
+@dataclass
+class _Unit:
+    """One unit being traced: its corpus (an index into the roots), its path, the build's
+    splits, and the rows and counts its programs add."""
+
+    ci: int
+    relpath: str
+    splits: dict[str, str]
+    counts: Counter = field(default_factory=Counter)
+    rows: list[dict] = field(default_factory=list)
+
+
+class _Origin(NamedTuple):
+    """What an original program and its variants share: the corpus, the call that drives
+    them, the original's row id (each variant's `source_id`), its split group and split."""
+
+    ci: int
+    call: Call
+    rid: str
+    group: str
+    split: str
+
+
 class FunctionsBuilder:
     BUILD = "functions"  # the build's name in its manifest: a resume of another kind is refused
 
@@ -179,20 +207,16 @@ class FunctionsBuilder:
         out: str,
         mutants: int = 8,
         input_mutants: int = 4,
-        workers: int = 2,
-        shard: tuple[int, int] = (0, 1),
-        seed: int = 0,
-        limit: int | None = None,
-        timeout: float = 1.0,
-        max_steps: int = 1024,
+        setup: BuildSetup | None = None,
         humaneval: str | None = HUMANEVAL,
         lineage: bool = False,
         licence: str | None = None,
     ) -> None:
         self.roots, self.out = list(roots), out
-        self.n_mutants, self.n_inputs, self.workers = mutants, input_mutants, workers
-        self.shard, self.seed, self.limit = shard, seed, limit
-        self.timeout, self.max_steps = timeout, max_steps
+        self.n_mutants, self.n_inputs, self.setup = mutants, input_mutants, setup or BuildSetup()
+        run = self.setup
+        self.workers, self.shard, self.seed, self.limit = run.workers, run.shard, run.seed, run.limit
+        self.timeout, self.max_steps = run.timeout, run.max_steps
         self.filter = HumanEvalFilter(humaneval)
         self.lineage = lineage
         self.corpora = [_corpus(r) for r in self.roots]
@@ -248,12 +272,12 @@ class FunctionsBuilder:
 
     # -- one module ---------------------------------------------------------------------------
     def process(self, pool, ci: int, relpath: str, splits: dict[str, str]) -> tuple[list[dict], Counter]:
-        corpus, counts, rows = self.corpora[ci], Counter(), []
-        if not isinstance(corpus, Corpus):
+        if not isinstance(self.corpora[ci], Corpus):
             return self.process_programs(pool, ci, relpath, splits)
-        for call, program, group in self.call_programs(ci, relpath, counts):
-            self.trace(pool, ci, relpath, call, program, group, splits, counts, rows)
-        return rows, counts
+        unit = _Unit(ci, relpath, splits)
+        for call, program, group in self.call_programs(ci, relpath, unit.counts):
+            self.trace(pool, unit, call, program, group)
+        return unit.rows, unit.counts
 
     def call_programs(self, ci: int, relpath: str, counts: Counter, max_lines: int = 120):
         """(call, program, split group) of each call a module of a Corpus root makes into a
@@ -282,41 +306,26 @@ class FunctionsBuilder:
 
     def process_programs(self, pool, ci: int, relpath: str, splits: dict[str, str]) -> tuple[list[dict], Counter]:
         """One unit of a source that makes its own programs (documentation sessions, puzzles)."""
-        counts, rows = Counter(), []
-        for prog in self.corpora[ci].programs(relpath, counts):
-            counts["calls_found"] += 1
-            self.trace(
-                pool,
-                ci,
-                relpath,
-                prog.call,
-                prog.code,
-                self.module_key(ci, prog.group),
-                splits,
-                counts,
-                rows,
-                prog.driver,
-                prog.keep_driver,
-            )
-        return rows, counts
+        unit = _Unit(ci, relpath, splits)
+        for prog in self.corpora[ci].programs(relpath, unit.counts):
+            unit.counts["calls_found"] += 1
+            self.trace(pool, unit, prog.call, prog.code, self.module_key(ci, prog.group), prog.driver, prog.keep_driver)
+        return unit.rows, unit.counts
 
     def trace(
         self,
         pool,
-        ci: int,
-        relpath: str,
+        unit: _Unit,
         call: Call,
         program: str,
         group: str,
-        splits: dict[str, str],
-        counts: Counter,
-        rows: list[dict],
         driver: int | None = None,
         keep_driver: bool = True,
     ) -> None:
-        """Filters, traces and mutates one program; its rows go to `rows`, its fate to `counts`.
-        `driver`: the byte where the inputs start (default: the last line, the printed call)."""
-        split = splits.get(group)
+        """Filters, traces and mutates one program of `unit`; its rows and its fate go to the
+        unit's. `driver`: the byte where the inputs start (default: the last line, the printed call)."""
+        counts, rows = unit.counts, unit.rows
+        split = unit.splits.get(group)
         if split is None:
             counts["skip:test_of_no_module"] += 1
             return
@@ -347,18 +356,20 @@ class FunctionsBuilder:
         counts[f"original:{status}"] += 1
         if status != "ok":
             counts[f"original_crash:{first.error.type}"] += 1
-        rid = f"{self.provenance[ci]['corpus']}:{relpath}:{call.line}"
-        rows.append(self._row(ci, call, rid, rid, group, split, program, first, "original", ()))
+        origin = _Origin(
+            unit.ci, call, f"{self.provenance[unit.ci]['corpus']}:{unit.relpath}:{call.line}", group, split
+        )
+        rows.append(self._row(origin, origin.rid, program, first, "original", ()))
         start = _call_span(program)[0] if driver is None else driver
         for k, (code, kind, operators) in enumerate(self.variants(program, start, keep_driver, counts)):
-            result = pool.execute(code)
+            result = run_to_its_end(pool, code) if kind == "bug" else pool.execute(code)
             counts[f"{kind}:{result.status.value}"] += 1
             if kind == "bug":  # how each bug class ended, as the contest programs' build counts it
                 counts[f"bug_class:{operators[0]}:{ending(result)}"] += 1
             if kind != "bug" and result.error is not None and result.error.type in ARTIFACTS:
                 continue  # a bug's NameError is the bug (a misspelt name, a removed import), not the extraction
             if result.status.value == "ok" or is_error_trace(result):
-                rows.append(self._row(ci, call, f"{rid}_m{k:02d}", rid, group, split, code, result, kind, operators))
+                rows.append(self._row(origin, f"{origin.rid}_m{k:02d}", code, result, kind, operators))
 
     def variants(self, program: str, start: int, keep_driver: bool, counts: Counter) -> list[tuple[str, str, tuple]]:
         """(code, kind, operators) of the program's variants: mutants of its definitions (the
@@ -386,9 +397,12 @@ class FunctionsBuilder:
             counts["skip:mutation_parse"] += 1
         return out
 
-    def _row(self, ci, call: Call, rid, source, group, split, code, result, kind, operators) -> dict:
-        row = make_example(rid, group, split, TASK, code, result, kind, tuple(operators), source)
-        prov = self.provenance[ci]
+    def _row(self, origin: _Origin, rid: str, code: str, result, kind: str, operators) -> dict:
+        call = origin.call
+        row = make_example(
+            RowKey(rid, origin.group, origin.split, TASK, origin.rid), code, result, kind, tuple(operators)
+        )
+        prov = self.provenance[origin.ci]
         row["provenance"] = json.dumps(
             {
                 "corpus": prov["corpus"],

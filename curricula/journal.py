@@ -19,6 +19,8 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
+from codeexecutor.atomic import complete_lines, cut_to
+
 DONE = "_done"
 PYTHON = "{}.{}".format(*sys.version_info[:2])  # the interpreter that traces: a done line records it (docs/sandbox.md)
 
@@ -29,30 +31,18 @@ class Journal:
         self.done: set[str] = set()
         self.pythons: set[str] = set()  # interpreters named by the done lines
         self.records_kept = 0
-        good_end = 0
-        if os.path.exists(path):
-            pending = 0
-            with open(path, "rb") as f:
-                offset = 0
-                for raw in f:
-                    offset += len(raw)
-                    if not raw.endswith(b"\n"):
-                        break  # torn last line
-                    try:
-                        obj = json.loads(raw)
-                    except ValueError:
-                        break
-                    if isinstance(obj, dict) and DONE in obj:
-                        self.done.add(obj[DONE])
-                        if obj.get("python"):
-                            self.pythons.add(obj["python"])
-                        self.records_kept += pending
-                        pending = 0
-                        good_end = offset
-                    else:
-                        pending += 1
-            with open(path, "r+b") as f:
-                f.truncate(good_end)
+        good_end = pending = 0
+        for offset, obj in complete_lines(path):  # a unit's records count once its done line is whole
+            if isinstance(obj, dict) and DONE in obj:
+                self.done.add(obj[DONE])
+                if obj.get("python"):
+                    self.pythons.add(obj["python"])
+                self.records_kept += pending
+                pending = 0
+                good_end = offset
+            else:
+                pending += 1
+        cut_to(path, good_end)
         self._file = open(path, "ab")
 
     def check_python(self) -> None:
@@ -105,12 +95,8 @@ def traced_by(path: str) -> str:
 
 def read_journal(path: str) -> Iterator[tuple[str, dict]]:
     """("record", obj) and ("done", obj) entries of a (closed) journal, in order."""
-    with open(path, "rb") as f:
-        for raw in f:
-            if not raw.endswith(b"\n"):
-                return
-            obj = json.loads(raw)
-            yield ("done" if DONE in obj else "record"), obj
+    for _, obj in complete_lines(path):
+        yield ("done" if DONE in obj else "record"), obj
 
 
 def record_units(

@@ -39,7 +39,7 @@ from collections import Counter
 from codeexecutor.atomic import replacing, write_json
 from codeexecutor.progress import bar as progress_bar
 from codeexecutor.source import parse_quietly
-from curricula.common import SPLITS, make_example, save_dataset
+from curricula.common import SPLITS, RowKey, make_example, save_dataset
 from curricula.journal import Journal, read_journal, traced_by
 
 TASK = "singleline"
@@ -352,7 +352,10 @@ def _trace_chunks(
                             chunk_counts[f"skip:{result.status.value}"] += 1
                             continue
                         row = make_example(
-                            rid, group, split, TASK, code, result, "augmented" if AUGMENTED in rid else "singleline"
+                            RowKey(rid, group, split, TASK),
+                            code,
+                            result,
+                            "augmented" if AUGMENTED in rid else "singleline",
                         )
                         row["n_steps"] = 1  # the target is the one state after the line (Profile.example)
                         rows.append(row)

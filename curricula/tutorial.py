@@ -24,7 +24,7 @@ from collections import Counter
 
 from codeexecutor.atomic import write_json
 from codeexecutor.source import parse_quietly
-from curricula.common import assign_splits, make_example, save_dataset
+from curricula.common import RowKey, assign_splits, make_example, save_dataset
 from curricula.journal import Journal, read_journal, record_units, traced_by
 
 log = logging.getLogger("curricula.tutorial")
@@ -136,7 +136,7 @@ def build_tutorial(
                 return sid, rows, {"counts": dict(counts)}
             counts["snippets_used"] += 1
             split = splits[sid]
-            rows.append(make_example(sid, sid, split, TASK, code, original, "snippet"))
+            rows.append(make_example(RowKey(sid, sid, split, TASK), code, original, "snippet"))
             try:
                 ms = mutate(code, n=mutants, seed=seed, operators=["CRP"], protected=string_spans(code))
             except MutationError:
@@ -146,7 +146,7 @@ def build_tutorial(
                 counts[f"mutant:{r.status.value}"] += 1
                 if r.status.value == "ok":
                     rows.append(
-                        make_example(f"{sid}_m{k:03d}", sid, split, TASK, m.code, r, "mutant", m.operators, sid)
+                        make_example(RowKey(f"{sid}_m{k:03d}", sid, split, TASK, sid), m.code, r, "mutant", m.operators)
                     )
             counts["examples"] += len(rows)
             return sid, rows, {"counts": dict(counts)}

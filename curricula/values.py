@@ -86,9 +86,11 @@ class ValuesBuilder:
         workers: int = 2,
         limit: int | None = None,
     ) -> None:
+        from curricula.common import BuildSetup
         from curricula.functions import FunctionsBuilder
 
-        self.functions = FunctionsBuilder(roots, out, workers=workers, humaneval=None) if roots else None
+        setup = BuildSetup(workers=workers)
+        self.functions = FunctionsBuilder(roots, out, setup=setup, humaneval=None) if roots else None
         self.codenet, self.out, self.workers, self.limit = codenet, out, workers, limit
         self.test, self.valid = tuple(test), tuple(valid)
         self.counts: Counter = Counter()

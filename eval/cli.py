@@ -107,7 +107,7 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
 
 def _eval_run(args: argparse.Namespace) -> int:
     from codeexecutor.errors import UsageError
-    from eval.evaluate import evaluate_model
+    from eval.evaluate import EvalOptions, evaluate_model
     from eval.report import save, table3
 
     if args.debugger is not None:
@@ -138,12 +138,14 @@ def _eval_run(args: argparse.Namespace) -> int:
         args.split,
         args.limit or None,
         decoding,
-        args.batch_size,
-        resource_descriptions=args.resource_descriptions,
-        task=args.task,
-        html=args.html,
-        answers=os.path.splitext(_out_path(args))[0] + ".answers.jsonl",
-        shard=shard,
+        options=EvalOptions(
+            batch_size=args.batch_size,
+            resource_descriptions=args.resource_descriptions,
+            task=args.task,
+            html=args.html,
+            answers=os.path.splitext(_out_path(args))[0] + ".answers.jsonl",
+            shard=shard,
+        ),
     )
     if shard is not None:
         print(

@@ -27,6 +27,7 @@ import json
 import os
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from codeexecutor.errors import ConfigError
 from codeexecutor.generation.answers import Answers, generate_answers
@@ -227,32 +228,44 @@ def _score(
     return entry
 
 
+@dataclass(frozen=True)
+class EvalOptions:
+    """An evaluation's rarer choices. `batch_size`: programs decoded at once (default: what
+    the beam allows). `resource_descriptions`: the problems' input descriptions (a JSON
+    Lines file), to score the runtime-error reports with and without them. `task`: the
+    task of a release-format file (default: read from its name). `answers`: a JSON Lines
+    file the answers are appended to as each batch is decoded; started again with the same
+    settings, the evaluation decodes only the examples it lacks (`Answers`). `shard` (i, n):
+    decode only the i-th of n shares of every dataset into the answers file's shard and
+    return what was decoded, unscored (one process per rank or device); a run without a
+    shard then reads every shard's answers and scores the whole. `html`: a folder for the
+    trace viewer's pages, one per example (prediction beside reference) and an index
+    sortable by score (generation/html.py)."""
+
+    batch_size: int | None = None
+    resource_descriptions: str | None = None
+    task: str | None = None
+    answers: str | None = None
+    shard: tuple[int, int] | None = None
+    html: str | None = None
+
+
 def evaluate_model(
     model: str,
     data: str,
     split: str = "test",
     limit: int | None = None,
     decoding: Decoding = UNRULED,
-    batch_size: int | None = None,
-    resource_descriptions: str | None = None,
     progress: bool = True,
-    task: str | None = None,
-    html: str | None = None,
-    answers: str | None = None,
-    shard: tuple[int, int] | None = None,
+    options: EvalOptions | None = None,
 ) -> dict:
     """Scores a model on built datasets (or a release-format test file), decoded as
     `decoding` says (generation/decoding.py). By default as `trace` decodes (the beam the
     model's: greedy for our own trace formats, 10 for the released checkpoint) but without
     the state rules, as the release; the report records the decoding used. Each prediction
     records its `exception_peak` (the crash margin) where the model has that step.
-    `html`: a folder for the trace viewer's pages, one per example (prediction beside
-    reference) and an index sortable by score (generation/html.py). `answers`: a JSON Lines
-    file the answers are appended to as each batch is decoded; started again with the same
-    settings, the evaluation decodes only the examples it lacks (`Answers`). `shard` (i, n):
-    decode only the i-th of n shares of every dataset into the answers file's shard and
-    return what was decoded, unscored (one process per rank or device); a run without a
-    shard then reads every shard's answers and scores the whole."""
+    `options`: batch size, resource descriptions, answers file, shard and viewer pages
+    (`EvalOptions`)."""
     from codeexecutor.errors import UsageError
 
     if not os.path.exists(data):
@@ -264,12 +277,13 @@ def evaluate_model(
     found = {} if rows_of_file is not None else find_datasets(data)
     if rows_of_file is None and not found:
         raise UsageError(f"no built datasets under {data} (run `codeexecutor build ...` first)")
-    if shard is not None and not answers:
+    options = options or EvalOptions()
+    if options.shard is not None and not options.answers:
         raise UsageError("a sharded evaluation needs an answers file to decode into")
-    run = _Scoring(model, data, split, limit, decoding, batch_size, progress, (answers, shard, html))
+    run = _Scoring(model, data, split, limit, decoding, progress, options)
     if rows_of_file is not None:
-        return run.release_file(rows_of_file, task)
-    docs = _docstrings(resource_descriptions)
+        return run.release_file(rows_of_file, options.task)
+    docs = _docstrings(options.resource_descriptions)
     for name, path in found.items():
         run.dataset(name, path, docs)
     return run.finish()
@@ -281,12 +295,11 @@ class _Scoring:
     built dataset decoded and scored in turn (`dataset`); then the runtime-error reports
     and the viewer's pages (`finish`). A sharded run decodes and scores nothing."""
 
-    def __init__(self, model, data, split, limit, decoding: Decoding, batch_size, progress, outputs) -> None:
-        """`outputs`: (the answers file, the shard, the viewer's folder), each optional."""
+    def __init__(self, model, data, split, limit, decoding: Decoding, progress, options: EvalOptions) -> None:
         from codeexecutor.generation import TraceGenerator
         from codeexecutor.generation.api import programs_per_batch
 
-        answers, shard, html = outputs
+        answers, shard, html, batch_size = options.answers, options.shard, options.html, options.batch_size
         self.gen = TraceGenerator(model)
         self.enc, self.profile = self.gen.encoder, self.gen.profile
         self.model, self.data, self.split, self.limit, self.html = model, data, split, limit, html
@@ -532,17 +545,17 @@ def _crash_report(p, r, ended, margins) -> dict:
 
 def _pages(name: str, rows: list[dict], outs: list, pairs: list[tuple[str, str]], parse) -> list:
     """The viewer's pages of one test set: each prediction (whole states) beside its reference."""
-    from codeexecutor.generation.html import page_data
+    from codeexecutor.generation.html import Side, page_data
 
-    def side(parsed):
+    def side(parsed, finished=True, label=""):
         steps = [s.to_json() for s in parsed.steps]
         err = {"type": parsed.exception, "line": parsed.exception_line} if parsed.exception else None
-        return steps, err
+        return Side(steps, err, finished, label=label)
 
     out = []
     for r, o, (_, target) in zip(rows, outs, pairs):
-        (ps, pe), (rs, re_) = side(parse(o.text)), side(parse(target))
-        data = page_data(r["code"], ps, pe, o.finished, rs, re_, "reference", None, f"{name} {r['id']}")
+        pred, ref = side(parse(o.text), o.finished), side(parse(target), label="reference")
+        data = page_data(r["code"], pred, ref, f"{name} {r['id']}")
         out.append((f"{name}-{r['id']}", data, {"dataset": name}))
     return out
 

@@ -94,9 +94,9 @@ def contest_question(row: dict, roots: list[str]) -> tuple[str, str, str] | None
 def score_question(gen, source: str, name: str | None, value: str, candidates: int, stdin: str | None = None) -> dict:
     """The three orders of one question: a call of `name` that returns `value`, or (`stdin`
     the example) a stdin that makes the program print `value`."""
-    from codeexecutor.debugger.inverse import inputs_for, run_candidate
+    from codeexecutor.debugger.inverse import Tries, inputs_for, run_candidate
 
-    found = inputs_for(gen, source, value, call=name, stdin=stdin, k=max(KS), candidates=candidates, check=False)
+    found = inputs_for(gen, source, value, name, stdin, Tries(max(KS), candidates, check=False))
     runs = {}
     for c in found["ranked"]:
         if stdin is None:

@@ -60,9 +60,11 @@ def decode(model: str, build: str, answers: str, limit: int) -> dict:
     """Greedy answers of the valid split's sample, scored whole and by halves, per dataset of BUILD."""
     from codeexecutor.generation import TraceGenerator
     from codeexecutor.generation.decoding import GREEDY
-    from eval.evaluate import evaluate_model
+    from eval.evaluate import EvalOptions, evaluate_model
 
-    report = evaluate_model(model, build, split="valid", limit=limit, decoding=GREEDY, progress=False, answers=answers)
+    report = evaluate_model(
+        model, build, split="valid", limit=limit, decoding=GREEDY, progress=False, options=EvalOptions(answers=answers)
+    )
     enc = TraceGenerator(model).encoder
     out = {}
     for name, entry in report["datasets"].items():

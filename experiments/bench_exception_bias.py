@@ -48,7 +48,7 @@ def _decode(
     """One greedy decode of the split: per dataset its trace scores, the runtime-error
     metrics, and per crash-set program (crashed, peak margin, crash written)."""
     from codeexecutor.generation.decoding import Decoding
-    from eval.evaluate import evaluate_model
+    from eval.evaluate import EvalOptions, evaluate_model
 
     phase = {"split": split, "exception_bias": bias, "datasets": {}, "programs": []}
     start = time.perf_counter()
@@ -59,8 +59,8 @@ def _decode(
             split=split,
             limit=limit,
             decoding=Decoding(beam=1, exception_bias=bias, exception_at=at, **RULES[rules]),
-            batch_size=16,
             progress=False,
+            options=EvalOptions(batch_size=16),
         )
         for name, scores in report["datasets"].items():
             phase["datasets"][name] = {

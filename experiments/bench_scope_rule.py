@@ -48,7 +48,7 @@ def main() -> None:
     from codeexecutor.generation.decoding import Decoding
     from codeexecutor.modeling.loading import load_model
     from codeexecutor.modeling.profiles import profile_of
-    from eval.evaluate import evaluate_model
+    from eval.evaluate import EvalOptions, evaluate_model
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", required=True, help="a bench_quality run folder (final/ is scored)")
@@ -82,8 +82,8 @@ def main() -> None:
                     os.path.join(args.data, name),
                     limit=args.limit,
                     decoding=Decoding(beam=1, names=True, values=True),
-                    batch_size=args.batch_size,
                     progress=False,
+                    options=EvalOptions(batch_size=args.batch_size),
                 )
                 rows = ev.pop("predictions", None) or []
                 (figures,) = ev["datasets"].values()

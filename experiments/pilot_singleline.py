@@ -95,7 +95,7 @@ def main() -> None:
     train_s = sum(s["seconds"] for s in bq.stage_summary(run).values())
     from codeexecutor.generation.decoding import GREEDY
     from curricula.singleline import built_params
-    from eval.evaluate import evaluate_model
+    from eval.evaluate import EvalOptions, evaluate_model
 
     t0 = time.perf_counter()
     report = evaluate_model(
@@ -104,8 +104,8 @@ def main() -> None:
         split="test",
         limit=args.eval_limit,
         decoding=GREEDY,
-        batch_size=16,
         progress=False,
+        options=EvalOptions(batch_size=16),
     )
     predictions = report.pop("predictions")
     result = {

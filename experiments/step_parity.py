@@ -106,7 +106,7 @@ def train(arm: str, cur: pathlib.Path, tree: pathlib.Path, ds_config: str) -> di
 
 def decode(model: str, data: pathlib.Path, answers: pathlib.Path, limit: int) -> dict:
     from codeexecutor.generation.decoding import GREEDY
-    from eval.evaluate import evaluate_model
+    from eval.evaluate import EvalOptions, evaluate_model
 
     out = {}
     for build in ("singleline", "tutorial", "codenetmut", "functions"):
@@ -119,7 +119,7 @@ def decode(model: str, data: pathlib.Path, answers: pathlib.Path, limit: int) ->
             limit=limit,
             decoding=GREEDY,
             progress=False,
-            answers=str(answers.with_name(f"{answers.stem}-{build}.jsonl")),
+            options=EvalOptions(answers=str(answers.with_name(f"{answers.stem}-{build}.jsonl"))),
         )
         for name, e in report["datasets"].items():
             out[name] = {

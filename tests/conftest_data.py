@@ -37,14 +37,20 @@ def demo_data(tmp_path_factory) -> pathlib.Path:
 
 def _build_demo(root: pathlib.Path) -> None:
     from curricula.codenet import CodeNetBuilder
+    from curricula.common import BuildSetup
     from curricula.functions import FunctionsBuilder
     from curricula.singleline import build_singleline
     from curricula.tutorial import build_tutorial
 
     demo = ROOT / "curricula" / "demo"
-    CodeNetBuilder(str(demo), str(root / "codenetmut"), mutants=8, workers=2).run(progress=False)
+    CodeNetBuilder(str(demo), str(root / "codenetmut"), mutants=8, setup=BuildSetup(workers=2)).run(progress=False)
     FunctionsBuilder(
-        [str(demo / "functions")], str(root / "functions"), mutants=2, input_mutants=1, workers=2, humaneval=None
+        [str(demo / "functions")],
+        str(root / "functions"),
+        mutants=2,
+        input_mutants=1,
+        humaneval=None,
+        setup=BuildSetup(workers=2),
     ).run(progress=False)
     build_tutorial(str(root / "tutorial"), sources=str(demo / "tutorial"), mutants=8, workers=2, progress=False)
     build_singleline(str(root / "singleline"), source=str(root / "codenetmut"), workers=2)

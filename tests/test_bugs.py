@@ -7,6 +7,7 @@ import random
 import pytest
 
 from codeexecutor.generation.decoding import Decoding
+from curricula.common import BuildSetup
 from mutation.bugs import BUGS, inject
 from mutation.operators import OPERATORS
 from mutation.parsing import apply_edits, parse
@@ -95,7 +96,9 @@ def bugs_build(tmp_path_factory):
     from curricula.bugs import BugsBuilder
 
     out = tmp_path_factory.mktemp("bugs") / "build"
-    stats = BugsBuilder([str(ROOT / "curricula" / "demo")], str(out), per_bug=1, workers=2).run(progress=False)
+    stats = BugsBuilder([str(ROOT / "curricula" / "demo")], str(out), per_bug=1, setup=BuildSetup(workers=2)).run(
+        progress=False
+    )
     return out, stats
 
 
@@ -229,7 +232,9 @@ def test_the_functions_bugs_join_the_detectors_training(bugs_build, tmp_path):
             "    first, *rest = xs\n    return first\n"
         )
     functions = tmp_path / "fbugs"
-    FunctionBugsBuilder([str(package)], str(functions), per_bug=2, workers=1, humaneval=None).run(progress=False)
+    FunctionBugsBuilder([str(package)], str(functions), per_bug=2, humaneval=None, setup=BuildSetup(workers=1)).run(
+        progress=False
+    )
     model = str(ROOT / "models" / "codeexecutor-mini-cpu")
     small = dict(layers=1, minutes=0.3, eval_every=5, max_steps=5, batch=8)
     alone = train_detector(model, str(out), str(tmp_path / "a"), DetectorRecipe(**small), progress=False)
@@ -255,7 +260,7 @@ def test_debug_crash_command_reports_the_detectors_verdict():
     session = Session("total = 0\nfor i in range(3):\n    total += i\nprint(totl)\n", model=model, real=False)
     answer = act(session, "crash")
     assert answer["verdict"] == "detector" and 0 <= answer["crash_probability"] <= 1
-    assert answer["error"] is None or answer["error"]["line"] in (1, 2, 3, 4)
+    assert (answer["error"]["type"], answer["error"]["line"]) == ("NameError", 4)
     gone = Session("import fractions\nprint(fractions.gcd(4, 6))\n", model=model, real=False)
     answer = act(gone, "crash")
     assert answer["verdict"] == "interpreter" and answer["error"]["type"] == "AttributeError"
@@ -295,7 +300,7 @@ def test_detector_answers_an_empty_program_and_skips_a_description(shipped_gener
     )
     empty, described = detector.predict(["", '"""N M"""\nprint(totl)\n'], [0, 1])
     assert empty.line is None and 0 <= empty.probability <= 1
-    assert described.line in (None, 2)
+    assert described.crashed and (described.type, described.line) == ("NameError", 2)  # the program's line 2
 
 
 def test_a_name_this_interpreter_lacks_is_the_verdict(shipped_generator):
@@ -317,3 +322,39 @@ def test_a_name_this_interpreter_lacks_is_the_verdict(shipped_generator):
     assert (
         rep[0]["verdict"] == "interpreter" and rep[0]["error"]["type"] == "ImportError" and rep[0]["error"]["line"] == 2
     )
+
+
+def test_real_crashes_are_the_splits_own_and_the_figures_name_the_majority(bugs_build):
+    """`real` holds the crashing submissions of the split's own problems; the figures carry
+    the balanced accuracy and the majority answer's detection beside the plain one."""
+    from eval.crashes import crash_sets, figures
+
+    out, _ = bugs_build
+    sets = crash_sets(str(out), "test")
+    real, everywhere = sets["real"], sets["real_every_split"]
+    assert {r["split"] for r in real} == {"test"} and len(everywhere) >= len(real)
+    rows = [{"type": "NameError", "line": 2, "crashed": True}] * 3 + [{"type": None, "line": None, "crashed": False}]
+    always = figures([("NameError", 2)] * 4, rows)
+    assert always["detection_accuracy"] == 75 and always["majority_detection"] == 75
+    assert always["balanced_accuracy"] == 50
+    right = figures([("NameError", 2)] * 3 + [(None, None)], rows)
+    assert right["balanced_accuracy"] == 100
+
+
+def test_a_recursion_that_never_ends_is_kept_as_its_recursion_error():
+    """The trace's step cap stops an unbounded recursion first; the bug's run goes on
+    untraced to the RecursionError a judge sees, at the recursive call's line."""
+    from codeexecutor.execution import ExecutorPool
+    from curricula.common import run_to_its_end
+
+    (before, after), *_ = BUGS["URC"].examples()
+    code = after + "\n\nprint(f(5))\n"
+    with ExecutorPool(workers=1) as pool:
+        traced, kept, fine = (
+            pool.execute(code),
+            run_to_its_end(pool, code),
+            run_to_its_end(pool, before + "\n\nprint(f(5))\n"),
+        )
+    assert traced.status.value == "trace_limit" and traced.error is None
+    assert (kept.status.value, kept.error.type, kept.error.line) == ("error", "RecursionError", 4)
+    assert len(kept.steps) == len(traced.steps) and fine.ok and fine.stdout == "120\n"

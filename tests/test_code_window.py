@@ -85,7 +85,7 @@ def test_a_curriculum_names_a_known_window():
 
     stages = [{"name": "s", "steps": 1, "sources": [{"path": "x", "task": "codenet"}]}]
     assert Curriculum.from_dict({"model": {"code_window": "ends"}, "stages": stages}).model.code_window == "ends"
-    with pytest.raises(ConfigError, match="code_window must be head or ends"):
+    with pytest.raises(ConfigError, match="code_window must be one of head, ends or left out"):
         Curriculum.from_dict({"model": {"code_window": "tail"}, "stages": stages})
     with pytest.raises(ConfigError, match="needs the exact profile"):
         Curriculum.from_dict({"model": {"code_window": "ends", "format_profile": "official"}, "stages": stages})

@@ -122,12 +122,15 @@ def test_lossless_on_every_demo_example(demo_data):
 @pytest.mark.data
 def test_lossless_on_every_example_of_a_shared_corpus_build(tmp_path):
     from curricula.codenet import CodeNetBuilder
+    from curricula.common import BuildSetup
     from curricula.tutorial import build_tutorial
 
     corpus, tutorial = SHARED_DATA / "atcoder-python", SHARED_DATA / "python-tutorial" / "tutorial_rst"
     if not corpus.exists() or not tutorial.exists():
         pytest.skip("../shared/data is not available")
-    CodeNetBuilder([str(corpus)], str(tmp_path / "codenetmut"), mutants=4, workers=2, limit=400).run(progress=False)
+    CodeNetBuilder([str(corpus)], str(tmp_path / "codenetmut"), mutants=4, setup=BuildSetup(workers=2, limit=400)).run(
+        progress=False
+    )
     build_tutorial(str(tmp_path / "tutorial"), sources=str(tutorial), mutants=2, workers=2, progress=False)
     functions = SHARED_DATA / "thealgorithms-python" / "files" / "maths"
     if functions.exists():  # custom reprs, recursion, classes
@@ -141,7 +144,7 @@ def test_lossless_on_every_example_of_a_shared_corpus_build(tmp_path):
 
 def test_a_compact_model_generates_deltas_that_every_consumer_reads_as_whole_states(overfit_delta_model, tmp_path):
     from codeexecutor.generation import TraceGenerator
-    from eval.evaluate import evaluate_model
+    from eval.evaluate import EvalOptions, evaluate_model
 
     path, rows = overfit_delta_model
     gen = TraceGenerator(str(path))
@@ -177,8 +180,8 @@ def test_a_compact_model_generates_deltas_that_every_consumer_reads_as_whole_sta
         str(path),
         str(data),
         progress=False,
-        html=str(tmp_path / "pages"),
         decoding=Decoding(beam=1, names=False, values=False),
+        options=EvalOptions(html=str(tmp_path / "pages")),
     )
     assert report["trace_state"] == "delta"
     pages = sorted(p.name for p in (tmp_path / "pages").iterdir())  # the viewer: a page per example and an index

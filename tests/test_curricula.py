@@ -8,7 +8,7 @@ import time
 import pytest
 
 from codeexecutor.modeling.format import parse_trace
-from curricula.common import assign_splits
+from curricula.common import BuildSetup, assign_splits
 from curricula.journal import Journal, read_journal, record_units
 
 from .conftest import ATCODER, ROOT, texts
@@ -149,9 +149,11 @@ def test_two_corpora_shards_merge_into_one_dataset(tmp_path):
     assert len({s.submission_id for s in subs}) == len(subs) > 5000
     # a small sample over both corpora: every 600th submission, which includes both of them
     roots = [str(ATCODER), str(second)]
-    whole = CodeNetBuilder(roots, str(tmp_path / "whole"), mutants=2, shard=(0, 600)).run(progress=False)
+    whole = CodeNetBuilder(roots, str(tmp_path / "whole"), mutants=2, setup=BuildSetup(shard=(0, 600))).run(
+        progress=False
+    )
     for i, shard in enumerate([(0, 1200), (600, 1200)]):  # the same programs as two of 1,200 array tasks (--partial)
-        CodeNetBuilder(roots, str(tmp_path / f"part{i}"), mutants=2, shard=shard).run(progress=False)
+        CodeNetBuilder(roots, str(tmp_path / f"part{i}"), mutants=2, setup=BuildSetup(shard=shard)).run(progress=False)
     merged = merge_shards(str(tmp_path / "merged"), [str(tmp_path / "part0"), str(tmp_path / "part1")], partial=True)
     assert merged["datasets"] == whole["datasets"]
     assert _rows(tmp_path / "merged") == _rows(tmp_path / "whole")

@@ -204,14 +204,14 @@ class _Runner:
 
 
 def test_a_right_prediction_ranks_first_and_the_sandbox_confirms_it():
-    from codeexecutor.debugger.inverse import inputs_for
+    from codeexecutor.debugger.inverse import Tries, inputs_for
 
-    found = inputs_for(_Runner(), SUM_TO, "6", call="f", k=5, candidates=32)
+    found = inputs_for(_Runner(), SUM_TO, "6", call="f", tries=Tries(k=5, candidates=32))
     best = found["ranked"][0]
     assert best["predicted_matches"] and best["reproduces"] and found["pass@1"] and found["pass@5"]
     assert found["wanted"] == "6" and found["mode"] == "call"
     assert all("reproduces" in c for c in found["ranked"][:5]) and "reproduces" not in found["ranked"][5]
-    words = inputs_for(_Runner(), "def g(s):\n    return s[::-1]\n", "cba", call="g('xy')", k=5)
+    words = inputs_for(_Runner(), "def g(s):\n    return s[::-1]\n", "cba", call="g('xy')", tries=Tries(k=5))
     assert words["wanted"] == "'cba'" and words["pass@1"]  # a bare word is the string it names
     printed = inputs_for(_Runner(), "a, b = map(int, input().split())\nprint(a * b)\n", "12", stdin="2 3\n")
     assert printed["mode"] == "stdin" and printed["pass@1"]
@@ -338,10 +338,10 @@ class _Wrong(_Runner):
 
 
 def test_the_sandbox_checks_but_never_reorders_and_earlier_output_does_not_count():
-    from codeexecutor.debugger.inverse import inputs_for
+    from codeexecutor.debugger.inverse import Tries, inputs_for
     from codeexecutor.debugger.proposals import call_candidates
 
-    blind = inputs_for(_Wrong(), SUM_TO, "6", call="f", k=32, candidates=32)
+    blind = inputs_for(_Wrong(), SUM_TO, "6", call="f", tries=Tries(k=32, candidates=32))
     assert [c["input"] for c in blind["ranked"]] == call_candidates(SUM_TO, "f", "6", None, 32)  # proposed order
     assert blind["pass@1"] == blind["ranked"][0]["reproduces"] and blind["pass@32"]  # f(4) is among them
     chatty = SUM_TO + "print('start')\nprint(f(3))\n"  # prints before the call: only the call's line counts

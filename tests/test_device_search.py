@@ -81,14 +81,14 @@ def test_generate_answers_in_input_order_whatever_the_batching(generator_and_pro
 def test_a_step_the_device_will_not_capture_decodes_eagerly_the_same_tokens(generator_and_programs):
     """A CUDA graph capture that fails (here: no CUDA at all) leaves the search where it
     was and stepping eagerly, with the reason kept: the same answers as an eager search."""
-    from codeexecutor.generation.device_search import DeviceSearch
+    from codeexecutor.generation.device_search import DeviceSearch, Launch
 
     gen, inputs = generator_and_programs
     codes = [gen.encoder.code(t) for t in inputs[:4]]
     with torch.no_grad():
-        tried = DeviceSearch(gen.model, gen.encoder, codes, 1, 96, graphs=True)
+        tried = DeviceSearch(gen.model, gen.encoder, codes, 1, 96, launch=Launch(graphs=True))
         answers = tried.run()
-        eager = DeviceSearch(gen.model, gen.encoder, codes, 1, 96, graphs=False).run()
+        eager = DeviceSearch(gen.model, gen.encoder, codes, 1, 96, launch=Launch(graphs=False)).run()
     assert (
         tried.graph_fallback.startswith("CUDA graph capture failed (")
         and "decoding steps eagerly" in tried.graph_fallback
@@ -108,7 +108,7 @@ def test_steps_over_the_whole_cache_decode_what_steps_over_its_written_part_deco
     Whatever memory the cache is given: a mask's zero weight times a NaN left in an
     unwritten column is NaN (on an H200, a row of a CUDA-graph search decoded token 0 at
     every step so), so "NaN" hands every fresh allocation over NaN."""
-    from codeexecutor.generation.device_search import DeviceSearch
+    from codeexecutor.generation.device_search import DeviceSearch, Launch
 
     if memory == "NaN":
         empty, empty_like = torch.empty, torch.empty_like
@@ -128,10 +128,10 @@ def test_steps_over_the_whole_cache_decode_what_steps_over_its_written_part_deco
         return hook
 
     with torch.no_grad():
-        whole = DeviceSearch(gen.model, gen.encoder, codes, 1, steps, graphs=False)
+        whole = DeviceSearch(gen.model, gen.encoder, codes, 1, steps, launch=Launch(graphs=False))
         whole.full_cache = True
         monkeypatch.undo()
-        written = DeviceSearch(gen.model, gen.encoder, codes, 1, steps, graphs=False)
+        written = DeviceSearch(gen.model, gen.encoder, codes, 1, steps, launch=Launch(graphs=False))
         worst = 0.0
         for t in range(steps):
             whole._step(None, forced("whole"))

@@ -288,19 +288,21 @@ def test_find_datasets_follows_links_and_lists_each_folder_once(tmp_path):
 def test_an_evaluation_appends_its_answers_and_resumes_from_them(overfit_model, demo_data, tmp_path):
     """Answers go to a JSON Lines file batch by batch; the same evaluation started again
     decodes nothing it has, a line cut by a kill is redone, and other settings start afresh."""
-    from eval.evaluate import evaluate_model, sample
+    from eval.evaluate import EvalOptions, evaluate_model, sample
 
     model, _ = overfit_model
     run = functools.partial(evaluate_model, str(model), str(demo_data), limit=4, progress=False, decoding=SHORT)
     answers = tmp_path / "answers.jsonl"
-    first = run(batch_size=2, answers=str(answers))
+    first = run(options=EvalOptions(batch_size=2, answers=str(answers)))
     lines = answers.read_text().splitlines()
     assert first["answers"]["resumed"] == 0 and len(lines) == len(first["predictions"])
     answers.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])  # the last one cut short
-    again = run(batch_size=2, answers=str(answers))
+    again = run(options=EvalOptions(batch_size=2, answers=str(answers)))
     assert again["answers"]["resumed"] == len(lines) - 1
     assert [p["prediction"] for p in again["predictions"]] == [p["prediction"] for p in first["predictions"]]
-    other = run(answers=str(answers), decoding=Decoding(beam=1, max_length=20, names=False, values=False))
+    other = run(
+        options=EvalOptions(answers=str(answers)), decoding=Decoding(beam=1, max_length=20, names=False, values=False)
+    )
     assert other["answers"]["resumed"] == 0  # another length cap: another answer
     rows = [json.loads(line) for line in answers.read_text().splitlines()]  # every line whole after the resume
     assert len(rows) == len(lines) + len(other["predictions"])
@@ -310,18 +312,18 @@ def test_an_evaluation_appends_its_answers_and_resumes_from_them(overfit_model, 
 def test_shards_decode_apart_and_a_plain_run_scores_their_answers(overfit_model, demo_data, tmp_path):
     """Two shards decode disjoint halves into files of their own; the run without a shard
     decodes nothing more and scores as one unsharded evaluation does."""
-    from eval.evaluate import evaluate_model
+    from eval.evaluate import EvalOptions, evaluate_model
 
     model, _ = overfit_model
     run = functools.partial(evaluate_model, str(model), str(demo_data), limit=4, progress=False, decoding=SHORT)
-    whole = run(batch_size=2, answers=str(tmp_path / "whole.jsonl"))
+    whole = run(options=EvalOptions(batch_size=2, answers=str(tmp_path / "whole.jsonl")))
     answers = tmp_path / "answers.jsonl"
-    parts = [run(batch_size=2, answers=str(answers), shard=(i, 2)) for i in range(2)]
+    parts = [run(options=EvalOptions(batch_size=2, answers=str(answers), shard=(i, 2))) for i in range(2)]
     assert "predictions" not in parts[0] and parts[0]["answers"].endswith(".shard-0-of-2")
     keys = [{json.loads(line)["key"] for line in open(p["answers"])} for p in parts]
     assert keys[0] and keys[1] and not keys[0] & keys[1]
     assert sum(p["decoded"] for p in parts) == len(whole["predictions"])
-    scored = run(batch_size=2, answers=str(answers))
+    scored = run(options=EvalOptions(batch_size=2, answers=str(answers)))
     assert scored["answers"]["resumed"] == len(whole["predictions"])
     assert [p["prediction"] for p in scored["predictions"]] == [p["prediction"] for p in whole["predictions"]]
     assert not answers.exists() or answers.read_text() == ""  # nothing left to decode: nothing appended

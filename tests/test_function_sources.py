@@ -9,6 +9,7 @@ from collections import Counter
 import datasets
 import pytest
 
+from curricula.common import BuildSetup
 from curricula.doc_sessions import DocsCorpus, literal_blocks, needed_setup, sessions
 from curricula.functions import FunctionsBuilder
 from curricula.puzzles import PuzzleCorpus
@@ -121,9 +122,9 @@ def test_needed_setup_follows_names_backwards():
 
 def test_docs_and_puzzles_build_with_their_licences(docs, tmp_path):
     out = tmp_path / "built"
-    stats = FunctionsBuilder([str(docs)], str(out), mutants=2, input_mutants=2, workers=2, humaneval=None).run(
-        progress=False
-    )
+    stats = FunctionsBuilder(
+        [str(docs)], str(out), mutants=2, input_mutants=2, humaneval=None, setup=BuildSetup(workers=2)
+    ).run(progress=False)
     counts = stats["counts"]
     assert counts["original:ok"] == 2 and counts["original:error"] == 1, counts
     clean = datasets.load_from_disk(str(out / "functions"))

@@ -11,6 +11,7 @@ import sys
 import datasets
 import pytest
 
+from curricula.common import BuildSetup
 from curricula.function_calls import (
     Corpus,
     Skip,
@@ -218,9 +219,9 @@ def test_humaneval_filter(tmp_path):
 @pytest.fixture(scope="module")
 def built(package, tmp_path_factory) -> tuple[pathlib.Path, dict]:
     out = tmp_path_factory.mktemp("functions")
-    stats = FunctionsBuilder([str(package)], str(out), mutants=4, input_mutants=2, workers=2, humaneval=None).run(
-        progress=False
-    )
+    stats = FunctionsBuilder(
+        [str(package)], str(out), mutants=4, input_mutants=2, humaneval=None, setup=BuildSetup(workers=2)
+    ).run(progress=False)
     return out, stats
 
 
@@ -269,14 +270,14 @@ def test_build_keeps_runs_and_crashes_and_counts_skips(built):
 def test_build_resumes_without_duplicates(package, built, tmp_path):
     _, whole = built
     out = tmp_path / "resumed"
-    FunctionsBuilder([str(package)], str(out), mutants=4, input_mutants=2, workers=1, humaneval=None, limit=3).run(
-        progress=False
-    )
+    FunctionsBuilder(
+        [str(package)], str(out), mutants=4, input_mutants=2, humaneval=None, setup=BuildSetup(workers=1, limit=3)
+    ).run(progress=False)
     with open(out / "journal.jsonl", "ab") as f:
         f.write(b'{"id": "torn')  # a unit cut by kill -9
-    again = FunctionsBuilder([str(package)], str(out), mutants=4, input_mutants=2, workers=1, humaneval=None).run(
-        progress=False
-    )
+    again = FunctionsBuilder(
+        [str(package)], str(out), mutants=4, input_mutants=2, humaneval=None, setup=BuildSetup(workers=1)
+    ).run(progress=False)
     assert again["datasets"] == whole["datasets"]
 
 
@@ -364,7 +365,12 @@ def shards(package, tmp_path_factory) -> list[pathlib.Path]:
     for i in range(2):
         part = tmp_path_factory.mktemp(f"shard{i}")
         FunctionsBuilder(
-            [str(package)], str(part), mutants=4, input_mutants=2, workers=1, humaneval=None, shard=(i, 2)
+            [str(package)],
+            str(part),
+            mutants=4,
+            input_mutants=2,
+            humaneval=None,
+            setup=BuildSetup(workers=1, shard=(i, 2)),
         ).run(progress=False)
         parts.append(part)
     return parts
@@ -391,7 +397,12 @@ def test_merge_refuses_shards_that_are_not_one_whole_build(package, shards, tmp_
     assert "given twice" in message
     other = tmp_path / "other"
     FunctionsBuilder(
-        [str(package)], str(other), mutants=2, input_mutants=2, workers=1, humaneval=None, shard=(1, 2)
+        [str(package)],
+        str(other),
+        mutants=2,
+        input_mutants=2,
+        humaneval=None,
+        setup=BuildSetup(workers=1, shard=(1, 2)),
     ).run(progress=False)
     message = _refused(lambda: merge_shards(str(tmp_path / "m4"), [str(shards[0]), str(other)]))
     assert "--mutants 4" in message and "--mutants 2" in message and str(other) in message
@@ -406,7 +417,12 @@ def test_merge_refuses_shards_that_are_not_one_whole_build(package, shards, tmp_
     # resumed with other options: refused, the folder's rows stay one build's
     message = _refused(
         lambda: FunctionsBuilder(
-            [str(package)], str(cut), mutants=3, input_mutants=2, workers=1, humaneval=None, shard=(1, 2)
+            [str(package)],
+            str(cut),
+            mutants=3,
+            input_mutants=2,
+            humaneval=None,
+            setup=BuildSetup(workers=1, shard=(1, 2)),
         ).run(progress=False)
     )
     assert "--mutants 4" in message and "new --out" in message
@@ -543,7 +559,9 @@ def test_bugs_in_the_functions_make_an_errors_set(package, tmp_path):
     from mutation.bugs import BUGS
 
     out = tmp_path / "fbugs"
-    stats = FunctionBugsBuilder([str(package)], str(out), per_bug=1, workers=1, humaneval=None).run(progress=False)
+    stats = FunctionBugsBuilder([str(package)], str(out), per_bug=1, humaneval=None, setup=BuildSetup(workers=1)).run(
+        progress=False
+    )
     rows = [r for name in ("functions", "functions_errors") for r in _rows(out, name)]
     originals = {r["id"]: r for r in rows if r["kind"] == "original"}
     bugs = [r for r in rows if r["kind"] == "bug"]

@@ -96,7 +96,7 @@ def test_a_compiled_bf16_row_step_on_the_gpu_learns_and_never_waits():
 
 
 def test_greedy_decoding_in_a_cuda_graph_gives_the_eager_tokens():
-    from codeexecutor.generation.device_search import DeviceSearch
+    from codeexecutor.generation.device_search import DeviceSearch, Launch
 
     m = _model("cuda").to(torch.bfloat16).eval()
 
@@ -106,8 +106,8 @@ def test_greedy_decoding_in_a_cuda_graph_gives_the_eager_tokens():
     g = torch.Generator().manual_seed(0)
     codes = [torch.randint(5, 300, (int(n),), generator=g).tolist() for n in torch.randint(8, 60, (12,), generator=g)]
     with torch.no_grad():
-        graph = DeviceSearch(m, Enc, codes, 1, 40, graphs=True).run()
-        eager = DeviceSearch(m, Enc, codes, 1, 40, graphs=False).run()
+        graph = DeviceSearch(m, Enc, codes, 1, 40, launch=Launch(graphs=True)).run()
+        eager = DeviceSearch(m, Enc, codes, 1, 40, launch=Launch(graphs=False)).run()
     assert [r[1] for r in graph] == [r[1] for r in eager] and [r[2] for r in graph] == [r[2] for r in eager]
 
 

@@ -42,7 +42,7 @@ def test_an_int8_folder_loads_as_the_model_and_from_pretrained_alone_refuses_it(
     from codeexecutor.modeling.int8 import INT8_FILE
     from codeexecutor.modeling.loading import load_model
     from codeexecutor.modeling.model import CodeExecutorModel
-    from codeexecutor.training.card import write_card
+    from codeexecutor.training.card import Training, write_card
     from codeexecutor.training.export import save_shipped
 
     model, rows = overfit_model
@@ -79,7 +79,7 @@ def test_an_int8_folder_loads_as_the_model_and_from_pretrained_alone_refuses_it(
 
     with pytest.raises(OSError):  # no model.safetensors: a loader that does not know int8 finds no weights
         CodeExecutorModel.from_pretrained(str(folder))
-    write_card(folder, scores={"sets": {}}, device="test", recipe=None, steps=None, minutes=0, command="test")
+    write_card(folder, scores={"sets": {}}, training=Training("test", None, None, 0, "test"))
     assert (
         "weights in int8" in (folder / "README.md").read_text()
         and f"{params:,} parameters" in (folder / "README.md").read_text()

@@ -86,7 +86,7 @@ def test_a_curriculum_names_a_known_order():
     from codeexecutor.training.config import Curriculum
 
     stages = [{"name": "s", "steps": 1, "sources": [{"path": "x", "task": "codenet"}]}]
-    with pytest.raises(ConfigError, match="step_order must be start or end"):
+    with pytest.raises(ConfigError, match="step_order must be one of start, end or left out"):
         Curriculum.from_dict({"model": {"step_order": "sideways"}, "stages": stages})
     with pytest.raises(ConfigError, match="needs the exact profile"):
         Curriculum.from_dict({"model": {"step_order": "end", "format_profile": "official"}, "stages": stages})

@@ -195,11 +195,14 @@ def _codenet_layout(root: pathlib.Path, programs: dict[str, str]) -> pathlib.Pat
 
 def test_builds_count_newer_python_and_record_their_interpreter(tmp_path):
     from curricula.codenet import CodeNetBuilder
+    from curricula.common import BuildSetup
 
     if sys.version_info[:2] >= (3, 13):
         pytest.skip("no syntax newer than this interpreter's to test with")
     corpus = _codenet_layout(tmp_path / "corpus", {"s1": "n = int(input())\nprint(n * 2)\n", "s2": NEEDS_3_13})
-    stats = CodeNetBuilder(str(corpus), str(tmp_path / "out"), mutants=2, workers=1).run(progress=False)
+    stats = CodeNetBuilder(str(corpus), str(tmp_path / "out"), mutants=2, setup=BuildSetup(workers=1)).run(
+        progress=False
+    )
     assert stats["counts"]["skip:newer_python"] == 1 and stats["counts"]["programs_used"] == 1
     assert stats["python"] == interpreters.current()
     done = [json.loads(line) for line in (tmp_path / "out" / "journal.jsonl").read_text().splitlines()]

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from codeexecutor.generation.html import first_divergence, functions_of, page_data, render_page, write_pages
+from codeexecutor.generation.html import Side, first_divergence, functions_of, page_data, render_page, write_pages
 
 from .conftest import ROOT
 
@@ -38,7 +38,7 @@ PRED = REAL[:5] + steps(
 
 
 def test_page_data_summary_and_divergence():
-    data = page_data(LOOP, PRED, None, True, REAL, None, "real run", "ok", "loop")
+    data = page_data(LOOP, Side(PRED), Side(REAL, status="ok"), "loop")
     s = data["summary"]
     assert first_divergence(PRED, REAL) == 7 and s["first_divergence"] == 8 and not s["same_trace"]
     assert s["output_equal"] is False and s["error_equal"] is True and s["score"] == round(7 / 8, 3)
@@ -50,11 +50,7 @@ def test_hostile_text_stays_text_in_the_page_source():
     code = 's = "</script><script>alert(1)</script>"\nh = "<b>é</b> & ✓"\n'
     data = page_data(
         code,
-        steps((1, {"s": repr("</script><script>alert(1)</script>")}, "</script>\n")),
-        None,
-        True,
-        None,
-        None,
+        Side(steps((1, {"s": repr("</script><script>alert(1)</script>")}, "</script>\n"))),
         title="</title><script>x</script>",
     )
     page = render_page(data)
@@ -111,7 +107,7 @@ def state_of(page, side="pred"):
 
 def test_stepping_by_keyboard_moves_the_line_and_the_state(browser, tmp_path):
     path = tmp_path / "loop.html"
-    path.write_text(render_page(page_data(LOOP, PRED, None, True, REAL, None, "real run", "ok", "loop")))
+    path.write_text(render_page(page_data(LOOP, Side(PRED), Side(REAL, status="ok"), "loop")))
     page = _open(browser, path)
     assert page.eval_on_selector("body", "b => b.dataset.step") == "0" and marked(page) == [1]
     page.keyboard.press("ArrowRight")
@@ -151,13 +147,8 @@ def test_a_crash_and_a_capped_prediction_are_shown_at_their_line(browser, tmp_pa
         render_page(
             page_data(
                 code,
-                real,
-                {"type": "IndexError", "line": 2},
-                True,
-                real,
-                {"type": "IndexError", "line": 2},
-                "real run",
-                "error",
+                Side(real, {"type": "IndexError", "line": 2}),
+                Side(real, {"type": "IndexError", "line": 2}, status="error"),
                 "crash",
             )
         )
@@ -170,13 +161,8 @@ def test_a_crash_and_a_capped_prediction_are_shown_at_their_line(browser, tmp_pa
         render_page(
             page_data(
                 code,
-                real * 3,
-                None,
-                False,
-                real,
-                {"type": "IndexError", "line": 2},
-                "real run",
-                "error",
+                Side(real * 3, finished=False),
+                Side(real, {"type": "IndexError", "line": 2}, status="error"),
                 "capped",
                 cap=768,
             )
@@ -197,7 +183,7 @@ def test_hostile_program_renders_escaped_in_the_browser(browser, tmp_path):
         (3, {"s": "...", "t": "..."}, "</script><img src=x onerror=alert(1)>\n"),
     )
     path = tmp_path / "hostile.html"
-    path.write_text(render_page(page_data(code, st, title="<b>hostile</b>")), encoding="utf-8")
+    path.write_text(render_page(page_data(code, Side(st), title="<b>hostile</b>")), encoding="utf-8")
     dialogs = []
     page = _open(browser, path, dialogs)
     assert page.query_selector("#program img") is None and page.query_selector("#states b") is None
@@ -209,8 +195,8 @@ def test_hostile_program_renders_escaped_in_the_browser(browser, tmp_path):
 
 
 def test_index_sorts_worst_first_and_by_any_column(browser, tmp_path):
-    good = page_data(LOOP, REAL, None, True, REAL, None, "real run", "ok", "good")
-    bad = page_data(LOOP, PRED, None, True, REAL, None, "real run", "ok", "bad")
+    good = page_data(LOOP, Side(REAL), Side(REAL, status="ok"), "good")
+    bad = page_data(LOOP, Side(PRED), Side(REAL, status="ok"), "bad")
     index = write_pages(str(tmp_path / "pages"), [("good", good, {}), ("bad</td>", bad, {})])
     page = browser.new_page()
     page.goto((tmp_path / "pages" / "index.html").as_uri())

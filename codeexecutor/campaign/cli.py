@@ -87,20 +87,10 @@ def _draw_args(p: argparse.ArgumentParser) -> None:
 
 def _draw_run(args: argparse.Namespace) -> int:
     if args.action == "pack":
-        from codeexecutor.campaign.pack import PACK, pack, summary
+        from codeexecutor.campaign.pack import PACK, Prep, pack, summary
 
-        manifest = pack(
-            args.recipe,
-            args.out,
-            args.prep,
-            args.data,
-            args.overrides,
-            args.smoke,
-            args.assume_python,
-            args.workers,
-            wheels=not args.no_wheels,
-            build=args.build,
-        )
+        prep = Prep(args.prep, args.data, args.assume_python, args.workers)
+        manifest = pack(args.recipe, args.out, args.overrides, args.smoke, not args.no_wheels, args.build, prep=prep)
         print(summary(manifest, pathlib.Path(args.out) if args.out else PACK))
         return 0
     if args.action in ("add", "rows"):

@@ -33,6 +33,7 @@ import pathlib
 import shutil
 import tarfile
 import tempfile
+from dataclasses import dataclass
 
 from codeexecutor.campaign.room import (
     DEEPSPEED_ALLOWANCE,
@@ -110,27 +111,38 @@ def fit_cut(figures: dict[str, dict], room: int) -> dict[str, int]:
     return cut
 
 
+@dataclass(frozen=True)
+class Prep:
+    """How a pack that is built here is prepared: the prep folder (`pretrain --until
+    tokenize` runs there, resumable; default runs/draw-prep), a folder of built datasets to
+    take the sources from instead of building them (`data`), the interpreter to assume
+    where the builds do not say which traced them, and the workers that pack the ids."""
+
+    folder: str | None = None
+    data: str | None = None
+    assume_python: str | None = None
+    workers: int | None = None
+
+
 def pack(
     recipe: str | None = None,
     out: str | None = None,
-    prep: str | None = None,
-    data: str | None = None,
     overrides: list[str] = (),
     smoke: bool = False,
-    assume_python: str | None = None,
-    workers: int | None = None,
     wheels: bool = True,
     build: bool = False,
     committed: pathlib.Path | None = None,
+    prep: Prep | None = None,
 ) -> dict:
     """The draw's pack; returns its manifest. From the committed data (campaign/release.py)
-    unless asked to `build`, given `data`, or packing the smoke run's demo data: then
-    prepared here (pretrain --until tokenize) and packed."""
+    unless asked to `build`, given a prep folder or data, or packing the smoke run's demo
+    data: then prepared here (pretrain --until tokenize) and packed."""
     recipe_path = pathlib.Path(recipe) if recipe else (SMOKE_RECIPE if smoke else RECIPE)
     out_dir = pathlib.Path(out) if out else PACK
-    if not (build or smoke or data or prep):
+    prep = prep or Prep()
+    if not (build or smoke or prep.data or prep.folder):
         return _pack_committed(recipe_path, out_dir, list(overrides), wheels, committed)
-    return _pack_built(recipe_path, out_dir, prep, data, overrides, smoke, assume_python, workers, wheels)
+    return _pack_built(recipe_path, out_dir, overrides, smoke, wheels, prep)
 
 
 def _pack_committed(
@@ -163,37 +175,28 @@ def _pack_committed(
 
 
 def _pack_built(
-    recipe_path: pathlib.Path,
-    out_dir: pathlib.Path,
-    prep: str | None,
-    data: str | None,
-    overrides,
-    smoke: bool,
-    assume_python: str | None,
-    workers: int | None,
-    wheels: bool,
+    recipe_path: pathlib.Path, out_dir: pathlib.Path, overrides, smoke: bool, wheels: bool, prep: Prep
 ) -> dict:
     """Prepare (pretrain --until tokenize: build, tokenizer, tokenize, each resumable) and
     pack the ids into the pack itself."""
     from codeexecutor.pretrain import Pretrain
     from codeexecutor.training.data_format import DATA_FORMAT, fingerprint
 
-    prep_dir = (
-        pathlib.Path(os.path.abspath(prep)) if prep else ROOT / "runs" / ("draw-prep-smoke" if smoke else "draw-prep")
-    )
-    if data:
-        recipe_path = _rebase_on(recipe_path, pathlib.Path(data), prep_dir)
+    default = ROOT / "runs" / ("draw-prep-smoke" if smoke else "draw-prep")
+    prep_dir = pathlib.Path(os.path.abspath(prep.folder)) if prep.folder else default
+    if prep.data:
+        recipe_path = _rebase_on(recipe_path, pathlib.Path(prep.data), prep_dir)
     run = Pretrain(
         str(recipe_path), out=str(prep_dir), resume=True, base_dir=str(ROOT), overrides=list(overrides), score=False
     )
-    python = _prepared(run, assume_python)
+    python = _prepared(run, prep.assume_python)
     tokenized = prep_dir / "tokenized"
     folders = _folders(tokenized)
     markers = {
         p: json.loads((tokenized / folder / "tokenized.json").read_text()) | {"folder": folder}
         for p, folder in folders.items()
     }
-    figures = _pack_sources(tokenized, markers, out_dir, workers, wheels and not smoke)
+    figures = _pack_sources(tokenized, markers, out_dir, prep.workers, wheels and not smoke)
     tokenizer = prep_dir / "tokenizer"
     if not tokenizer.is_dir():
         tokenizer = pathlib.Path(run.record["phases"]["tokenizer"]["tokenizer"])

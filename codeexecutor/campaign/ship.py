@@ -55,18 +55,14 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def _card_only(args: argparse.Namespace) -> int:
     """The card of a shipped model written again from its recorded scores."""
-    from codeexecutor.training.card import write_card
+    from codeexecutor.training.card import Training, write_card
 
     saved = json.loads((ROOT / "benchmarks" / "results" / f"{args.name}.json").read_text())
     command = saved.get("training_command") or args.command
     write_card(
         ROOT / "models" / args.name,
         scores=saved,
-        device=saved["device"],
-        recipe=args.recipe,
-        steps=saved["steps"],
-        minutes=saved["training_minutes"],
-        command=command,
+        training=Training(saved["device"], args.recipe, saved["steps"], saved["training_minutes"], command),
         parameters=saved["parameters"],
         note=args.note,
     )
@@ -111,9 +107,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.run or not args.data:
         raise UsageError("--run and --data are needed (all but --card-only)")
     from codeexecutor.progress import quiet_libraries
-    from codeexecutor.training.card import write_card
+    from codeexecutor.training.card import Training, write_card
     from codeexecutor.training.export import save_shipped
-    from eval.evaluate import evaluate_model
+    from eval.evaluate import EvalOptions, evaluate_model
 
     quiet_libraries()
     run = pathlib.Path(args.run)
@@ -130,7 +126,9 @@ def run(args: argparse.Namespace) -> int:
         )
         (dest / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     start = time.perf_counter()
-    report = evaluate_model(str(dest), args.data, split="test", limit=args.limit, batch_size=16, progress=True)
+    report = evaluate_model(
+        str(dest), args.data, split="test", limit=args.limit, progress=True, options=EvalOptions(batch_size=16)
+    )
     seconds = time.perf_counter() - start
     report.pop("predictions")
     steps, train_seconds = _trained(run)
@@ -138,11 +136,13 @@ def run(args: argparse.Namespace) -> int:
     write_card(
         dest,
         scores=scores,
-        device=args.device,
-        recipe=args.recipe,
-        steps=steps,
-        minutes=round(train_seconds / 60, 1),
-        command=args.command or f"codeexecutor ship --run {args.run}",
+        training=Training(
+            args.device,
+            args.recipe,
+            steps,
+            round(train_seconds / 60, 1),
+            args.command or f"codeexecutor ship --run {args.run}",
+        ),
         parameters=params,
         note=args.note,
     )

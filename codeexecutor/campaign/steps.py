@@ -579,7 +579,7 @@ def score_sets(model: str, parts: str) -> None:
     """The child of `score`: each test build scored in turn, its report written as soon
     as it is done (`parts/BUILD.json`, without the predictions)."""
     from codeexecutor.generation.decoding import GREEDY
-    from eval.evaluate import evaluate_model
+    from eval.evaluate import EvalOptions, evaluate_model
 
     for build in test_builds():
         t = time.time()
@@ -589,8 +589,8 @@ def score_sets(model: str, parts: str) -> None:
             split="test",
             limit=SIZES["score_limit"],
             decoding=GREEDY,
-            batch_size=SIZES["batch"],
             progress=False,
+            options=EvalOptions(batch_size=SIZES["batch"]),
         )
         report.pop("predictions", None)
         report["decode_seconds"] = round(time.time() - t, 1)

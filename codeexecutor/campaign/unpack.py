@@ -140,6 +140,8 @@ def score_here(
     """Each test set's scores of `model` on the first `limit` examples of every build in
     `data`, and the predictions; answers journaled beside the draw (DRAW/LABEL-BUILD), so a
     scoring run stopped here resumes where it was."""
+    from eval.evaluate import EvalOptions
+
     scores: dict = {}
     predictions: list = []
     for build in sorted(p for p in data.iterdir() if p.is_dir()):
@@ -149,9 +151,8 @@ def score_here(
             split="test",
             limit=limit,
             decoding=GREEDY,
-            batch_size=64,
             progress=False,
-            answers=str(draw / f"{label}-{build.name}.answers.jsonl"),
+            options=EvalOptions(batch_size=64, answers=str(draw / f"{label}-{build.name}.answers.jsonl")),
         )
         predictions += report["predictions"]
         for name, e in report["datasets"].items():
@@ -195,7 +196,7 @@ def unpack_test_samples(draw: pathlib.Path, pack_dir: pathlib.Path) -> str:
 def install(model: pathlib.Path, dest: pathlib.Path, draw: pathlib.Path, weights: str = "bf16") -> None:
     """The model under models/NAME, its weights stored as `weights`, with its card from the
     draw's own records."""
-    from codeexecutor.training.card import write_card
+    from codeexecutor.training.card import Training, write_card
     from codeexecutor.training.export import save_shipped
 
     save_shipped(str(model), str(dest), weights)
@@ -206,11 +207,13 @@ def install(model: pathlib.Path, dest: pathlib.Path, draw: pathlib.Path, weights
     write_card(
         dest,
         scores=scores,
-        device=checks.get("preflight", {}).get("device", "?"),
-        recipe=checks.get("pack", {}).get("recipe"),
-        steps=training.get("steps"),
-        minutes=round(training.get("seconds", 0) / 60, 1),
-        command="bash run_draw.sh",
+        training=Training(
+            device=checks.get("preflight", {}).get("device", "?"),
+            recipe=checks.get("pack", {}).get("recipe"),
+            steps=training.get("steps"),
+            minutes=round(training.get("seconds", 0) / 60, 1),
+            command="bash run_draw.sh",
+        ),
         parameters=pieces.get("parameters"),
     )
     print(f"installed: {dest}")

@@ -107,13 +107,13 @@ def _write_page(path: str, session, taken: list, program: str) -> None:
 
 def _inverse(args: argparse.Namespace, source: str, stdin: str) -> int:
     """`--inputs-for`: the checked candidates, best first, then a summary line."""
-    from codeexecutor.debugger.inverse import inputs_for
+    from codeexecutor.debugger.inverse import Tries, inputs_for
     from codeexecutor.generation.api import cached_generator
 
     if not 1 <= args.top <= args.candidates:
         raise UsageError(f"--top {args.top} --candidates {args.candidates}: --top runs 1 to --candidates of them")
     found = inputs_for(
-        cached_generator(args.model), source, args.inputs_for, args.call, stdin, args.top, args.candidates
+        cached_generator(args.model), source, args.inputs_for, args.call, stdin, Tries(args.top, args.candidates)
     )
     for rank, c in enumerate(found["ranked"][: args.top], 1):
         print(json.dumps({"rank": rank, **c}), flush=True)

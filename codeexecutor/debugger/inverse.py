@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import difflib
 import math
+from dataclasses import dataclass
 
 from codeexecutor.debugger.proposals import arity, call_candidates, calls_of, literal, stdin_candidates
 from codeexecutor.errors import UsageError
@@ -66,22 +67,27 @@ def parse_call(call: str) -> tuple[str, list | None]:
     raise UsageError(f"--call {call.strip()!r}: write the function's name or an example call, e.g. f or f(3, 'ab')")
 
 
+@dataclass(frozen=True)
+class Tries:
+    """How inverse execution searches: `candidates` inputs drawn (with `seed`), ranked by
+    the model, and the first `k` of them run in the sandbox to check them (when `check`)."""
+
+    k: int = 5
+    candidates: int = 32
+    check: bool = True
+    seed: int = 0
+
+
 def inputs_for(
-    gen,
-    source: str,
-    wanted: str,
-    call: str | None = None,
-    stdin: str | None = None,
-    k: int = 5,
-    candidates: int = 32,
-    check: bool = True,
-    seed: int = 0,
+    gen, source: str, wanted: str, call: str | None = None, stdin: str | None = None, tries: Tries | None = None
 ) -> dict:
     """Inputs for `source` that should give `wanted`: with `call` (a function's name or an
     example call) the arguments of a call whose return value's repr is `wanted` (the program
     reads `stdin` as given, and what it prints before the call does not count); else a
     stdin, of the shape of the example `stdin`, that makes the program print `wanted`.
-    Returns the ranked candidates (the first `k` run in the sandbox when `check`)."""
+    Returns the ranked candidates (the first `tries.k` run in the sandbox when it checks)."""
+    tries = tries or Tries()
+    k, candidates, check, seed = tries.k, tries.candidates, tries.check, tries.seed
     texts, programs, target, mode = _candidates(source, wanted, call, stdin, candidates, seed)
     ranked = _rank(gen, texts, programs, target, mode)
     if check:

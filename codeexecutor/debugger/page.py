@@ -15,7 +15,7 @@ NO_EVENT = {"line": 0, "state": {}, "output": ""}  # an action whose trace ended
 
 def session_page(code: str, taken: list[tuple[str, dict]], breakpoints, title: str) -> dict:
     """`page_data` of the actions `taken` ((command, answer) pairs, in order) on `code`."""
-    from codeexecutor.generation.html import page_data
+    from codeexecutor.generation.html import Side, page_data
 
     landed = [(c, a) for c, a in taken if "predicted" in a]
     real = any(a.get("real") is not None for _, a in landed)
@@ -30,9 +30,8 @@ def session_page(code: str, taken: list[tuple[str, dict]], breakpoints, title: s
     marks = ", ".join(str(b) for b in sorted(breakpoints))
     data = page_data(
         code,
-        [step(a["predicted"]) for _, a in landed],
-        real_steps=[step(a.get("real")) for _, a in landed] if real else None,
-        real_label="real run",
+        Side([step(a["predicted"]) for _, a in landed]),
+        Side([step(a.get("real")) for _, a in landed]) if real else None,
         title=title + (f" (breakpoints: {marks})" if marks else ""),
     )
     data["labels"] = [f"{c.strip()} → {a['action']}" for c, a in landed]

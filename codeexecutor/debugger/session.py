@@ -230,9 +230,9 @@ class Session:
         return `wanted` (the call's function, its arguments as the example), or its stdin
         of the same shape make the program print it; ranked by the model, the first `k`
         checked in the sandbox."""
-        from codeexecutor.debugger.inverse import inputs_for
+        from codeexecutor.debugger.inverse import Tries, inputs_for
 
-        return inputs_for(self.gen, self.source, wanted, self.call, self.stdin or None, k, candidates)
+        return inputs_for(self.gen, self.source, wanted, self.call, self.stdin or None, Tries(k, candidates))
 
     def _predict(self, path, frames, action, depth, lines, whole: bool = False):
         """The model's events after `path`, decoded until the action's landing (or the end)."""

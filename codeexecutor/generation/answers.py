@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 
+from codeexecutor.atomic import complete_lines, cut_to
 from codeexecutor.generation.decoding import Decoding
 
 
@@ -61,28 +62,16 @@ class Answers:
         self.known: dict[str, dict] = {}
         for other in sorted({path, *glob.glob(glob.escape(path) + ".shard-*-of-*")} - {self.path}):
             self._read(other)  # another shard's file, perhaps still being written: read, never cut
-        good = self._read(self.path)
-        if os.path.exists(self.path):
-            with open(self.path, "r+b") as f:
-                f.truncate(good)
+        cut_to(self.path, self._read(self.path))
         self.resumed = len(self.known)
 
     def _read(self, path: str) -> int:
-        """Loads the complete lines of one file; returns their length in bytes."""
+        """Loads the whole lines of one file; returns the bytes they fill."""
         good = 0
-        if not os.path.exists(path):
-            return good
-        with open(path, "rb") as f:
-            for line in f:
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    break  # a line cut by a kill: it and what follows are redone
-                if not line.endswith(b"\n"):
-                    break
-                good += len(line)
-                if row.get("tag") == self.tag:
-                    self.known[row["key"]] = row["answer"]
+        for end, row in complete_lines(path):
+            good = end
+            if row.get("tag") == self.tag:
+                self.known[row["key"]] = row["answer"]
         return good
 
     def get(self, key: str):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import NamedTuple
 
 import torch
 
@@ -33,6 +34,25 @@ from codeexecutor.generation.beam import NO_CHILDREN
 from codeexecutor.modeling.decode import StaticCache, decode_step
 
 log = logging.getLogger("codeexecutor.generation")
+
+
+class Guides(NamedTuple):
+    """What steers the search beyond the model's scores: the state rules (per program,
+    generation/constraints.py) and the step-end reader that tracks each beam's exception
+    margin (`StepEnds`); each optional."""
+
+    rules: list | None = None
+    ends: object | None = None
+
+
+class Launch(NamedTuple):
+    """How a search uses its device, not what it finds: the host reads which programs are
+    still running every `check_every` steps (default 8 on CUDA without rules, else every
+    step), and on CUDA one program's steps replay a captured graph (`graphs`, default on
+    where there is one beam and no rules)."""
+
+    check_every: int | None = None
+    graphs: bool | None = None
 
 
 class DeviceSearch:
@@ -46,13 +66,14 @@ class DeviceSearch:
         codes: list[list[int]],
         size: int,
         max_length: int,
-        rules=None,
-        ends=None,
+        guides: Guides | None = None,
         length_penalty: float = 0.0,
-        check_every: int | None = None,
-        graphs: bool | None = None,
+        launch: Launch | None = None,
     ) -> None:
         from codeexecutor.modeling.tokenizer import pad
+
+        check_every, graphs = launch or Launch()
+        rules, ends = guides or Guides()
 
         self.model, self.enc, self.size, self.max_length = model, encoder, size, max_length
         self.rules, self.ends, self.alpha = rules, ends, length_penalty

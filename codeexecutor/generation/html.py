@@ -21,6 +21,7 @@ import html
 import json
 import os
 import pathlib
+from dataclasses import dataclass
 
 from codeexecutor.atomic import write_text
 from codeexecutor.modeling.compact import frames
@@ -56,24 +57,29 @@ def _side(label: str, steps: list[dict], error: dict | None, finished: bool = Tr
     }
 
 
-def page_data(
-    code: str,
-    pred_steps: list[dict],
-    pred_error: dict | None = None,
-    finished: bool = True,
-    real_steps: list[dict] | None = None,
-    real_error: dict | None = None,
-    real_label: str = "real run",
-    real_status: str | None = None,
-    title: str = "",
-    cap: int | None = None,
-) -> dict:
-    """What a page shows, as plain data (steps as {line, state, output} dicts, 1-based
-    lines of `code`), with its summary: steps of each side, the first divergence (1-based),
+@dataclass
+class Side:
+    """One trace a page shows: its steps ({line, state, output} dicts, 1-based lines of
+    the code), its runtime error ({type, line}) if any, whether it finished (a prediction
+    stopped by its length cap did not), how the run ended (`ok`, `error`, ...) and its
+    heading (default: `predicted` for the prediction, `real run` for the other side)."""
+
+    steps: list[dict]
+    error: dict | None = None
+    finished: bool = True
+    status: str | None = None
+    label: str = ""
+
+
+def page_data(code: str, pred: Side, real: Side | None = None, title: str = "", cap: int | None = None) -> dict:
+    """What a page shows, as plain data: the prediction beside the real run (or a
+    reference), with its summary: steps of each side, the first divergence (1-based),
     whether output and runtime error agree, and `score`, the share of steps that agree
-    before the traces part (1.0: the same trace)."""
-    pred = _side("predicted", pred_steps, pred_error, finished)
-    real = _side(real_label, real_steps, real_error, True, real_status) if real_steps is not None else None
+    before the traces part (1.0: the same trace). `cap`: the prediction's length cap."""
+    finished = pred.finished
+    pred = _side(pred.label or "predicted", pred.steps, pred.error, finished)
+    if real is not None:
+        real = _side(real.label or "real run", real.steps, real.error, True, real.status)
     summary = {"predicted_steps": len(pred["steps"]), "finished": finished, "length_cap": cap}
     div = None
     if real is not None:
@@ -230,18 +236,9 @@ def report_page(code: str, report: dict, truth=None, offset: int = 0, title: str
         if truth.error is not None:
             real_error = {"type": truth.error.type, "line": truth.error.line - offset if truth.error.line else None}
     program = "\n".join(code.splitlines()[offset:])
-    return page_data(
-        program,
-        report["steps"],
-        report["error"],
-        report.get("finished", True),
-        real_steps,
-        real_error,
-        "real run",
-        status,
-        title,
-        report.get("length_cap"),
-    )
+    pred = Side(report["steps"], report["error"], report.get("finished", True))
+    real = Side(real_steps, real_error, status=status) if real_steps is not None else None
+    return page_data(program, pred, real, title, report.get("length_cap"))
 
 
 def page_name(key) -> str:

@@ -203,9 +203,9 @@ class TraceGenerator:
         ends: StepEnds | None = None,
         length_penalty: float = 0.0,
     ) -> list[Generated]:
-        from codeexecutor.generation.device_search import DeviceSearch
+        from codeexecutor.generation.device_search import DeviceSearch, Guides
 
-        search = DeviceSearch(self.model, self.encoder, codes, size, max_length, rules, ends, length_penalty)
+        search = DeviceSearch(self.model, self.encoder, codes, size, max_length, Guides(rules, ends), length_penalty)
         return [
             Generated(self.encoder.decode(ids), float(score), len(ids), ended, peak, end)
             for score, ids, ended, peak, end in search.run()

@@ -28,7 +28,8 @@ from transformers import AutoConfig, AutoModel, RobertaConfig, RobertaModel
 from transformers.modeling_outputs import Seq2SeqLMOutput
 from transformers.modeling_utils import PreTrainedModel
 
-from codeexecutor.modeling.rotary import POSITIONS, use_rotary
+from codeexecutor.modeling.choices import POSITIONS
+from codeexecutor.modeling.rotary import use_rotary
 
 POSITION_OFFSET = 2  # RoBERTa positions start after padding_idx (1)
 # Model sizes by name. `base`: UniXcoder's (12 x 768, ~125 M parameters with its

@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from codeexecutor.execution.records import ExecError, Step
+from codeexecutor.modeling.choices import CODE_WINDOWS, PROFILES
 from codeexecutor.modeling.compact import STATE_KINDS, expand
 from codeexecutor.modeling.format import (
     STEP_ORDERS,
@@ -48,9 +49,7 @@ from codeexecutor.modeling.format import (
     parse_trace,
 )
 
-PROFILES = ("official", "exact")
 RELEASE_SOURCE_BODY = 251  # max_source_length 256 - 5 (inference/dataset.py)
-CODE_WINDOWS = ("head", "ends")  # a model's `code_window`: which tokens of a too-long program it reads
 RELEASE_MAX_GENERATED = 768  # max_target_length: the release's decoding loop runs at most this many steps
 
 

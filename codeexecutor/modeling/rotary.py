@@ -22,8 +22,6 @@ from transformers.models.roberta.modeling_roberta import (
     eager_attention_forward,
 )
 
-POSITIONS = ("absolute", "rotary")
-
 
 def rotary_tables(position_ids: torch.Tensor, dim: int, base: float, dtype: torch.dtype):
     """cos, sin of shape (B, 1, L, dim) for positions (B, L): pair i of a head's dimensions

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+from dataclasses import dataclass
 
 ORDER = ("singleline", "tutorial", "codenetmut", "errors", "functions", "functions_errors")
 DATA = """- CodeNetMut: mutants of real Python contest programs (the two CodeNet-layout AtCoder
@@ -21,19 +22,23 @@ def _num(value) -> str:
     return "-" if value is None else f"{round(float(value), 2):g}"
 
 
-def write_card(
-    dest,
-    scores: dict,
-    device: str,
-    recipe: str | None,
-    steps: dict | None,
-    minutes: float,
-    command: str,
-    parameters: int | None = None,
-    note: str = "",
-) -> str:
+@dataclass(frozen=True)
+class Training:
+    """How a model was trained, as its card says it: the device, the recipe, the steps of
+    each stage, the minutes of training and the command that ran it."""
+
+    device: str
+    recipe: str | None
+    steps: dict | None
+    minutes: float
+    command: str
+
+
+def write_card(dest, scores: dict, training: Training, parameters: int | None = None, note: str = "") -> str:
     """README.md in `dest`: what the model is, its data and licence, how it was trained
-    (device, minutes, recipe, command) and its scores per test set, plainly."""
+    (`training`) and its scores per test set, plainly."""
+    device, recipe, steps = training.device, training.recipe, training.steps
+    minutes, command = training.minutes, training.command
     dest = pathlib.Path(dest)
     config = json.loads((dest / "config.json").read_text())
     parameters, stored = _weights(dest, parameters)

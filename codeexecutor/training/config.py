@@ -5,11 +5,47 @@ from __future__ import annotations
 
 import json
 import os
+import types
+import typing
 from dataclasses import dataclass, field, fields
+from typing import Literal
 
 from codeexecutor.errors import ConfigError
+from codeexecutor.modeling.choices import Attention, CodeWindow, Positions, ProfileName, StepOrder, TraceState
+from codeexecutor.training.engine import Engine
+
+Anchor = Literal["example", "token"]  # a token-budget batch's first example drawn per example or per token
+Autocast = Literal["bf16"]
+Split = Literal["test", "valid", "train"]
 
 ROW_BLOCK = 128  # a micro-step row's length is a multiple of FlexAttention's tile (modeling/rows.BLOCK)
+
+
+def literal_choices(hint) -> tuple | None:
+    """The values a field's annotation allows where it is a `Literal` (None among them
+    where the field is optional); None for any other annotation."""
+    if typing.get_origin(hint) is Literal:
+        return typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        members = typing.get_args(hint)
+        inner = [v for m in members if typing.get_origin(m) is Literal for v in typing.get_args(m)]
+        if inner:
+            return (*inner, None) if type(None) in members else tuple(inner)
+    return None
+
+
+def choice_problems(obj, where: str) -> list[str]:
+    """One line for each field of the dataclass `obj` whose value its `Literal` does not allow."""
+    hints = typing.get_type_hints(type(obj))
+    out = []
+    for f in fields(obj):
+        choices = literal_choices(hints.get(f.name))
+        value = getattr(obj, f.name)
+        if choices is not None and value not in choices:
+            named = [str(c) for c in choices if c is not None]
+            said = named[0] if len(named) == 1 else "one of " + ", ".join(named)
+            out.append(f"{where}.{f.name} must be {said}{' or left out' if None in choices else ''}, got {value!r}")
+    return out
 
 
 @dataclass
@@ -21,16 +57,16 @@ class ModelArgs:
         None  # folder or hub id to start from: microsoft/codeexecutor, microsoft/unixcoder-base, a run's export
     )
     tokenizer: str | None = None  # a saved tokenizer; default: init's, else trained on the data
-    format_profile: str | None = None  # official | exact; default: init's (the release: official), else exact
+    format_profile: ProfileName | None = None  # official | exact; default: init's (the release: official), else exact
     exception_step: bool = True  # crashing traces end with <exception> (added to the released vocabulary if needed)
     # The three below default to init's (a model continues in the format it learnt), else the first named
-    trace_state: str | None = (
+    trace_state: TraceState | None = (
         None  # full | delta: a step writes the whole state, or only what changed (modeling/compact.py)
     )
-    step_order: str | None = (
+    step_order: StepOrder | None = (
         None  # start | end: a line that calls writes its step before the call's steps, or after them
     )
-    code_window: str | None = (
+    code_window: CodeWindow | None = (
         None  # head | ends: a program past max_code_length is read from its start, or its start and last lines
     )
     vocab_size: int = 8000  # for a trained tokenizer
@@ -43,10 +79,12 @@ class ModelArgs:
     dropout: float = (
         0.1  # hidden and attention dropout of a new model (an init keeps its own); 0 learns faster on short budgets
     )
-    positions: str = (
+    positions: Positions = (
         "absolute"  # of a new model (an init keeps its own): absolute (the release's) or rotary (modeling/rotary.py)
     )
-    attention: str = "sdpa"  # of packed training batches: sdpa (a dense mask) or flex (FlexAttention's block mask)
+    attention: Attention = (
+        "sdpa"  # of packed training batches: sdpa (a dense mask) or flex (FlexAttention's block mask)
+    )
 
 
 @dataclass
@@ -71,7 +109,7 @@ class TrainArgs:
     max_tokens: int | None = None
     # a token-budget batch's first example drawn per example or per token (data.py);
     # token lost at equal steps (experiments/NOTEBOOK.md)
-    anchor: str = "example"
+    anchor: Anchor = "example"
     eval_every: int = 0  # evaluate every N steps (0: at each stage end only)
     eval_examples: int = 128  # valid examples per source for the held-out loss (0: no evaluation)
     eval_decode_examples: int = 32  # of those, greedily decoded for trace/output accuracy
@@ -80,8 +118,10 @@ class TrainArgs:
     # DeepSpeed's bf16 section, whose bf16 weights lose small updates). On a CPU with
     # bfloat16 instructions (AVX512_BF16, AMX) a matmul runs 2-2.5x faster; see
     # benchmarks/bench_train.py. None: float32 throughout.
-    autocast: str | None = None
-    engine: str = "auto"  # torch | deepspeed | auto: torch for one process, DeepSpeed for several (training/engine.py)
+    autocast: Autocast | None = None
+    engine: Engine = (
+        "auto"  # torch | deepspeed | auto: torch for one process, DeepSpeed for several (training/engine.py)
+    )
     compile: bool | str = "auto"  # the row step compiled whole: auto on CUDA only (training/step.py), true, false
 
 
@@ -163,7 +203,7 @@ class ScoreArgs:
     dataset folder's split, greedy, the release's metric."""
 
     limit: int = 300
-    split: str = "test"
+    split: Split = "test"
     sets: list | None = None  # dataset folders under data.dir; None: every folder the stages read
 
 
@@ -217,10 +257,12 @@ class Curriculum:
             if unknown:
                 problems.append(f"{where}: unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(names))})")
             try:
-                return kind(**{k: v for k, v in data.items() if k in names})
+                made = kind(**{k: v for k, v in data.items() if k in names})
             except TypeError as exc:
                 problems.append(f"{where}: {exc}")
                 return None
+            problems.extend(choice_problems(made, where))
+            return made
 
         model = build(ModelArgs, raw.get("model", {}), "model")
         train = build(TrainArgs, raw.get("train", {}), "train")
@@ -291,31 +333,16 @@ class Curriculum:
 
     def _validate_model(self) -> list[str]:
         from codeexecutor.modeling.model import PRESETS
-        from codeexecutor.modeling.rotary import POSITIONS
 
         p = []
         if self.model.preset not in PRESETS:
             p.append(f"model.preset must be one of {', '.join(PRESETS)}, got {self.model.preset!r}")
-        if self.model.positions not in POSITIONS:
-            p.append(f"model.positions must be one of {', '.join(POSITIONS)}, got {self.model.positions!r}")
-        if self.model.format_profile not in (None, "official", "exact"):
-            p.append(f"model.format_profile must be official or exact, got {self.model.format_profile!r}")
-        if self.model.trace_state not in (None, "full", "delta"):
-            p.append(f"model.trace_state must be full or delta, got {self.model.trace_state!r}")
         if self.model.exception_weight is not None and not 0 <= self.model.exception_weight <= 1000:
             p.append(f"model.exception_weight must be between 0 and 1000, got {self.model.exception_weight!r}")
-        if self.model.attention not in ("sdpa", "flex"):
-            p.append(f"model.attention must be sdpa or flex, got {self.model.attention!r}")
-        if self.model.step_order not in (None, "start", "end"):
-            p.append(f"model.step_order must be start or end, got {self.model.step_order!r}")
         if self.model.step_order == "end" and self.model.format_profile == "official":
             p.append(
                 "model.step_order end needs the exact profile: the official format is the release's, in start order"
             )
-        from codeexecutor.modeling.profiles import CODE_WINDOWS
-
-        if self.model.code_window not in (None, *CODE_WINDOWS):
-            p.append(f"model.code_window must be {' or '.join(CODE_WINDOWS)}, got {self.model.code_window!r}")
         if self.model.code_window == "ends" and self.model.format_profile == "official":
             p.append(
                 "model.code_window ends needs the exact profile: "
@@ -353,18 +380,10 @@ class Curriculum:
                 f"(max_code_length + max_trace_length = {longest}), got {self.train.max_tokens}: set it to {fit} "
                 "or a larger multiple"
             )
-        from codeexecutor.training.engine import ENGINES
-
-        if self.train.engine not in ENGINES:
-            p.append(f"train.engine must be one of {', '.join(ENGINES)}, got {self.train.engine!r}")
         if self.train.compile not in (True, False, "auto"):
             p.append(f"train.compile must be true, false or auto, got {self.train.compile!r}")
         if self.train.eval_every < 0 or self.train.eval_examples < 0 or self.train.eval_decode_examples < 0:
             p.append("train.eval_every, eval_examples and eval_decode_examples must be >= 0")
-        if self.train.anchor not in ("example", "token"):
-            p.append(f"train.anchor must be example or token, got {self.train.anchor!r}")
-        if self.train.autocast not in (None, "bf16"):
-            p.append(f"train.autocast must be bf16 or left out, got {self.train.autocast!r}")
         return p
 
     def _validate_stages(self, base_dir: str | None, buildable: bool) -> list[str]:
@@ -434,11 +453,8 @@ class Curriculum:
                             p.append(f"{where}.{key}: {folder} is not a folder (nor a build of this recipe)")
         if self.tokenizer.sample < 1:
             p.append(f"tokenizer.sample must be >= 1, got {self.tokenizer.sample}")
-        if self.score.limit < 0 or self.score.split not in ("test", "valid", "train"):
-            p.append(
-                "score.limit must be >= 0 and score.split test, valid or train "
-                f"(got {self.score.limit}, {self.score.split!r})"
-            )
+        if self.score.limit < 0:
+            p.append(f"score.limit must be >= 0, got {self.score.limit}")
         return p
 
 

@@ -235,17 +235,20 @@ class Prefetcher:
     """The micro-batches of steps [step, end) of a stage, each built on a worker thread
     while the one before it trains (collation is CPU work the accelerator would wait
     for), and moved to the device from pinned memory without blocking the host.
-    `next()` gives (batch on the device, real tokens, computed tokens, rows)."""
+    `next()` gives (batch on the device, real tokens, computed tokens, rows). `steps`:
+    the global steps to give, `start_of` the stage's first; `part`: this process's (rank,
+    world size), whose share of each step's rows it takes."""
 
     def __init__(
-        self, data: StageData, seed: int, start_of: int, step: int, end: int, accum: int, rank: int, size: int, device
+        self, data: StageData, seed: int, start_of: int, steps: range, accum: int, part: tuple[int, int], device
     ) -> None:
         import concurrent.futures as cf
 
         import torch
 
-        self.keys = iter([(s - start_of, m) for s in range(step, end) for m in range(accum)])
-        self.data, self.seed, self.rank, self.size, self.device = data, seed, rank, size, device
+        self.keys = iter([(s - start_of, m) for s in steps for m in range(accum)])
+        self.data, self.seed, self.device = data, seed, device
+        self.rank, self.size = part
         self.pin = torch.cuda.is_available() and torch.device(device).type == "cuda"
         self.pool = cf.ThreadPoolExecutor(1, thread_name_prefix="batches")
         self.pending = self._submit()

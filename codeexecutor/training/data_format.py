@@ -25,7 +25,7 @@ import json
 import pathlib
 
 DATA_FORMAT = 2  # 1: ids cut at the model's code window; 2: ids keep `tokenizer.keep_code_length` code tokens
-DATA_FORMAT_CODE = "dd5fe8fb190ee800"  # digest of ID_MODULES at DATA_FORMAT (see the module docstring)
+DATA_FORMAT_CODE = "3e7c98c01ddd8749"  # digest of ID_MODULES at DATA_FORMAT (see the module docstring)
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The modules whose code decides a row's ids: the structured steps' records, their
 # serialization in a profile, the tokenizer and the code window, the tokenize pass and

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Literal, get_args
 
 from codeexecutor.atomic import replacing, write_text
 from codeexecutor.errors import ConfigError
 
-ENGINES = ("auto", "torch", "deepspeed")
+Engine = Literal["auto", "torch", "deepspeed"]  # train.engine
+ENGINES = get_args(Engine)
 MARKER = "engine.json"  # in a checkpoint folder: which engine wrote it
 
 

@@ -64,11 +64,9 @@ class StageLoop:
             self.data,
             r.cur.train.seed,
             self.start_of,
-            r.global_step,
-            self.stop(),
+            range(r.global_step, self.stop()),
             self.accum,
-            r.rank,
-            self.size,
+            (r.rank, self.size),
             r.engine.device,
         )
 
