@@ -3,17 +3,21 @@
 Sets, from a `codeexecutor build bugs` folder's split (by problem):
 
 * `bugs`: every program of the split, the originals and their one-bug variants;
-* `real`: the submissions that crashed on their own sample input, of every split (the
-  detector's training leaves them out), beside the split's accepted originals (no bug
-  put in by us on either side);
+* `real`: the submissions of the split's problems that crashed on their own sample input,
+  beside the split's accepted originals (no bug put in by us on either side);
+* `real_every_split`: the same with the crashing submissions of every split's problems
+  (the detector's training leaves the programs out, not their problems: other
+  submissions of a train problem, bugs put in, are trained on);
 * `incomplete`: the split's originals that import something, with every import removed
   (run again: most now crash with a NameError), beside the same programs complete;
 
 and from a CodeNetMut or functions build, `mutants` (the crashing mutants of the twelve
 operators beside the clean programs) and `functions` (crashing function calls beside clean ones).
 
-For each: detection accuracy with the true/false positive rates, localisation (the crash
-line, of the crashing programs), kind accuracy and weighted F1, for
+For each: detection accuracy with the true/false positive rates, the balanced accuracy
+(the mean of the two rates' right answers, what a set's crash share cannot lift) and the
+majority answer's detection (always "crash", or always "no crash"), localisation (the
+crash line, of the crashing programs), kind accuracy and weighted F1, for
 
 * `detector`: the model folder's crash detector (modeling/detector.py), at its threshold,
   with the interpreter's check of what the program imports (modeling/interpreter_check.py),
@@ -73,7 +77,17 @@ def figures(predicted: list[tuple[str | None, int | None]], rows: list[dict]) ->
     from codeexecutor.modeling.trace_metrics import verdict_metrics
 
     out = verdict_metrics(predicted, [(r["type"], r["line"]) for r in rows])
-    return {"programs": len(rows), "crashes": sum(r["crashed"] for r in rows), **out}
+    crashes = sum(r["crashed"] for r in rows)
+    tpr, fpr = out.get("true_positive_rate"), out.get("false_positive_rate")
+    balanced = None if tpr is None or fpr is None else round((tpr + 100 - fpr) / 2, 2)
+    majority = round(100 * max(crashes, len(rows) - crashes) / len(rows), 2) if rows else None
+    return {
+        "programs": len(rows),
+        "crashes": crashes,
+        **out,
+        "balanced_accuracy": balanced,
+        "majority_detection": majority,
+    }
 
 
 def crash_sets(folder: str, split: str, limit: int | None = None, seed: int = 0) -> dict[str, list[dict]]:
@@ -86,8 +100,10 @@ def crash_sets(folder: str, split: str, limit: int | None = None, seed: int = 0)
         rows = read_rows(folder, split)
         originals = [r for r in rows if r["kind"] == "original"]
         sets["bugs"] = rows
-        real = [r for r in read_rows(folder) if r["kind"] == "original" and r["crashed"]]  # every split's
-        sets["real"] = real + [r for r in originals if not r["crashed"]]
+        clean = [r for r in originals if not r["crashed"]]
+        sets["real"] = [r for r in originals if r["crashed"]] + clean
+        everywhere = [r for r in read_rows(folder) if r["kind"] == "original" and r["crashed"]]
+        sets["real_every_split"] = everywhere + clean
         sets["incomplete"] = _incomplete([r for r in originals if not r["crashed"]])
     for name, crashing, clean in (("mutants", "errors", "codenetmut"), ("functions", "functions_errors", "functions")):
         if os.path.isdir(os.path.join(folder, crashing)) and os.path.isdir(os.path.join(folder, clean)):
@@ -163,7 +179,9 @@ def evaluate_crashes(
 
         docs = read_descriptions(descriptions)
         describe = lambda r: described(r["code"], docs.get(r["problem_id"]))  # noqa: E731
-    report: dict = {"model": model, "data": folder, "split": split, "limit": limit, "sets": {}}
+    from eval.report import run_facts
+
+    report: dict = {"model": model, "data": folder, "split": split, "limit": limit, **run_facts(), "sets": {}}
     for name, rows in crash_sets(folder, split, limit).items():
         entry = {"static": figures([static_verdict(r["code"]) for r in rows], rows)}
         if detector is not None:
@@ -201,11 +219,15 @@ def _trace_answers(model: str, rows: list[dict]) -> list[tuple[str | None, int |
 
 
 def table(report: dict) -> str:
-    lines = ["set         answer             programs  detection  TPR    FPR    localisation  kind F1"]
+    lines = [
+        "set               answer             programs  detection  balanced  majority  TPR    FPR    "
+        "localisation  kind F1"
+    ]
     for name, entry in report["sets"].items():
         for who, f in entry.items():
             lines.append(
-                f"{name:<11} {who:<18} {f['programs']:>8}  {f['detection_accuracy'] or 0:>9.1f}  "
+                f"{name:<17} {who:<18} {f['programs']:>8}  {f['detection_accuracy'] or 0:>9.1f}  "
+                f"{f.get('balanced_accuracy') or 0:>8.1f}  {f.get('majority_detection') or 0:>8.1f}  "
                 f"{f['true_positive_rate'] or 0:>5.1f}  {f['false_positive_rate'] or 0:>5.1f}  "
                 f"{f['localisation_accuracy'] or 0:>12.1f}  {f['kind_weighted_f1'] or 0:>7.1f}"
             )

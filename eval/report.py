@@ -34,6 +34,32 @@ def task_header(model: str, split: str, limit: int | None, seed: int, metric: st
     }
 
 
+def run_facts() -> dict:
+    """What made a report, as its figures must say: the device (the GPU, or the CPU with
+    the widest instructions torch uses on it), torch, Python, the commit and the command."""
+    import platform
+    import subprocess
+    import sys
+
+    import torch
+
+    cpu = f"CPU ({torch.backends.cpu.get_cpu_capability()})"
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+        commit = subprocess.run(
+            ["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return {
+        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else cpu,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "commit": commit or None,
+        "command": " ".join(["codeexecutor", *sys.argv[1:]]),
+    }
+
+
 TRACE_SETS = ("codenetmut", "errors", "functions", "functions_errors", "tutorial")  # the sets with whole runs
 
 
