@@ -79,8 +79,8 @@ SIZES = {
 # the measurements, then the checks that earlier draws already answered, on the time left. The
 # training plans itself (its budget measures its own speed, compile included, and falls back
 # from a step that fails to compile), so nothing needs measuring before it. The GPU seconds
-# follow the second draw's (H100, 2026-11-27): preflight 21 s, each training process about 20 s
-# before its first step, a deepspeed-launcher run 50 to 80 s.
+# are measured on an H100: preflight 21 s, each training process about 20 s before its first
+# step, a deepspeed-launcher run 50 to 80 s.
 STEPS = {
     "preflight": (30, 90, "checks.json", "versions, imports, the accelerator, ds_report, a matmul's TFLOP/s, the pack"),
     "unpack": (20, 30, "checks.json", "the packed tokenizer, test samples and each source's ids, as tokenized folders"),

@@ -26,7 +26,7 @@ class Step:
 
     def to_json(self) -> dict[str, Any]:
         obj = {"line": self.line, "state": dict(self.state), "output": self.output}
-        if self.depth:  # absent at module level, so traces without calls read as before
+        if self.depth:  # absent at module level: a trace without calls has no depth field
             obj["depth"] = self.depth
         return obj
 

@@ -70,7 +70,7 @@ def train_tokenizer(
 
 def add_special_tokens(tok, exception: bool = True, delta: bool = False):
     """Add the UniXcoder mode tokens and the format's tokens that are missing, in order
-    (`<delta>` only for compact traces, so a full-state model's vocabulary is as before),
+    (`<delta>` only for compact traces, so a full-state model's vocabulary stays the release's),
     and make every format token strip the spaces around it (the release's encoding)."""
     wanted = (
         list(OFFICIAL_SPECIAL_TOKENS + LINE_TOKENS)

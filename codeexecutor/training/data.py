@@ -35,7 +35,7 @@ class StageData:
     "token", with probability proportional to its length (a token drawn uniformly, its
     example the anchor), which makes every example about equally likely to be trained on
     whatever its length. Without `max_tokens`, `size` examples are drawn uniformly and
-    code and trace are padded apart, as before. Either way one source per batch, drawn
+    code and trace are padded apart (the eager forward's batches). Either way one source per batch, drawn
     by the stage's weights.
     """
 
