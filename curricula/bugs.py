@@ -45,6 +45,9 @@ BIEBER_TRAIN = {
 }
 
 
+CAPPED = "rerun_untraced"  # a variant the step cap stops is run again untraced (run_to_its_end)
+
+
 class BugsBuilder(CodeNetBuilder):
     KIND = "bugs"
     SETS = ("bugs",)
@@ -52,6 +55,9 @@ class BugsBuilder(CodeNetBuilder):
     def __init__(self, codenet, out: str, per_bug: int = 2, **kw) -> None:
         super().__init__(codenet, out, mutants=per_bug, accepted_only=False, **kw)
         self.per_bug = per_bug
+
+    def build_options(self) -> dict:
+        return {"capped": CAPPED}
 
     def process(self, pool, sub: Submission, split: str, stdin_path: str | None):
         from mutation.bugs import inject
@@ -116,7 +122,7 @@ class FunctionBugsBuilder(FunctionsBuilder):
         self.per_bug = per_bug
 
     def build_options(self) -> dict:
-        return {"per_bug": self.per_bug}
+        return {"per_bug": self.per_bug, "capped": CAPPED}
 
     def variants(self, program: str, start: int, keep_driver: bool, counts: Counter) -> list[tuple[str, str, tuple]]:
         from mutation.bugs import inject

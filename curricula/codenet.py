@@ -143,6 +143,10 @@ class CodeNetBuilder:
         self.timeout, self.max_steps = run.timeout, run.max_steps
         self.counts: Counter = Counter()
 
+    def build_options(self) -> dict:
+        """What a subclass adds to the options its record keeps (and a resume must match)."""
+        return {}
+
     # -- one program ------------------------------------------------------------------
     def process(self, pool, sub: Submission, split: str, stdin_path: str | None) -> tuple[list[dict], Counter, Counter]:
         from mutation import MutationError, mutate
@@ -242,6 +246,7 @@ class CodeNetBuilder:
             "max_steps": self.max_steps,
             "all_statuses": not self.accepted_only,
             "no_heldout_mutants": not self.heldout_mutants,
+            **self.build_options(),
         }
         record_build(self.out, self.KIND, self.shard, options, self.codenet, len(mine))
         journal = Journal(os.path.join(self.out, "journal.jsonl"))

@@ -95,8 +95,15 @@ def traced_by(path: str) -> str:
 
 def read_journal(path: str) -> Iterator[tuple[str, dict]]:
     """("record", obj) and ("done", obj) entries of a (closed) journal, in order."""
-    for _, obj in complete_lines(path):
+    size, end = os.path.getsize(path), 0  # a missing journal raises
+    for offset, obj in complete_lines(path):
+        end = offset
         yield ("done" if DONE in obj else "record"), obj
+    if end < size:  # a torn last line is a kill's; an unreadable line before the end is damage
+        with open(path, "rb") as f:
+            f.seek(end)
+            if b"\n" in f.read():
+                raise ValueError(f"{path}: the line after byte {end} is not JSON: the journal is damaged")
 
 
 def record_units(

@@ -36,7 +36,8 @@ def task_header(model: str, split: str, limit: int | None, seed: int, metric: st
 
 def run_facts() -> dict:
     """What made a report, as its figures must say: the device (the GPU, or the CPU with
-    the widest instructions torch uses on it), torch, Python, the commit and the command."""
+        the widest instructions torch uses on it), torch, Python, the commit (`-dirty` with
+    changes not committed) and the command."""
     import platform
     import subprocess
     import sys
@@ -47,7 +48,10 @@ def run_facts() -> dict:
     try:
         here = os.path.dirname(os.path.abspath(__file__))
         commit = subprocess.run(
-            ["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+            ["git", "-C", here, "describe", "--always", "--dirty", "--abbrev=7"],
+            capture_output=True,
+            text=True,
+            timeout=10,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         commit = ""

@@ -27,3 +27,16 @@ def test_a_failed_write_leaves_the_old_file(tmp_path):
     with pytest.raises(TypeError):
         write_json(path, {"a": object()})
     assert json.loads(path.read_text()) == {"a": 1} and not (tmp_path / "out.json.tmp").exists()
+
+
+def test_a_closed_journal_read_back_refuses_damage_but_not_a_torn_end(tmp_path):
+    from curricula.journal import read_journal
+
+    path = tmp_path / "journal.jsonl"
+    path.write_text('{"a": 1}\n{"_done": "u1"}\n{"a": 2')  # a kill's torn last line
+    assert [kind for kind, _ in read_journal(str(path))] == ["record", "done"]
+    path.write_text('{"a": 1}\nnot json\n{"_done": "u1"}\n')
+    with pytest.raises(ValueError, match="damaged"):
+        list(read_journal(str(path)))
+    with pytest.raises(FileNotFoundError):
+        list(read_journal(str(tmp_path / "none.jsonl")))

@@ -10,10 +10,11 @@ key/value cache is allocated once at its final size (modeling/decode.py).
 How often the host looks: every `check_every` steps it reads which programs are still
 searching (one small copy) and stops when none is. On the CPU that is every step, and
 programs that are done leave the batch as they finish, as in one program's beam
-(generation/beam.py), so a batch decodes the same tokens through the same arithmetic; on CUDA every 8 steps, and a greedy step
-runs as one captured CUDA graph over the whole cache (its shapes never change). A step
-the device will not capture leaves the search stepping eagerly (the same arithmetic,
-one launch per operator), the reason in `graph_fallback` and the log.
+(generation/beam.py), so a batch decodes the same tokens through the same arithmetic;
+on CUDA every 8 steps, and a greedy step runs as one captured CUDA graph over the
+whole cache (its shapes never change). A step the device will not capture leaves the
+search stepping eagerly (the same arithmetic, one launch per operator), the reason in
+`graph_fallback` and the log.
 
 A program's answer is its best finished hypothesis (highest summed log-probability, or
 per length with `length_penalty`; ties to the earliest), else its top hypothesis when

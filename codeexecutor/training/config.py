@@ -261,7 +261,6 @@ class Curriculum:
             except TypeError as exc:
                 problems.append(f"{where}: {exc}")
                 return None
-            problems.extend(choice_problems(made, where))
             return made
 
         model = build(ModelArgs, raw.get("model", {}), "model")
@@ -324,8 +323,10 @@ class Curriculum:
 
     def validate(self, base_dir: str | None = None, buildable: bool = False) -> list[str]:
         """Every problem of the curriculum, each a line naming the field and what it takes."""
+        sections = (("model", self.model), ("train", self.train), ("data", self.data), ("score", self.score))
         return (
-            self._validate_model()
+            [line for name, section in sections for line in choice_problems(section, name)]
+            + self._validate_model()
             + self._validate_train()
             + self._validate_stages(base_dir, buildable)
             + self._validate_recipe(base_dir)
