@@ -359,19 +359,20 @@ def test_shards_merge_into_the_whole_build(built, shards, tmp_path):
     assert merged["datasets"] == whole["datasets"] and merged["sources"][0]["corpus"] == "mypkg"
 
 
+def _shard_build(package, out, mutants: int, shard: tuple[int, int]) -> dict:
+    """One shard of a functions build of `package` (two literal-argument mutants a call)."""
+    setup = BuildSetup(workers=1, shard=shard)
+    return FunctionsBuilder(
+        [str(package)], str(out), mutants=mutants, input_mutants=2, humaneval=None, setup=setup
+    ).run(progress=False)
+
+
 @pytest.fixture(scope="module")
 def shards(package, tmp_path_factory) -> list[pathlib.Path]:
     parts = []
     for i in range(2):
         part = tmp_path_factory.mktemp(f"shard{i}")
-        FunctionsBuilder(
-            [str(package)],
-            str(part),
-            mutants=4,
-            input_mutants=2,
-            humaneval=None,
-            setup=BuildSetup(workers=1, shard=(i, 2)),
-        ).run(progress=False)
+        _shard_build(package, part, 4, (i, 2))
         parts.append(part)
     return parts
 
@@ -396,14 +397,7 @@ def test_merge_refuses_shards_that_are_not_one_whole_build(package, shards, tmp_
     message = _refused(lambda: merge_shards(str(tmp_path / "m3"), [str(shards[0]), str(shards[0])]))
     assert "given twice" in message
     other = tmp_path / "other"
-    FunctionsBuilder(
-        [str(package)],
-        str(other),
-        mutants=2,
-        input_mutants=2,
-        humaneval=None,
-        setup=BuildSetup(workers=1, shard=(1, 2)),
-    ).run(progress=False)
+    _shard_build(package, other, 2, (1, 2))
     message = _refused(lambda: merge_shards(str(tmp_path / "m4"), [str(shards[0]), str(other)]))
     assert "--mutants 4" in message and "--mutants 2" in message and str(other) in message
     # a shard whose build was killed: its journal holds fewer finished units than it has
@@ -415,16 +409,7 @@ def test_merge_refuses_shards_that_are_not_one_whole_build(package, shards, tmp_
     message = _refused(lambda: merge_shards(str(tmp_path / "m5"), [str(shards[0]), str(cut)]))
     assert "unfinished (1 of its" in message and "resume it" in message
     # resumed with other options: refused, the folder's rows stay one build's
-    message = _refused(
-        lambda: FunctionsBuilder(
-            [str(package)],
-            str(cut),
-            mutants=3,
-            input_mutants=2,
-            humaneval=None,
-            setup=BuildSetup(workers=1, shard=(1, 2)),
-        ).run(progress=False)
-    )
+    message = _refused(lambda: _shard_build(package, cut, 3, (1, 2)))
     assert "--mutants 4" in message and "new --out" in message
 
 
