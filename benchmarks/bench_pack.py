@@ -1,9 +1,9 @@
-"""Benchmark: bytes a token of a draw's pack, id streams against the Arrow folders in tar.xz.
+"""Benchmark: bytes a token of the committed data, id streams against the Arrow folders in tar.xz.
 
     .venv/bin/python benchmarks/bench_pack.py --tokenized runs/draw-prep/tokenized
 
 For each tokenized source (`codeexecutor pretrain --until tokenize`, or `codeexecutor
-tokenize`), the `.ids.xz` file `draw pack` carries (codeexecutor/campaign/ids.py) against
+tokenize`), the `.ids.xz` file the committed data is kept in (codeexecutor/training/ids.py) against
 the baseline of the same folder as a tar.xz at preset 6 (how packs were made before), in
 the same run: bytes, bytes a token, seconds to write, and a check that the file gives the
 folder back. Writes results/bench_pack.json.
@@ -34,7 +34,7 @@ def main() -> None:
     args = ap.parse_args()
     import datasets
 
-    from codeexecutor.campaign.ids import pack_tokenized, unpack_tokenized
+    from codeexecutor.training.ids import pack_tokenized, unpack_tokenized
     from codeexecutor.training.tokenized import is_tokenized
 
     folders = sorted(f for f in os.listdir(args.tokenized) if is_tokenized(os.path.join(args.tokenized, f)))

@@ -124,8 +124,7 @@ def commands() -> dict[str, Command]:
     """Every subcommand, in the order `--help` lists them: this module's, then each
     package's `COMMANDS` table, imported here by name (each imports its heavy
     dependencies inside its `run`)."""
-    from codeexecutor import train_cli
-    from codeexecutor.campaign import cli as draw_cli
+    from codeexecutor import packed_cli, ship, train_cli
     from codeexecutor.debugger import cli as debug_cli
     from codeexecutor.generation import cli as trace_cli
     from curricula import cli as build_cli
@@ -133,7 +132,7 @@ def commands() -> dict[str, Command]:
     from mutation import cli as mutate_cli
 
     table = dict(OWN)
-    for module in (mutate_cli, build_cli, train_cli, trace_cli, debug_cli, eval_cli, draw_cli):
+    for module in (mutate_cli, build_cli, train_cli, trace_cli, debug_cli, eval_cli, packed_cli, ship):
         for name, entry in module.COMMANDS.items():
             if name in table:  # a second definition would silently replace the first
                 raise RuntimeError(f"{module.__name__} defines the command {name!r} another module defines")

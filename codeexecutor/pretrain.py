@@ -150,6 +150,14 @@ class Pretrain:
     def _build(self) -> dict:
         """Each missing build of `data.builds`, in this process; the folder options (another
         build's name, folders, a glob pattern) are read relative to the base folder."""
+        if self.cur.data.packed:  # committed ids: each source's tokenized folder written back from them
+            import pathlib
+
+            from codeexecutor.training.packed import unpack_into
+
+            rows = unpack_into(self.cur, pathlib.Path(self._at(".")), pathlib.Path(self._at(self.cur.data.packed)))
+            print(f"pretrain: unpacked {len(rows)} sources from {self.cur.data.packed}", file=sys.stderr, flush=True)
+            return {"unpacked": rows}
         from curricula.build import build
 
         built = []

@@ -51,9 +51,7 @@ DATA_COMMANDS = {
     "build-codenetmut": ["build", "codenetmut", "--codenet", "{d}", "--out", "{out}"],
     "build-tutorial": ["build", "tutorial", "--sources", "{d}", "--out", "{out}"],
     "pretrain": ["pretrain", "--curriculum", "{d}"],
-    "draw-pack": ["draw", "pack", "--smoke", "--data", "{d}", "--out", "{out}", "--prep", "{out}"],
-    "draw-unpack": ["draw", "unpack", "{d}"],
-    "draw-add": ["draw", "add", "--prep", "{d}", "--part", "s0of1"],
+    "packed-add": ["packed", "add", "--prep", "{d}", "--part", "s0of1"],
     "ship": ["ship", "--run", "{d}", "--data", "{d}", "--name", "never-shipped"],
 }
 
@@ -209,7 +207,7 @@ def test_model_folders(tmp_path, command, kind, capsys, monkeypatch):
 @pytest.mark.parametrize("kind", DATA_KINDS)
 @pytest.mark.parametrize("command", sorted(DATA_COMMANDS))
 def test_dataset_folders(tmp_path, command, kind):
-    if command in ("evaluate", "pretrain", "tokenizer", "tokenize", "draw-pack", "draw-unpack", "draw-add", "ship"):
+    if command in ("evaluate", "pretrain", "tokenizer", "tokenize", "packed-add", "ship"):
         pytest.importorskip("torch", reason="a model command")
     data = _data(tmp_path, kind)
     argv = [a.replace("{d}", data) for a in DATA_COMMANDS[command]]

@@ -1,5 +1,5 @@
 """What a cluster user relies on, checked on whatever GPU runs the suite (`-m gpu`; every
-test skips without CUDA). The GPU draw (codeexecutor/campaign/checks.py) runs this file."""
+test skips without CUDA). A lease's second call (gpu_run/measure.py) runs this file."""
 
 import json
 import os

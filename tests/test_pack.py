@@ -1,10 +1,13 @@
-"""What a draw's pack holds: tokenized sources as compact id streams that come back whole,
-and wheels slimmed without breaking their record."""
+"""The committed data's ids (training/ids.py): tokenized sources as compact id streams that
+come back whole; and the wheels a GPU lease carries, slimmed without breaking their record."""
 
 import json
+import sys
 import zipfile
 
 import pytest
+
+from .conftest import ROOT
 
 datasets = pytest.importorskip("datasets")
 np = pytest.importorskip("numpy")
@@ -50,7 +53,7 @@ def _tokenized(folder, rows: int, seed: int = 0, vocab: int = 8000):
 
 
 def test_an_ids_file_gives_back_the_same_tokenized_folder(tmp_path):
-    from codeexecutor.campaign.ids import pack_tokenized, read_header, unpack_tokenized
+    from codeexecutor.training.ids import pack_tokenized, read_header, unpack_tokenized
     from codeexecutor.training.tokenized import MARKER
 
     ds, marker = _tokenized(tmp_path / "src", 300)
@@ -68,7 +71,7 @@ def test_an_ids_file_gives_back_the_same_tokenized_folder(tmp_path):
 
 
 def test_an_empty_source_and_a_foreign_file(tmp_path):
-    from codeexecutor.campaign.ids import pack_tokenized, unpack_tokenized
+    from codeexecutor.training.ids import pack_tokenized, unpack_tokenized
 
     _tokenized(tmp_path / "empty", 0)
     pack_tokenized(str(tmp_path / "empty"), str(tmp_path / "empty.ids.xz"))
@@ -83,7 +86,8 @@ def test_an_empty_source_and_a_foreign_file(tmp_path):
 
 
 def test_a_slimmed_wheel_keeps_what_it_names_and_a_matching_record(tmp_path):
-    from codeexecutor.campaign.wheels import slim
+    sys.path.insert(0, str(ROOT / "gpu_run"))
+    from wheels import slim
 
     wheel = tmp_path / "pkg-1.0-py3-none-any.whl"
     files = {
@@ -107,21 +111,9 @@ def test_a_slimmed_wheel_keeps_what_it_names_and_a_matching_record(tmp_path):
     assert listed == names
 
 
-def test_ids_over_the_room_cut_the_dearest_sources_first_and_a_cut_file_holds_its_first_rows(tmp_path):
-    from codeexecutor.campaign.ids import pack_tokenized, unpack_tokenized
-    from codeexecutor.campaign.pack import fit_cut
+def test_a_cut_ids_file_holds_its_first_rows(tmp_path):
+    from codeexecutor.training.ids import pack_tokenized, unpack_tokenized
 
-    mib = 2**20
-    figures = {
-        "codenet": {"rows": 1000, "bytes": 30 * mib, "bytes_per_token": 0.13},
-        "singleline": {"rows": 1000, "bytes": 10 * mib, "bytes_per_token": 0.48},
-        "tutorial": {"rows": 10, "bytes": mib // 10, "bytes_per_token": 0.15},
-    }
-    assert fit_cut(figures, 41 * mib) == {}
-    cut = fit_cut(figures, 36 * mib)  # 4.1 MiB over: SingleLine gives up 41% of its rows and a little more
-    assert list(cut) == ["singleline"] and 560 <= cut["singleline"] <= 590
-    deep = fit_cut(figures, 20 * mib)  # SingleLine down to a tenth, then CodeNetMut
-    assert deep["singleline"] == 100 and 0 < deep["codenet"] < 1000 and "tutorial" not in deep
     ds, _ = _tokenized(tmp_path / "src", 50)
     figures = pack_tokenized(str(tmp_path / "src"), str(tmp_path / "cut.ids.xz"), max_rows=20)
     assert figures["rows"] == 20 and figures["tokens"] == sum(ds["code_len"][:20]) + sum(ds["trace_len"][:20])

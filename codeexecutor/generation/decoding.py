@@ -140,4 +140,4 @@ def decoding_arguments(p, beam: int | None = 10) -> None:
 MODEL_DEFAULTS = Decoding()  # every field the loaded model's default: how `trace` decodes
 UNRULED = Decoding(names=False, values=False)  # the model's beam, no state rules: how `evaluate` decodes
 RELEASE = Decoding(beam=10, names=False, values=False)  # the released checkpoint's inference
-GREEDY = Decoding(beam=1, names=False, values=False)  # greedy, no rules: how training and the campaign score
+GREEDY = Decoding(beam=1, names=False, values=False)  # greedy, no rules: how training and a GPU lease score

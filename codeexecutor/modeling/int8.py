@@ -14,8 +14,8 @@ model then runs exactly as a float model would with those weights.
 The file is `model.int8.safetensors`, not `model.safetensors`, so that a loader that does
 not know the scheme (`from_pretrained` alone) fails to find weights instead of reading
 codes as values; `load_model` reads both. How far int8 moves scores is measured on the
-shipped model (RESULTS.md); `codeexecutor ship --weights` and `draw unpack --weights`
-choose it.
+shipped model (RESULTS.md); `codeexecutor ship --weights` chooses it, and a GPU
+lease ships its model so (gpu_run/).
 """
 
 from __future__ import annotations

@@ -184,6 +184,9 @@ class DataArgs:
 
     dir: str = "."
     builds: dict = field(default_factory=dict)  # name -> {kind: codenetmut|tutorial|singleline|functions, options...}
+    # committed ids to unpack instead of building (curricula/packed: training/packed.py); the
+    # stages' folders under `dir` are written from them and `builds` is only their provenance
+    packed: str | None = None
 
 
 @dataclass
@@ -419,7 +422,7 @@ class Curriculum:
                 if (
                     base_dir is not None
                     and not os.path.isdir(os.path.join(base_dir, src.path))
-                    and not (buildable and self.built_by(src.path))
+                    and not (buildable and (self.built_by(src.path) or self.data.packed))
                 ):
                     p.append(
                         f"stages[{i}].sources[{j}]: dataset folder {src.path} not found "

@@ -13,8 +13,8 @@ digest moves without the record: whoever changes that code decides whether ids c
 and records the new digest either way (`python -m codeexecutor.training.data_format`).
 
 The fingerprint of a set of ids is a hash of the tokenizer's fingerprint, the format
-profile, the lengths it was cut to and `DATA_FORMAT`: what `draw plan` and the draw
-compare before anything runs.
+profile, the lengths it was cut to and `DATA_FORMAT`: what `data.packed` compares
+before anything is unpacked.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import json
 import pathlib
 
 DATA_FORMAT = 2  # 1: ids cut at the model's code window; 2: ids keep `tokenizer.keep_code_length` code tokens
-DATA_FORMAT_CODE = "3e7c98c01ddd8749"  # digest of ID_MODULES at DATA_FORMAT (see the module docstring)
+DATA_FORMAT_CODE = "b6cd8c723273799b"  # digest of ID_MODULES at DATA_FORMAT (see the module docstring)
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The modules whose code decides a row's ids: the structured steps' records, their
 # serialization in a profile, the tokenizer and the code window, the tokenize pass and
@@ -38,7 +38,7 @@ ID_MODULES = (
     "codeexecutor/modeling/profiles.py",
     "codeexecutor/modeling/tokenizer.py",
     "codeexecutor/training/tokenized.py",
-    "codeexecutor/campaign/ids.py",
+    "codeexecutor/training/ids.py",
 )
 
 

@@ -50,11 +50,12 @@ def save_checkpoint(engine, ckpt: str, step: int, keep: int, rank: int) -> None:
 
 
 def export_pieces(model_dir: str, out_dir: str, piece_bytes: int = 16 * 2**20, name: str = "model") -> dict:
-    """A saved model's weights in bfloat16 (one safetensors file's bytes), cut into pieces
-    of at most `piece_bytes` (`NAME.safetensors.partK`), and `NAME-meta.tar`: its
-    config.json, tokenizer files and `manifest.json` (each piece's size and sha256, the
-    whole file's). What a machine that returns files of limited size can bring back;
-    `join_pieces` checks and reassembles it. Returns the manifest."""
+    """A saved model's weights in bfloat16 (one safetensors file's bytes; a shipped int8
+    folder's `model.int8.safetensors` as it is), cut into pieces of at most `piece_bytes`
+    (`NAME.safetensors.partK`), and `NAME-meta.tar`: its config.json, tokenizer files and
+    `manifest.json` (each piece's size and sha256, the whole file's, its name). What a
+    machine that returns files of limited size can bring back; `join_pieces` checks and
+    reassembles it. Returns the manifest."""
     import hashlib
     import io
     import json
@@ -63,11 +64,19 @@ def export_pieces(model_dir: str, out_dir: str, piece_bytes: int = 16 * 2**20, n
     import torch
     from safetensors.torch import load_file, save
 
-    tensors = {
-        k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous()
-        for k, v in load_file(os.path.join(model_dir, "model.safetensors")).items()
-    }
-    blob = save(tensors, metadata={"format": "pt"})
+    from codeexecutor.modeling.int8 import INT8_FILE
+
+    weights = INT8_FILE if os.path.isfile(os.path.join(model_dir, INT8_FILE)) else "model.safetensors"
+    if weights == INT8_FILE:  # codes and their scales, exactly as the loader reads them
+        with open(os.path.join(model_dir, weights), "rb") as f:
+            blob = f.read()
+        tensors = load_file(os.path.join(model_dir, weights))
+    else:
+        tensors = {
+            k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous()
+            for k, v in load_file(os.path.join(model_dir, weights)).items()
+        }
+        blob = save(tensors, metadata={"format": "pt"})
     os.makedirs(out_dir, exist_ok=True)
     pieces = []
     for k, start in enumerate(range(0, len(blob), piece_bytes), 1):
@@ -77,7 +86,8 @@ def export_pieces(model_dir: str, out_dir: str, piece_bytes: int = 16 * 2**20, n
             f.write(part)
         pieces.append({"file": os.path.basename(path), "bytes": len(part), "sha256": hashlib.sha256(part).hexdigest()})
     manifest = {
-        "dtype": "bfloat16",
+        "file": weights,
+        "dtype": "int8" if weights == INT8_FILE else "bfloat16",
         "bytes": len(blob),
         "sha256": hashlib.sha256(blob).hexdigest(),
         "pieces": pieces,
@@ -86,7 +96,7 @@ def export_pieces(model_dir: str, out_dir: str, piece_bytes: int = 16 * 2**20, n
     meta = os.path.join(out_dir, f"{name}-meta.tar")
     with replacing(meta) as tmp, tarfile.open(tmp, "w") as tar:
         for f in sorted(os.listdir(model_dir)):
-            if f != "model.safetensors" and os.path.isfile(os.path.join(model_dir, f)):
+            if f != weights and os.path.isfile(os.path.join(model_dir, f)):
                 tar.add(os.path.join(model_dir, f), arcname=f)
         data = json.dumps(manifest, indent=2).encode()
         info = tarfile.TarInfo("manifest.json")
@@ -112,7 +122,7 @@ def join_pieces(pieces_dir: str, out_model: str, name: str = "model") -> dict:
         raise UsageError(f"no {name}-meta.tar in {pieces_dir}: give the folder the pieces came back to")
     with tarfile.open(meta) as tar:
         manifest = json.load(tar.extractfile("manifest.json"))
-        joined = os.path.join(out_model, "model.safetensors")
+        joined = os.path.join(out_model, manifest.get("file", "model.safetensors"))
         if os.path.isfile(joined):
             with open(joined, "rb") as f:
                 if hashlib.file_digest(f, "sha256").hexdigest() == manifest["sha256"]:
@@ -149,7 +159,7 @@ def _check_pieces(pieces_dir: str, manifest: dict, tmp: str) -> None:
         raise UsageError(
             f"the pieces in {pieces_dir} do not make the exported file (sha256 mismatch); fetch them again"
         )
-    with open(os.path.join(tmp, "model.safetensors"), "wb") as f:
+    with open(os.path.join(tmp, manifest.get("file", "model.safetensors")), "wb") as f:
         f.write(blob)
     os.remove(os.path.join(tmp, "manifest.json"))
     with open(os.path.join(tmp, "pieces.json"), "w") as f:

@@ -5,8 +5,7 @@
 profiles steps 31 to 35 (after step 30, up to the end of step 35) on rank 0 and writes
 OUT/profile.json: the window's wall seconds a step, the device's busy seconds a step (its
 kernels' own time: when it is far under the wall time, the accelerator waits for the
-host), and the operators that cost most on the host and on the device, as tables. The
-GPU draw's throughput step reads it (campaign/steps.py).
+host), and the operators that cost most on the host and on the device, as tables.
 """
 
 from __future__ import annotations

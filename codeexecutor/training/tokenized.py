@@ -6,8 +6,8 @@ training rows in one tokenizer and format profile (`write_tokenized`), with
 `tokenized.json` saying which, and the run reads its ids directly (`load_tokenized`).
 A run whose tokenizer or profile differs from the folder's is refused with one line: ids
 of another tokenizer would train on the wrong text. Ids are stored as int16 where the
-vocabulary fits (2 bytes a token instead of 8), which is what lets a GPU campaign carry a
-whole recipe's data (`codeexecutor draw pack`, which packs them further: campaign/ids.py).
+vocabulary fits (2 bytes a token instead of 8), which is what lets a GPU lease carry a
+whole recipe's data (committed in a denser form still: training/ids.py, training/packed.py).
 
     codeexecutor tokenize --curriculum C --tokenizer DIR --out DIR   # every source of C, and a curriculum using them
 

@@ -1,6 +1,10 @@
-"""The wheels a draw carries: what the lent GPU machine's image lacks (KINDS.md of the
-device tool lists what it has), at the versions requirements.txt pins, for its Python 3.12.
-Used by `draw pack` (campaign/pack.py)."""
+"""Here, before a lease: the wheels a call carries (what the lent GPU machine's image
+lacks, at the versions requirements.txt pins, for its Python 3.12) into .campaign/whl, and
+the lease's plan: the seconds of its steps, the model it continues, the room a call leaves.
+
+    .venv/bin/python gpu_run/wheels.py            # .campaign/whl (a minute; pip download)
+    bash gpu_run/run.sh --plan                    # the plan, ready or not, in a few lines
+"""
 
 from __future__ import annotations
 
@@ -11,9 +15,13 @@ import subprocess
 import sys
 import zipfile
 
-from codeexecutor.atomic import replacing
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from codeexecutor.atomic import replacing  # noqa: E402  (after the checkout is on the path)
+
+LIMIT = 64 * 2**20  # what one device call carries, working tree included
+PACK = ROOT / ".campaign"
 # What the training, scoring and checks import that the image lacks, or has at a version our
 # code was not tested with (transformers). The image's tokenizers and huggingface-hub satisfy
 # what these require, so they stay behind (3.4 and 1.4 MB of wheels).
@@ -173,3 +181,94 @@ def missing(whl: pathlib.Path) -> dict[str, list[str]]:
         if need:
             gaps[w.name] = need
     return gaps
+
+
+def plan(models: pathlib.Path = ROOT / "models") -> str:
+    """The lease's steps and seconds, the model it continues, the room; refused (exit 2)
+    where what the call carries is over LIMIT or a carried wheel needs what is not there."""
+    import json
+
+    from lease import previous, settings
+
+    from codeexecutor.packed_cli import tree_bytes
+
+    s = settings(False)
+    after = s["after_training"]
+    train = s["seconds"] - sum(after.values()) - 15 - s["startup"]  # 15: the data's unpacking on the device
+    lines = [
+        f"a call of {s['seconds']} s: the data (the committed ids), about {train} s of training steps, export "
+        f"{after['export']} s, score {after['score']} s ({s['score']['limit']} examples a set); "
+        f"then `--measure`: {s['measure']['seconds']} s"
+    ]
+    before = previous(models, s)
+    if before:
+        t = before["totals"]
+        speed = before["leases"][-1].get("example_tokens_per_s")
+        lines.append(
+            f"continues models/{s['model']}: {t['leases']} leases, {t['training_minutes']} training minutes, "
+            f"{t['example_tokens']:,} example tokens; the last trained {speed or '?'} example tokens a second"
+        )
+    else:
+        lines.append(f"no models/{s['model']} yet: the first lease trains {s['first']} from scratch")
+    wheels = sum(f.stat().st_size for f in (PACK / "whl").glob("*.whl")) if (PACK / "whl").is_dir() else 0
+    tree = tree_bytes()
+    if wheels and missing(PACK / "whl"):
+        raise SystemExit(f"gpu_run: carried wheels need what is neither carried nor there: {missing(PACK / 'whl')}")
+    model = 0 if before else int8_bytes(s)  # a committed model is in the tree already
+    lines.append(
+        f"carried: a working tree of {tree / 2**20:.1f} MiB and {wheels / 2**20:.1f} MiB of wheels, "
+        f"{(LIMIT - tree - wheels) / 2**20:.1f} MiB of the {LIMIT / 2**20:.0f} left"
+        + ("" if wheels else "; no wheels yet: python gpu_run/wheels.py")
+        + (
+            f"; {(LIMIT - tree - wheels - model) / 2**20:.1f} with the model (about {model / 2**20:.1f} MiB)"
+            if model
+            else ""
+        )
+    )
+    if tree + wheels + model > LIMIT:
+        raise SystemExit(
+            f"gpu_run: {(tree + wheels + model) / 2**20:.1f} MiB, the committed model with it, is over what "
+            "a call carries: drop a part of the data (codeexecutor packed drop) or carry fewer wheels"
+        )
+    manifest = json.loads((ROOT / "curricula" / "packed" / "manifest.json").read_text())
+    lines.append(f"data: {manifest['tokens']:,} tokens committed (fingerprint {manifest['fingerprint']})")
+    return "\n".join(lines)
+
+
+def int8_bytes(s: dict) -> int:
+    """The bytes the lease's model takes in int8 (modeling/int8.py): its word embeddings in
+    bfloat16, every other matrix one byte a value and a float32 scale a row."""
+    import yaml
+
+    from codeexecutor.modeling.model import PRESETS
+
+    preset = yaml.safe_load((ROOT / s["first"]).read_text())["model"]["preset"]
+    preset = next((x.split("=", 1)[1] for x in s["set"] if x.startswith("model.preset=")), preset)
+    h, layers, ff = (PRESETS[preset][k] for k in ("hidden_size", "num_hidden_layers", "intermediate_size"))
+    vocab = 8213  # the committed tokenizer's, with the format tokens
+    per_layer = 4 * h * h + 2 * h * ff + (4 * h + h + ff) * 4
+    return int(1.05 * (2 * vocab * h + layers * per_layer))  # 5% for the biases, norms and the output head
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="gpu_run/wheels.py", description="the wheels a lease carries; its plan")
+    ap.add_argument("--plan", action="store_true", help="print the lease's plan and the room instead")
+    ap.add_argument("--no-deepspeed", action="store_true", help="leave DeepSpeed's wheels out (5.1 MB)")
+    a = ap.parse_args(argv)
+    if a.plan:
+        print(plan())
+        return 0
+    (PACK / "whl").mkdir(parents=True, exist_ok=True)
+    download(PACK / "whl", deepspeed=not a.no_deepspeed)
+    gaps = missing(PACK / "whl")
+    if gaps:
+        print(f"gpu_run: requirements neither carried nor on the device: {gaps}; add them to CARRY", file=sys.stderr)
+        return 2
+    print(plan())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,7 +7,7 @@ Saves RUN/final as one safetensors file (bf16, or int8 with --weights int8) with
 models/NAME, scores that copy (loaded as a user loads it) on the fixed test sample of
 every test set of DATA (`evaluate --limit`, greedy, the release's metric), and writes the
 model card (README.md) from the run's own records: its curriculum, steps and training
-minutes. The scores also go to benchmarks/results/NAME.json.
+minutes. The scores also go to models/NAME/scores.json, which `--card-only` reads back.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 
 from codeexecutor.errors import UsageError
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -48,8 +48,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--card-only",
         action="store_true",
-        help="rewrite models/NAME/README.md from the scores already in "
-        "benchmarks/results/NAME.json (nothing evaluated again)",
+        help="rewrite models/NAME/README.md from the scores in models/NAME/scores.json (nothing evaluated again)",
     )
 
 
@@ -57,7 +56,7 @@ def _card_only(args: argparse.Namespace) -> int:
     """The card of a shipped model written again from its recorded scores."""
     from codeexecutor.training.card import Training, write_card
 
-    saved = json.loads((ROOT / "benchmarks" / "results" / f"{args.name}.json").read_text())
+    saved = json.loads((ROOT / "models" / args.name / "scores.json").read_text())
     command = saved.get("training_command") or args.command
     write_card(
         ROOT / "models" / args.name,
@@ -157,7 +156,17 @@ def run(args: argparse.Namespace) -> int:
         "training_command": args.command,
         "command": " ".join(["codeexecutor"] + sys.argv[1:]),
     }
-    (ROOT / "benchmarks" / "results" / f"{args.name}.json").write_text(json.dumps(out, indent=2) + "\n")
+    (dest / "scores.json").write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps({k: (v["trace_accuracy"], v["output_accuracy"]) for k, v in scores["sets"].items()}))
     print(f"shipped: {dest} ({sum(f.stat().st_size for f in dest.iterdir()) / 1e6:.1f} MB)")
     return 0
+
+
+# The subcommand this module defines: (help, add_arguments, run); codeexecutor/cli.py lists it.
+COMMANDS = {
+    "ship": (
+        "ship a trained run's model under models/: bf16 or int8, scored on the test samples, with its card",
+        add_arguments,
+        run,
+    ),
+}

@@ -1,0 +1,269 @@
+"""One lease of a lent GPU in one call: the committed GPU model continued (or, with none
+yet, the first recipe trained from scratch), exported in int8, scored on the fixed test
+samples, each step's record in `$OUT/lease.json` as it ends.
+
+    bash gpu_run/run.sh                   # on the lent GPU, carrying .campaign (the wheels)
+    bash gpu_run/run.sh --plan            # here: what the call will do and the room it leaves
+    python gpu_run/land.py DIR --commit   # back here: the model into models/, committed
+
+Every step is one of the product's own commands in a child process, under its share of the
+call's seconds (gpu_run/recipe.yaml):
+
+    data     pretrain --until tokenize, the committed ids unpacked (curricula/packed)
+    train    pretrain --resume --minutes M: the training child, which a device fault cannot
+             take this process down with; pretrain carries a dead child on, from its last
+             save, on a safer path (training/fallback.py)
+    export   the trained model in int8 (training/export.py), in pieces of 16 MiB
+    score    evaluate --limit 300 on each test sample, the headline set first
+
+The files a call brings back are at most eight: lease.json, model-meta.tar and the pieces.
+A SIGTERM or SIGINT stops the step under way, keeps what it wrote and ends the call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from codeexecutor import atomic  # noqa: E402  (after the checkout is on the path)
+
+
+class Stopped(Exception):
+    """SIGTERM or SIGINT: the call is being stopped."""
+
+
+def _stop(signum, frame):
+    raise Stopped(signal.Signals(signum).name)
+
+
+def settings(smoke: bool) -> dict:
+    """gpu_run/recipe.yaml, its `smoke` section over the rest where `smoke`."""
+    import yaml
+
+    raw = yaml.safe_load((ROOT / "gpu_run" / "recipe.yaml").read_text())
+    smoke_part = raw.pop("smoke")
+    return {**raw, **smoke_part, "smoke": True} if smoke else {**raw, "smoke": False}
+
+
+def previous(models: pathlib.Path, s: dict) -> dict | None:
+    """The committed model's lease record (models/MODEL/lease.json), None before the first lease."""
+    path = models / s["model"] / "lease.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def pretrain_args(s: dict, work: pathlib.Path, models: pathlib.Path, before: dict | None) -> list[str]:
+    """The recipe and `--set` lines of this lease: the first recipe, or the committed model
+    continued on the later stages."""
+    sets = [*s["set"], f"data.dir={work / 'data'}", "data.packed=curricula/packed"]
+    if before is not None:
+        sets += [f"model.init={models / s['model']}", "stages=" + json.dumps(s["later"])]
+    return ["--recipe", s["first"], "--out", str(work / "pt"), *[a for x in sets for a in ("--set", x)]]
+
+
+def sh(args: list, timeout: float, log: pathlib.Path) -> int:
+    """A command in its own process group, killed whole at `timeout` (exit 124), output to `log`."""
+    with open(log, "a") as f:
+        f.write(f"$ {' '.join(map(str, args))}\n")
+        f.flush()
+        proc = subprocess.Popen(
+            list(map(str, args)), stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True
+        )
+        try:
+            return proc.wait(timeout=max(1.0, timeout))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)  # pretrain and evaluate keep what they have on a SIGTERM
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            f.write(f"[lease] stopped at its time limit of {timeout:.0f} s\n")
+            return 124
+        except BaseException:  # the call itself is being stopped: its command goes with it
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+
+
+def tail(path: pathlib.Path, n: int = 1500) -> str:
+    try:
+        return path.read_text(errors="replace")[-n:]
+    except OSError:
+        return ""
+
+
+def preflight(s: dict) -> dict:
+    """Versions and the accelerator; refused (exit 2) on a GPU call without CUDA."""
+    import platform
+
+    import torch
+
+    info = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda}
+    for name in ("transformers", "tokenizers", "datasets", "deepspeed", "safetensors"):
+        try:
+            info[name] = getattr(__import__(name), "__version__", "present")
+        except ImportError:
+            info[name] = None
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        info.update(
+            device=props.name, memory_gib=round(props.total_memory / 2**30, 1), bf16=torch.cuda.is_bf16_supported()
+        )
+    elif not s["smoke"]:
+        raise SystemExit("gpu_run: no CUDA device here: run the lease on the lent GPU machine, or --smoke on a CPU")
+    else:
+        info["device"] = f"cpu ({platform.processor() or platform.machine()})"
+    return info
+
+
+def train(s: dict, args: list[str], deadline: float, log: pathlib.Path, record: dict) -> None:
+    """`pretrain --resume --minutes M`: the time to `deadline` less a training process's start-up."""
+    minutes = max(0.2, (deadline - time.time() - s["startup"]) / 60)
+    if s.get("minutes"):
+        minutes = min(minutes, s["minutes"])
+    record.update(minutes=round(minutes, 2))
+    cmd = [sys.executable, "-m", "codeexecutor", "pretrain", *args, "--resume", "--minutes", f"{minutes:.3f}"]
+    code = sh([*cmd, "--no-score", "--until", "train", "--ds-config", s["ds_config"]], deadline - time.time(), log)
+    record.update(exit_code=code, **trained(pathlib.Path(args[args.index("--out") + 1])))
+
+
+def trained(out: pathlib.Path) -> dict:
+    """What the run under `out` trained: each stage's steps, the example tokens (padding left
+    out) and stepping seconds, its speed, the path its last process took, each attempt."""
+    path = out / "run" / "train_log.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+    ends = {r["stage"]: r for r in rows if "loss" in r}
+    tokens = sum(r["stage_tokens"] for r in ends.values())
+    stepping = sum(r["stage_seconds"] for r in ends.values())
+    setup = out / "run" / "curriculum.json"
+    record = out / "pretrain.json"
+    return {
+        "steps": {name: r["step"] for name, r in ends.items()},
+        "example_tokens": tokens,
+        "stepping_seconds": round(stepping, 1),
+        "example_tokens_per_s": round(tokens / stepping) if stepping else None,
+        "last_loss": {name: round(r["loss"], 4) for name, r in ends.items()},
+        "setup": json.loads(setup.read_text()).get("setup") if setup.exists() else None,
+        "attempts": json.loads(record.read_text())["phases"].get("train", {}).get("attempts")
+        if record.exists()
+        else None,
+        "log": rows[-40:],
+    }
+
+
+def model_of(out: pathlib.Path) -> pathlib.Path | None:
+    """The run's final model, else its last stage export (a training stopped at its limit)."""
+    run = out / "run"
+    if (run / "final" / "config.json").exists():
+        return run / "final"
+    stages = sorted(p.parent for p in run.glob("stage*-*/config.json") if not p.parent.name.endswith("-best"))
+    return stages[-1] if stages else None
+
+
+def score(s: dict, model: pathlib.Path, data: pathlib.Path, deadline: float, log: pathlib.Path, record: dict) -> str:
+    """`evaluate --limit` on each test build in `order`, each report kept as it ends."""
+    record.update(limit=s["score"]["limit"], metric="release (Table 3), greedy", sets={}, builds=[])
+    for build in s["score"]["order"]:
+        out = log.parent / f"score-{build}.json"
+        cmd = [sys.executable, "-m", "codeexecutor", "evaluate", "--model", model, "--data", data / "test" / build]
+        cmd += ["--split", "test", "--limit", s["score"]["limit"], "--batch-size", s["score"]["batch"], "--out", out]
+        t = time.time()
+        code = sh(cmd, deadline - time.time(), log)
+        if code != 0 or not out.exists():
+            return f"{build}: exit {code}; {len(record['builds'])} of {len(s['score']['order'])} builds scored"
+        report = json.loads(out.read_text())
+        for name, e in report["datasets"].items():
+            record["sets"][name] = {"examples": e["examples"], **e["table3"], "aligned": e.get("aligned")}
+        if report.get("runtime_errors"):  # crashing programs against the non-crashing ones of the build
+            record["runtime_errors"] = report["runtime_errors"]
+        record["builds"].append({"build": build, "seconds": round(time.time() - t, 1)})
+    return "ok"
+
+
+def lease(s: dict, out: pathlib.Path, work: pathlib.Path, models: pathlib.Path) -> int:
+    start = time.time()
+    deadline = start + s["seconds"]
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    before = previous(models, s)
+    rec: dict = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start)),
+        "smoke": s["smoke"],
+        "model": s["model"],
+    }
+    rec["continues"] = {"model": s["model"], "leases": len(before["leases"])} if before else None
+    rec["preflight"] = preflight(s)
+    args = pretrain_args(s, work, models, before)
+    reserve = sum(s["after_training"].values())
+    steps = [
+        ("data", deadline - reserve - 60),
+        ("train", deadline - reserve),
+        ("export", deadline - s["after_training"]["score"]),
+        ("score", deadline),
+    ]
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    for name, until in steps:
+        log, t, part = work / f"{name}.log", time.time(), {}
+        rec[name] = part
+        try:
+            status = step(name, s, args, work, out, until, log, part)
+        except Stopped as exc:
+            status = f"stopped by {exc}"
+        except Exception as exc:  # noqa: BLE001  (a step that breaks is reported; the file still comes back)
+            status = f"failed: {type(exc).__name__}: {exc}"
+        part.update(status=status, seconds=round(time.time() - t, 1), log_tail=tail(log))
+        rec["seconds"] = round(time.time() - start, 1)
+        atomic.write_json(out / "lease.json", rec, default=str)
+        print(f"[lease {time.time() - start:5.0f}s] {name}: {status} ({part['seconds']} s)", flush=True)
+        if status != "ok":
+            return 124 if status.startswith("stopped") else 1
+    files = sorted(p.name for p in out.iterdir() if p.is_file())
+    print(f"[lease] done in {rec['seconds']} s; {len(files)} files in {out}: {', '.join(files)}")
+    return 0 if len(files) <= 8 else 1
+
+
+def step(name: str, s: dict, args: list[str], work: pathlib.Path, out: pathlib.Path, until: float, log, part) -> str:
+    """One step of the lease, its record in `part`; its status."""
+    cmd = [sys.executable, "-m", "codeexecutor", "pretrain", *args]
+    if name == "data":
+        code = sh([*cmd, "--until", "tokenize"], until - time.time(), log)
+        return "ok" if code == 0 else f"failed: exit {code}"
+    if name == "train":
+        train(s, args, until, log, part)
+        return (
+            "ok" if model_of(work / "pt") else f"failed: no model came out of the training (exit {part['exit_code']})"
+        )
+    if name == "export":
+        from codeexecutor.training.export import export_pieces, save_shipped
+
+        part["parameters"] = save_shipped(str(model_of(work / "pt")), str(work / "int8"), "int8")
+        manifest = export_pieces(str(work / "int8"), str(out), int(s["piece_mib"] * 2**20))
+        part["pieces"] = [p["file"] for p in manifest["pieces"]]
+        return "ok"
+    return score(s, work / "int8", work / "data", until, log, part)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="gpu_run/lease.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--smoke", action="store_true", help="the same steps on the CPU at toy sizes")
+    ap.add_argument("--out", default=os.environ.get("OUT") or str(ROOT / "runs" / "gpu-run" / "out"))
+    ap.add_argument("--work", default=str(ROOT / "runs" / "gpu-run" / "work"))
+    ap.add_argument("--models", default=str(ROOT / "models"), help="where the model to continue is committed")
+    a = ap.parse_args(argv)
+    return lease(settings(a.smoke), pathlib.Path(a.out), pathlib.Path(a.work), pathlib.Path(a.models))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
