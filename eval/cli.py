@@ -8,6 +8,7 @@ import sys
 
 from codeexecutor.atomic import write_json
 from codeexecutor.generation.decoding import Decoding, decoding_arguments
+from codeexecutor.modeling.shipped import default_model
 
 HUMANEVAL = os.path.join("..", "shared", "data", "humaneval")
 
@@ -20,8 +21,9 @@ def _write(report: dict, path: str) -> None:
 def _eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
-        default=os.path.join("demo_out", "pretrain", "final"),
-        help="model folder (ours or the released checkpoint's) or hub id",
+        default=default_model(),
+        help="model folder (ours or the released checkpoint's) or hub id (default: the best shipped trace model, "
+        f"{default_model()})",
     )
     p.add_argument(
         "--data",

@@ -3,6 +3,7 @@ state what they are, and trace a program."""
 
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -125,3 +126,23 @@ def test_the_shipped_trace_model_carries_a_small_int8_crash_detector():
     crash, clean = detector.predict([fixed.replace("print(total)", "print(totl)"), fixed])
     assert crash.crashed and crash.type == "NameError" and crash.line == 5, crash
     assert clean.probability < crash.probability
+
+
+def test_the_default_trace_model_is_the_best_shipped_one_on_the_fixed_sample(tmp_path):
+    from codeexecutor.modeling.shipped import DEMO, default_model, ranked
+
+    def folder(name, kind, limit, accuracy):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps({"model_type": kind}))
+        sets = {"codenetmut": {"trace_accuracy": accuracy}}
+        (tmp_path / name / "scores.json").write_text(json.dumps({"sets": sets, "limit": limit}))
+
+    assert default_model(str(tmp_path)) == DEMO  # nothing shipped: the demo's model
+    folder("cpu", "codeexecutor", 300, 12.0)
+    folder("gpu", "codeexecutor", 300, 31.0)
+    folder("gpu-on-fewer", "codeexecutor", 100, 60.0)  # another sample: not compared
+    folder("values", "value-model", 300, 99.0)  # not a trace model
+    assert [pathlib.Path(f).name for _, f in ranked(str(tmp_path))] == ["gpu", "cpu"]
+    assert pathlib.Path(default_model(str(tmp_path))).name == "gpu"
+    best = ranked()[0][1]  # this repository's: models/codeexecutor-mini-cpu until a better one lands
+    assert pathlib.Path(default_model()).resolve() == pathlib.Path(best).resolve()

@@ -12,7 +12,6 @@ the prediction; so does a walk after `set`, which changes the state at the curre
 from __future__ import annotations
 
 import ast
-import os
 
 from codeexecutor.debugger.events import (
     ACTIONS,
@@ -26,8 +25,9 @@ from codeexecutor.debugger.events import (
 )
 from codeexecutor.errors import UsageError
 from codeexecutor.generation.decoding import Decoding
+from codeexecutor.modeling.shipped import default_model
 
-DEFAULT_MODEL = os.path.join("demo_out", "pretrain", "final")
+DEFAULT_MODEL = default_model()  # the best shipped trace model (modeling/shipped.py)
 NO_REAL_RUN = ("EOFError", "ModuleNotFoundError", "ImportError")  # a run that says nothing of the program
 
 

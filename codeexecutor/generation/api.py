@@ -4,12 +4,11 @@ error with a model, one program (`trace_program`) or many decoded in batches
 
 from __future__ import annotations
 
-import os
-
 from codeexecutor.errors import UsageError
 from codeexecutor.generation.decoding import MODEL_DEFAULTS, Decoding
+from codeexecutor.modeling.shipped import default_model
 
-DEFAULT_MODEL = os.path.join("demo_out", "pretrain", "final")
+DEFAULT_MODEL = default_model()  # the best shipped trace model (modeling/shipped.py)
 
 
 _GENERATORS: dict = {}

@@ -17,7 +17,9 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("program", nargs="?", help="Python 3 source file")
     p.add_argument("--stdin", metavar="FILE", help="its input (inlined before the model sees the program)")
     p.add_argument(
-        "--model", default=DEFAULT_MODEL, help=f"model folder or hub id (default {DEFAULT_MODEL}, made by `make demo`)"
+        "--model",
+        default=DEFAULT_MODEL,
+        help=f"model folder or hub id (default {DEFAULT_MODEL}: the best shipped trace model)",
     )
     decoding_arguments(p, beam=None)
     p.add_argument("--json", action="store_true", help="print the JSON report")
