@@ -110,8 +110,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_train.py
 	$(BIN)/python benchmarks/summary.py
 
-# The compiled row step under the torch a lent GPU runs (the recorded draws': 2.11), rehearsed at
-# toy width on the CPU, stage by stage of the draw's recipe: graph breaks and recompiles
+# The compiled row step under the torch a lent GPU runs (the recorded runs': 2.11), rehearsed at
+# toy width on the CPU, stage by stage of the GPU recipe: graph breaks and recompiles
 # (benchmarks/rehearse_compile.py). Its own environment: that torch, the rest read from .venv. Not in CI.
 DEVICE_TORCH ?= 2.11.0
 REHEARSAL := .venv-torch$(DEVICE_TORCH)

@@ -12,7 +12,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data" / "atcoder-python"
 RESULTS = pathlib.Path(
     os.environ.get("CODEEXECUTOR_RESULTS") or ROOT / "benchmarks" / "results"
-)  # a GPU draw points it at the device call's $OUT
+)  # another folder, for a run that keeps its files elsewhere
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

@@ -1,5 +1,5 @@
 """bench_step.py --speed: the row step's speed, and greedy decoding's, on a CUDA device
-(the GPU draw's throughput step) or, at toy sizes, on the CPU (the draw's smoke run).
+(a GPU lease's second call, gpu_run/measure.py) or, at toy sizes, on the CPU (its rehearsal).
 
 Each measurement compiles the step (its seconds recorded), runs 40 optimizer steps and
 times steps 20 to 40 with one synchronisation at each end: tokens/s of example tokens,

@@ -24,8 +24,8 @@ between steps 20 and 40 (the compiled row step with FlexAttention, fused AdamW, 
 autocast; rows drawn from the curriculum's last stage when given, else synthetic rows of
 CodeNetMut-like lengths), the compile seconds, DeepSpeed's step beside the torch one, and
 greedy decoding's milliseconds per step at a batch of 300 (CUDA graph against eager)
-(`_step_speed.py`). The GPU draw's throughput step runs it; on a CPU it runs the same
-code at the sizes given (the draw's smoke run). Writes
+(`_step_speed.py`). A GPU lease's second call runs it (gpu_run/measure.py); on a CPU it runs
+the same code at the sizes given (its rehearsal). Writes
 benchmarks/results/bench_step-<device>.json.
 """
 

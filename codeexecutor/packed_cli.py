@@ -26,8 +26,10 @@ from codeexecutor.training.data_format import fingerprint
 from codeexecutor.training.packed import RELEASE, ROOT, _identity_line, read_manifest, source_figures
 
 LIMIT = 64 * 2**20  # what one device call carries, working tree included
-WHEELS_ALLOWANCE = int(4.5 * 2**20)  # the wheels a GPU run carries (4.0 MB measured): gpu_run/pack.py
-OTHER_ALLOWANCE = 2 * 2**20  # what else a call carries beside the tree (the run's logs and files)
+WHEELS_ALLOWANCE = int(8.7 * 2**20)  # the wheels a GPU lease's second call carries, DeepSpeed's with them (measured)
+# The GPU model a lease commits and every later call carries (gpu_run/recipe.yaml's model,
+# `mini-wide` in int8: 13.4 MiB), counted until one is committed (then the tree holds it).
+MODEL_ALLOWANCE = int(13.5 * 2**20)
 TEST_SETS = {
     "codenetmut": ("codenetmut", "errors"),
     "tutorial": ("tutorial",),
@@ -97,18 +99,25 @@ def add(prep: pathlib.Path, part: str, release: pathlib.Path = RELEASE) -> dict:
     taken = [n for n in markers if part in (manifest["sources"].get(n) or {}).get("parts", {})]
     if taken:
         raise UsageError(f"{release} already has part {part} of {taken[0]}: name the new part otherwise")
-    _check_room(prep, markers)
     (release / "ids").mkdir(parents=True, exist_ok=True)
-    for name, marker in markers.items():
-        dest = release / "ids" / f"{name}.{part}.ids.xz"
-        figures = pack_tokenized(str(prep / "tokenized" / name), str(dest), drop=("source", "source_fingerprint"))
-        entry = manifest["sources"].setdefault(name, {"parts": {}})
-        entry["parts"][part] = {"file": str(dest.relative_to(release)), **figures, "fits": marker["fits"]}
-        print(
-            f"packed add: {name} part {part}: {figures['rows']:,} rows, {figures['tokens']:,} tokens, "
-            f"{figures['bytes'] / 2**20:.2f} MiB",
-            flush=True,
-        )
+    with tempfile.TemporaryDirectory() as tmp:  # packed outside the tree, moved in once the room is checked
+        packed = {}
+        for name in markers:
+            dest = pathlib.Path(tmp) / f"{name}.{part}.ids.xz"
+            packed[name] = pack_tokenized(
+                str(prep / "tokenized" / name), str(dest), drop=("source", "source_fingerprint")
+            )
+        _check_room(release, list(pathlib.Path(tmp).iterdir()))
+        for name, figures in packed.items():
+            dest = release / "ids" / f"{name}.{part}.ids.xz"
+            shutil.move(pathlib.Path(tmp) / dest.name, dest)
+            entry = manifest["sources"].setdefault(name, {"parts": {}})
+            entry["parts"][part] = {"file": str(dest.relative_to(release)), **figures, "fits": markers[name]["fits"]}
+            print(
+                f"packed add: {name} part {part}: {figures['rows']:,} rows, {figures['tokens']:,} tokens, "
+                f"{figures['bytes'] / 2**20:.2f} MiB",
+                flush=True,
+            )
     builds = {pathlib.Path(m["source"]).parent for m in markers.values()}  # DATA/BUILD/NAME -> DATA/BUILD
     _add_builds(manifest, release, builds, record["settings"]["recipe"], part)
     if not manifest.get("test"):
@@ -168,23 +177,25 @@ def _new_manifest(release: pathlib.Path, record: dict, ident: dict) -> dict:
 MAX_FILE = 45 * 2**20  # a committed file stays well under what git hosts take (50 MB)
 
 
-def _check_room(prep: pathlib.Path, markers: dict) -> None:
-    """Refuse a part whose ids, by their tokenized size, would make a file over MAX_FILE or
-    leave the tree too large to draw beside the wheels (the exact figure is the pack's)."""
-    bound = {n: 0.5 * sum(f.stat().st_size for f in (prep / "tokenized" / n).glob("*.arrow")) for n in markers}
-    big = [n for n, b in bound.items() if b > MAX_FILE * 4]  # LZMA takes ids to under a quarter of Arrow's bytes
+def _check_room(release: pathlib.Path, files: list[pathlib.Path]) -> None:
+    """Refuse new ids files over MAX_FILE, or that leave no room, in what a call carries,
+    for the tree, the wheels and the GPU model a lease commits."""
+    new = sum(f.stat().st_size for f in files)
+    big = [f.name for f in files if f.stat().st_size > MAX_FILE]
     if big:
-        raise UsageError(f"{big[0]} would pack to a file over {MAX_FILE / 2**20:.0f} MiB: build it in more shards")
-    room = LIMIT - tree_bytes() - WHEELS_ALLOWANCE - OTHER_ALLOWANCE
+        raise UsageError(f"{big[0]} is over {MAX_FILE / 2**20:.0f} MiB: build its source in more shards")
+    committed = release.parent.parent / "models"
+    model = 0 if list(committed.glob("*/lease.json")) else MODEL_ALLOWANCE
+    room = LIMIT - tree_bytes() - WHEELS_ALLOWANCE - model
     print(
-        f"packed add: {room / 2**20:.1f} MiB of a call's {LIMIT / 2**20:.0f} left beside the tree and the wheels "
-        "before this part",
+        f"packed add: {new / 2**20:.1f} MiB of ids; {room / 2**20:.1f} MiB of a call's {LIMIT / 2**20:.0f} were left "
+        "beside the tree, the wheels and the GPU model",
         flush=True,
     )
-    if room <= 0:
+    if new > room:
         raise UsageError(
-            f"the working tree already fills what a call carries ({LIMIT / 2**20:.0f} MiB with the wheels): "
-            "drop a part before adding one"
+            f"the part's {new / 2**20:.1f} MiB of ids would not fit what a call carries ({room / 2**20:.1f} MiB left): "
+            "build a smaller shard, or drop a part first (codeexecutor packed drop)"
         )
 
 

@@ -51,7 +51,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def child_env(refusal: str) -> dict:
     """The training process's environment: this one's, the checkout first on its import path
-    and whatever was there after it (the GPU draw's carried wheels in /tmp/site), and the file
+    and whatever was there after it (a GPU lease's carried wheels in /tmp/site), and the file
     a refused setting is written to."""
     path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
     return {**os.environ, "PYTHONPATH": path, REFUSAL_FILE: refusal}

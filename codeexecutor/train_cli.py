@@ -48,7 +48,7 @@ def _args(p: argparse.ArgumentParser) -> None:
         "--until",
         choices=PHASES,
         help="stop after this phase (`--until tokenize`: the data and its ids, "
-        "ready for a draw's pack or a later --resume)",
+        "ready for a GPU lease or a later --resume)",
     )
     p.add_argument("--base-dir", default=".", help="folder the recipe's paths are relative to")
 

@@ -132,6 +132,8 @@ def land(back: pathlib.Path, models: pathlib.Path, commit: bool) -> pathlib.Path
     print(f"landed: {dest} (lease {len(leases)}; {total['training_minutes']} training minutes in all)")
     for line in against(models, scores):
         print(line)
+    if commit and not dest.resolve().is_relative_to(ROOT):
+        raise UsageError(f"{dest} is outside this checkout: --commit lands in its models/ only")
     if commit:
         cmd = ["git", "-C", str(ROOT), "add", "--", str(dest)]
         codenet = (last["scores"].get("codenetmut") or {}).get("trace_accuracy")

@@ -2,7 +2,7 @@
 yet, the first recipe trained from scratch), exported in int8, scored on the fixed test
 samples, each step's record in `$OUT/lease.json` as it ends.
 
-    bash gpu_run/run.sh                   # on the lent GPU, carrying .campaign (the wheels)
+    bash gpu_run/run.sh                   # on the lent GPU, carrying .campaign/whl (the wheels)
     bash gpu_run/run.sh --plan            # here: what the call will do and the room it leaves
     python gpu_run/land.py DIR --commit   # back here: the model into models/, committed
 
@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import pathlib
+import re
 import shutil
 import signal
 import subprocess
@@ -70,8 +71,13 @@ def pretrain_args(s: dict, work: pathlib.Path, models: pathlib.Path, before: dic
     return ["--recipe", s["first"], "--out", str(work / "pt"), *[a for x in sets for a in ("--set", x)]]
 
 
+GRACE = 10  # seconds a stopped command has, after a SIGTERM, to keep what it has before the SIGKILL
+
+
 def sh(args: list, timeout: float, log: pathlib.Path) -> int:
-    """A command in its own process group, killed whole at `timeout` (exit 124), output to `log`."""
+    """A command in its own process group, stopped whole at `timeout` (exit 124) or when
+    this process is stopped: a SIGTERM first (pretrain and evaluate keep what they have),
+    a SIGKILL after GRACE seconds. Its output goes to `log`."""
     with open(log, "a") as f:
         f.write(f"$ {' '.join(map(str, args))}\n")
         f.flush()
@@ -81,18 +87,21 @@ def sh(args: list, timeout: float, log: pathlib.Path) -> int:
         try:
             return proc.wait(timeout=max(1.0, timeout))
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGTERM)  # pretrain and evaluate keep what they have on a SIGTERM
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            _end(proc)
             f.write(f"[lease] stopped at its time limit of {timeout:.0f} s\n")
             return 124
         except BaseException:  # the call itself is being stopped: its command goes with it
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            _end(proc)
             raise
+
+
+def _end(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=GRACE)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def tail(path: pathlib.Path, n: int = 1500) -> str:
@@ -102,27 +111,32 @@ def tail(path: pathlib.Path, n: int = 1500) -> str:
         return ""
 
 
+PREFLIGHT = """
+import json, platform, torch
+info = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda}
+for name in ("transformers", "tokenizers", "datasets", "deepspeed", "safetensors"):
+    try:
+        info[name] = getattr(__import__(name), "__version__", "present")
+    except ImportError:
+        info[name] = None
+if torch.cuda.is_available():
+    p = torch.cuda.get_device_properties(0)
+    info.update(device=p.name, memory_gib=round(p.total_memory / 2**30, 1), bf16=torch.cuda.is_bf16_supported())
+else:
+    info["device"] = "cpu (" + (platform.processor() or platform.machine()) + ")"
+print(json.dumps(info))
+"""
+
+
 def preflight(s: dict) -> dict:
-    """Versions and the accelerator; refused (exit 2) on a GPU call without CUDA."""
-    import platform
-
-    import torch
-
-    info = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda}
-    for name in ("transformers", "tokenizers", "datasets", "deepspeed", "safetensors"):
-        try:
-            info[name] = getattr(__import__(name), "__version__", "present")
-        except ImportError:
-            info[name] = None
-    if torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(0)
-        info.update(
-            device=props.name, memory_gib=round(props.total_memory / 2**30, 1), bf16=torch.cuda.is_bf16_supported()
-        )
-    elif not s["smoke"]:
+    """Versions and the accelerator, asked of a child (this process opens no CUDA context:
+    the training child must find the device free); refused on a GPU call without CUDA."""
+    run = subprocess.run([sys.executable, "-c", PREFLIGHT], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    if run.returncode != 0:
+        raise SystemExit(f"gpu_run: the preflight failed: {(run.stderr.strip().splitlines() or ['?'])[-1]}")
+    info = json.loads(run.stdout.strip().splitlines()[-1])
+    if not s["smoke"] and info["device"].startswith("cpu"):
         raise SystemExit("gpu_run: no CUDA device here: run the lease on the lent GPU machine, or --smoke on a CPU")
-    else:
-        info["device"] = f"cpu ({platform.processor() or platform.machine()})"
     return info
 
 
@@ -131,10 +145,13 @@ def train(s: dict, args: list[str], deadline: float, log: pathlib.Path, record: 
     minutes = max(0.2, (deadline - time.time() - s["startup"]) / 60)
     if s.get("minutes"):
         minutes = min(minutes, s["minutes"])
-    record.update(minutes=round(minutes, 2))
+    record.update(minutes=round(minutes, 2), exit_code=None)
     cmd = [sys.executable, "-m", "codeexecutor", "pretrain", *args, "--resume", "--minutes", f"{minutes:.3f}"]
-    code = sh([*cmd, "--no-score", "--until", "train", "--ds-config", s["ds_config"]], deadline - time.time(), log)
-    record.update(exit_code=code, **trained(pathlib.Path(args[args.index("--out") + 1])))
+    try:
+        code = sh([*cmd, "--no-score", "--until", "train", "--ds-config", s["ds_config"]], deadline - time.time(), log)
+        record["exit_code"] = code
+    finally:  # stopped or not: what it trained
+        record.update(trained(pathlib.Path(args[args.index("--out") + 1])))
 
 
 def trained(out: pathlib.Path) -> dict:
@@ -142,13 +159,16 @@ def trained(out: pathlib.Path) -> dict:
     out) and stepping seconds, its speed, the path its last process took, each attempt."""
     path = out / "run" / "train_log.jsonl"
     rows = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
-    ends = {r["stage"]: r for r in rows if "loss" in r}
+    ends = {r["stage"]: r for r in rows if "loss" in r}  # each stage's last row, in the order they ran
+    steps, before = {}, 0
+    for name, r in ends.items():  # a row's step counts on from the stages before it
+        steps[name], before = r["step"] - before, r["step"]
     tokens = sum(r["stage_tokens"] for r in ends.values())
     stepping = sum(r["stage_seconds"] for r in ends.values())
     setup = out / "run" / "curriculum.json"
     record = out / "pretrain.json"
     return {
-        "steps": {name: r["step"] for name, r in ends.items()},
+        "steps": steps,
         "example_tokens": tokens,
         "stepping_seconds": round(stepping, 1),
         "example_tokens_per_s": round(tokens / stepping) if stepping else None,
@@ -166,12 +186,14 @@ def model_of(out: pathlib.Path) -> pathlib.Path | None:
     run = out / "run"
     if (run / "final" / "config.json").exists():
         return run / "final"
-    stages = sorted(p.parent for p in run.glob("stage*-*/config.json") if not p.parent.name.endswith("-best"))
-    return stages[-1] if stages else None
+    stages = sorted(p.parent for p in run.glob("stage*-*/config.json") if re.fullmatch(r"stage\d+-\w+", p.parent.name))
+    return stages[-1] if stages else None  # a stage's own export, not its -best nor one being written (.tmp)
 
 
-def score(s: dict, model: pathlib.Path, data: pathlib.Path, deadline: float, log: pathlib.Path, record: dict) -> str:
-    """`evaluate --limit` on each test build in `order`, each report kept as it ends."""
+def score(
+    s: dict, model: pathlib.Path, data: pathlib.Path, deadline: float, log: pathlib.Path, record: dict, save
+) -> str:
+    """`evaluate --limit` on each test build in `order`, each build's scores saved as it ends."""
     record.update(limit=s["score"]["limit"], metric="release (Table 3), greedy", sets={}, builds=[])
     for build in s["score"]["order"]:
         out = log.parent / f"score-{build}.json"
@@ -187,54 +209,58 @@ def score(s: dict, model: pathlib.Path, data: pathlib.Path, deadline: float, log
         if report.get("runtime_errors"):  # crashing programs against the non-crashing ones of the build
             record["runtime_errors"] = report["runtime_errors"]
         record["builds"].append({"build": build, "seconds": round(time.time() - t, 1)})
+        save()  # a call killed at its limit keeps every set scored before
     return "ok"
 
 
-def lease(s: dict, out: pathlib.Path, work: pathlib.Path, models: pathlib.Path) -> int:
-    start = time.time()
+def lease(s: dict, out: pathlib.Path, work: pathlib.Path, models: pathlib.Path, start: float) -> int:
+    """The call from `start` (when run.sh began: the wheels' install counts) to its end."""
     deadline = start + s["seconds"]
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     before = previous(models, s)
-    rec: dict = {
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start)),
-        "smoke": s["smoke"],
-        "model": s["model"],
-    }
-    rec["continues"] = {"model": s["model"], "leases": len(before["leases"])} if before else None
+    rec: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start)), "smoke": s["smoke"]}
+    rec.update(model=s["model"], continues={"model": s["model"], "leases": len(before["leases"])} if before else None)
     rec["preflight"] = preflight(s)
     args = pretrain_args(s, work, models, before)
-    reserve = sum(s["after_training"].values())
-    steps = [
-        ("data", deadline - reserve - 60),
-        ("train", deadline - reserve),
-        ("export", deadline - s["after_training"]["score"]),
-        ("score", deadline),
-    ]
+    after = s["after_training"]
+    ends = {"data": deadline - sum(after.values()) - s["least_training"], "train": deadline - sum(after.values())}
+    ends.update(export=deadline - after["score"], score=deadline)
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    for name, until in steps:
+
+    def save() -> None:
+        rec["seconds"] = round(time.time() - start, 1)
+        atomic.write_json(out / "lease.json", rec, default=str)
+
+    stopped = None
+    for name, until in ends.items():
+        if stopped and name != "export":  # a stopped call still sends back the model it has
+            break
         log, t, part = work / f"{name}.log", time.time(), {}
         rec[name] = part
         try:
-            status = step(name, s, args, work, out, until, log, part)
+            status = step(name, s, args, work, out, until, log, part, save)
         except Stopped as exc:
-            status = f"stopped by {exc}"
+            status = stopped = f"stopped by {exc}"
         except Exception as exc:  # noqa: BLE001  (a step that breaks is reported; the file still comes back)
             status = f"failed: {type(exc).__name__}: {exc}"
         part.update(status=status, seconds=round(time.time() - t, 1), log_tail=tail(log))
-        rec["seconds"] = round(time.time() - start, 1)
-        atomic.write_json(out / "lease.json", rec, default=str)
+        save()
         print(f"[lease {time.time() - start:5.0f}s] {name}: {status} ({part['seconds']} s)", flush=True)
-        if status != "ok":
-            return 124 if status.startswith("stopped") else 1
+        if status != "ok" and not (stopped and name == "train" and model_of(work / "pt")):
+            break
     files = sorted(p.name for p in out.iterdir() if p.is_file())
-    print(f"[lease] done in {rec['seconds']} s; {len(files)} files in {out}: {', '.join(files)}")
-    return 0 if len(files) <= 8 else 1
+    print(f"[lease] {rec['seconds']} s; {len(files)} files in {out}: {', '.join(files)}")
+    if stopped:
+        return 124
+    return 0 if all(rec[n].get("status") == "ok" for n in ends) and len(files) <= 8 else 1
 
 
-def step(name: str, s: dict, args: list[str], work: pathlib.Path, out: pathlib.Path, until: float, log, part) -> str:
+def step(
+    name: str, s: dict, args: list[str], work: pathlib.Path, out: pathlib.Path, until: float, log, part, save
+) -> str:
     """One step of the lease, its record in `part`; its status."""
     cmd = [sys.executable, "-m", "codeexecutor", "pretrain", *args]
     if name == "data":
@@ -252,7 +278,7 @@ def step(name: str, s: dict, args: list[str], work: pathlib.Path, out: pathlib.P
         manifest = export_pieces(str(work / "int8"), str(out), int(s["piece_mib"] * 2**20))
         part["pieces"] = [p["file"] for p in manifest["pieces"]]
         return "ok"
-    return score(s, work / "int8", work / "data", until, log, part)
+    return score(s, work / "int8", work / "data", until, log, part, save)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,8 +287,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=os.environ.get("OUT") or str(ROOT / "runs" / "gpu-run" / "out"))
     ap.add_argument("--work", default=str(ROOT / "runs" / "gpu-run" / "work"))
     ap.add_argument("--models", default=str(ROOT / "models"), help="where the model to continue is committed")
+    ap.add_argument("--started", type=float, help="when the call began, in seconds since the epoch (run.sh's start)")
     a = ap.parse_args(argv)
-    return lease(settings(a.smoke), pathlib.Path(a.out), pathlib.Path(a.work), pathlib.Path(a.models))
+    start = a.started or time.time()
+    return lease(settings(a.smoke), pathlib.Path(a.out), pathlib.Path(a.work), pathlib.Path(a.models), start)
 
 
 if __name__ == "__main__":

@@ -4,12 +4,13 @@
 #
 #   here:          .venv/bin/python gpu_run/wheels.py      # .campaign/whl: what the device's image lacks
 #                  bash gpu_run/run.sh --plan              # ready or not, the room, the seconds
-#   on the GPU:    bash gpu_run/run.sh                     # carry .campaign with the call
+#   on the GPU:    bash gpu_run/run.sh                     # carry .campaign/whl with the call
 #                  bash gpu_run/run.sh --measure           # a second call: throughput, GPU tests, DeepSpeed
 #   back here:     .venv/bin/python gpu_run/land.py DIR --commit
 #
 # --smoke runs the lease on the CPU at toy sizes (tests/test_gpu_run.py).
 set -uo pipefail
+START=$(date +%s)  # the call's seconds count from here: the wheels' install is part of them
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 case "${1:-}" in
@@ -29,4 +30,4 @@ if compgen -G ".campaign/whl/*.whl" >/dev/null; then
   export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 [ "${1:-}" = --measure ] && exec $PY gpu_run/measure.py
-exec $PY gpu_run/lease.py
+exec $PY gpu_run/lease.py --started "$START"

@@ -18,20 +18,19 @@ import zipfile
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import yaml  # noqa: E402
+
 from codeexecutor.atomic import replacing  # noqa: E402  (after the checkout is on the path)
 
 LIMIT = 64 * 2**20  # what one device call carries, working tree included
 PACK = ROOT / ".campaign"
-# What the training, scoring and checks import that the image lacks, or has at a version our
-# code was not tested with (transformers). The image's tokenizers and huggingface-hub satisfy
-# what these require, so they stay behind (3.4 and 1.4 MB of wheels).
-CARRY = ["datasets", "dill", "multiprocess", "tree-sitter", "tree-sitter-python", "orjson", "transformers", "evaluate"]
-# DeepSpeed and what it needs (5.1 MB): only the draw's launcher, ZeRO and fp16 checks use it
-# (one GPU trains on the torch engine), so the pack carries it where the data leaves room.
-DEEPSPEED = ["hjson", "pydantic", "pydantic_core", "annotated-types", "typing-inspection"]
-# transformers without the model families this project never loads: 13.3 MB -> about 2.6 MB
-SLIM = {"transformers": ("transformers/models/", ("auto", "roberta", "bart", "bert", "encoder_decoder", "__init__.py"))}
-BUILD = ["deepspeed"]  # published as a source distribution only: built here into a pure-Python wheel
+# The wheels a call carries (gpu_run/recipe.yaml `wheels`): what the lease imports that the
+# image lacks, DeepSpeed's for the second call, transformers slimmed, what is built here.
+_W = yaml.safe_load((ROOT / "gpu_run" / "recipe.yaml").read_text())["wheels"]
+CARRY, DEEPSPEED, BUILD = _W["carry"], _W["deepspeed"], _W["build"]
+SLIM = {name: (folder, tuple(keep)) for name, (folder, keep) in _W["slim"].items()}
+# The packages the device's image has (the device tool's KINDS.md, nvidia-h200): a fact of
+# the machine, against which a carried wheel's requirements are checked.
 DEVICE_HAS = set(
     """absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build certifi
 charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core cuda-pathfinder
@@ -194,10 +193,11 @@ def plan(models: pathlib.Path = ROOT / "models") -> str:
 
     s = settings(False)
     after = s["after_training"]
-    train = s["seconds"] - sum(after.values()) - 15 - s["startup"]  # 15: the data's unpacking on the device
+    steps = stepping_seconds(s)
     lines = [
-        f"a call of {s['seconds']} s: the data (the committed ids), about {train} s of training steps, export "
-        f"{after['export']} s, score {after['score']} s ({s['score']['limit']} examples a set); "
+        f"a call of {s['seconds']} s: the data (the committed ids), a training process of "
+        f"{steps + s['outside_steps']['training']} s (about {steps} s of steps), export {after['export']} s, "
+        f"score {after['score']} s ({s['score']['limit']} examples a set); "
         f"then `--measure`: {s['measure']['seconds']} s"
     ]
     before = previous(models, s)
@@ -231,8 +231,42 @@ def plan(models: pathlib.Path = ROOT / "models") -> str:
             "a call carries: drop a part of the data (codeexecutor packed drop) or carry fewer wheels"
         )
     manifest = json.loads((ROOT / "curricula" / "packed" / "manifest.json").read_text())
-    lines.append(f"data: {manifest['tokens']:,} tokens committed (fingerprint {manifest['fingerprint']})")
+    speed = (before["leases"][-1].get("example_tokens_per_s") if before else None) or s["speed"]
+    stages = s["later"] if before else yaml.safe_load((ROOT / s["first"]).read_text())["stages"]
+    trained = stepping_seconds(s) * speed
+    lines.append(
+        f"data: {manifest['tokens']:,} tokens committed (fingerprint {manifest['fingerprint']}); at {speed:,} "
+        f"example tokens a second the call trains {trained / 1e6:.0f} M, epochs a source: "
+        + ", ".join(f"{n} {e:.1f}" for n, e in epochs(manifest, stages, trained).items())
+    )
     return "\n".join(lines)
+
+
+def epochs(manifest: dict, stages: list[dict], trained: float) -> dict[str, float]:
+    """The epochs a training of `trained` example tokens makes over each committed source: a
+    stage takes its share of the tokens, its sources their weights' share of its examples
+    (so of its tokens, by each source's tokens a row)."""
+    from codeexecutor.training.tokenized import folder_name
+
+    def figures(name: str) -> tuple[int, int]:
+        parts = manifest["sources"][name]["parts"].values()
+        return sum(p["rows"] for p in parts), sum(p["tokens"] for p in parts)
+
+    taken = dict.fromkeys(manifest["sources"], 0.0)
+    for st in stages:
+        share = st.get("share") or 1 / len(stages)
+        srcs = [(folder_name(x["path"]), x.get("weight", 1.0)) for x in st["sources"]]
+        per_row = {n: figures(n)[1] / max(figures(n)[0], 1) for n, _ in srcs}
+        mass = sum(w * per_row[n] for n, w in srcs)
+        for n, w in srcs:
+            taken[n] += trained * share * w * per_row[n] / mass
+    return {n: taken[n] / max(figures(n)[1], 1) for n in sorted(taken)}
+
+
+def stepping_seconds(s: dict) -> int:
+    """The seconds of training steps a call leaves: its seconds less what comes after the
+    training and what the recipe's `outside_steps` counts outside them."""
+    return s["seconds"] - sum(s["after_training"].values()) - sum(s["outside_steps"].values())
 
 
 def int8_bytes(s: dict) -> int:

@@ -34,13 +34,13 @@ def _first_loss(lease: dict) -> float:
     return next(r["loss"] for r in lease["train"]["log"] if "loss" in r)
 
 
-def test_a_call_gives_training_at_least_400_of_its_seconds():
+def test_the_recipe_leaves_training_400_seconds_of_steps_in_a_call():
     from lease import settings
+    from wheels import stepping_seconds
 
     s = settings(False)
-    data = 15  # seconds the committed ids take to unpack on the device's 16 cores (13 s on 2 here)
-    assert s["seconds"] <= 580  # a call runs at most 600, the wheels' install before it
-    assert s["seconds"] - sum(s["after_training"].values()) - s["startup"] - data >= 400
+    assert s["seconds"] <= 590  # from run.sh's start; a call runs at most 600
+    assert stepping_seconds(s) >= 400  # less export, score and what outside_steps counts (the H200's 50 s among it)
     smoke = settings(True)
     assert smoke["smoke"] and smoke["model"] != s["model"] and "model.preset=tiny" in smoke["set"]
 
@@ -99,6 +99,10 @@ def test_a_smoke_lease_lands_and_the_next_lease_continues_it(tmp_path):
     assert len(files) <= 8 and "lease.json" in files and "model-meta.tar" in files, files
     one = json.loads((tmp_path / "out1" / "lease.json").read_text())
     assert one["continues"] is None and one["train"]["example_tokens"] > 0 and one["score"]["sets"]
+    last = max(r["step"] for r in one["train"]["log"] if "loss" in r)
+    stages = list(one["train"]["steps"])  # a loaded CPU's budget may leave a late stage no step
+    assert stages == ["singleline", "tutorial", "codenet"][: len(stages)] and stages, one["train"]
+    assert sum(one["train"]["steps"].values()) == last and min(one["train"]["steps"].values()) > 0  # each its own
     landed = _land(tmp_path / "out1", models)
     assert landed.returncode == 0, landed.stderr
     dest = models / one["model"]
@@ -124,25 +128,23 @@ def test_a_smoke_lease_lands_and_the_next_lease_continues_it(tmp_path):
 
 
 @pytest.mark.integration
-def test_a_stopped_lease_keeps_the_record_of_its_finished_steps(tmp_path):
-    out = tmp_path / "out"
-    cmd = [sys.executable, "gpu_run/lease.py", "--smoke", "--out", str(out), "--work", str(tmp_path / "w")]
+def test_a_lease_stopped_in_its_training_still_sends_back_its_model(tmp_path):
+    out, work = tmp_path / "out", tmp_path / "w"
+    cmd = [sys.executable, "gpu_run/lease.py", "--smoke", "--out", str(out), "--work", str(work)]
     proc = subprocess.Popen(
         [*cmd, "--models", str(tmp_path / "models")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
-    deadline = time.time() + 300
-    while time.time() < deadline:  # stopped once the training step is under way
-        record = json.loads((out / "lease.json").read_text()) if (out / "lease.json").exists() else {}
-        if (record.get("data") or {}).get("status") == "ok":
-            break
-        time.sleep(0.5)
-    time.sleep(3)
+    deadline = time.time() + 400
+    while time.time() < deadline and not (work / "pt" / "run" / "stage1-singleline" / "config.json").exists():
+        time.sleep(0.5)  # stopped once the training has exported its first stage
     proc.send_signal(signal.SIGTERM)
     code = proc.wait(timeout=120)
     record = json.loads((out / "lease.json").read_text())
     assert code == 124, proc.stdout.read().decode()[-3000:]
     assert record["data"]["status"] == "ok" and record["train"]["status"] == "stopped by SIGTERM", record
-    assert "export" not in record and not list(out.glob("*.tmp"))
+    assert record["train"]["steps"] and record["export"]["status"] == "ok"  # what it trained, and the model
+    assert "score" not in record and (out / "model-meta.tar").is_file() and not list(out.glob("*.tmp"))
+    assert _land(out, tmp_path / "models").returncode == 0
 
 
 def test_land_refuses_a_folder_without_a_lease_in_one_line(tmp_path):

@@ -593,7 +593,7 @@ def test_a_profiled_window_of_steps_is_refused_unless_it_reads_first_colon_last(
 
 @pytest.mark.integration
 def test_one_process_trains_and_resumes_without_deepspeed_installed(tmp_path, demo_data):
-    """A GPU draw may carry no DeepSpeed wheel: one process on the torch engine starts its
+    """A GPU lease may carry no DeepSpeed wheel: one process on the torch engine starts its
     process group with torch alone, trains, checkpoints, resumes and exports; a config
     that needs DeepSpeed's engine (fp16) is refused in one line."""
     hide = tmp_path / "hide"

@@ -1,6 +1,6 @@
 """Weights stored as int8 with one scale a row: about 0.6 of bfloat16's bytes, for shipping.
 
-A model the repository ships travels twice: in every clone, and in every GPU draw's
+A model the repository ships travels twice: in every clone, and in every GPU lease's
 64 MiB working tree, where each of its bytes displaces training data. Each matrix with at
 least `MIN_ELEMENTS` values (the embeddings, the attention and feed-forward projections) is
 stored as int8 codes `round(w / s)` with `s = max|row| / 127`, one float32 `s` per output

@@ -1,7 +1,7 @@
-"""What tokenized ids are bound to: the data fingerprint of a pack or a committed dataset.
+"""What tokenized ids are bound to: the data fingerprint of a committed dataset.
 
-Ids made once (training/tokenized.py) and carried far from the code that made them (a GPU
-draw's pack, the draw's committed data under curricula/packed/) are valid exactly while
+Ids made once (training/tokenized.py) and carried far from the code that made them (the
+committed GPU data under curricula/packed/, unpacked on a lent GPU) are valid exactly while
 the tokenizer and the code that turns dataset rows into ids are the same. Edits elsewhere
 (the training loop, the evaluation, a benchmark's docstring) leave them valid.
 

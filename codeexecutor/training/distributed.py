@@ -19,7 +19,7 @@ def _free_port() -> int:
 def setup_distributed():
     """Initialise torch.distributed through DeepSpeed; works with the deepspeed launcher,
     torchrun, or a single process started without any launcher. A single process where
-    DeepSpeed is not installed (a GPU draw that carries no DeepSpeed wheel) starts its
+    DeepSpeed is not installed (a GPU lease that carries no DeepSpeed wheel) starts its
     process group with torch alone: its torch engine needs nothing of DeepSpeed."""
     import torch
 

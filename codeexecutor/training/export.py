@@ -64,7 +64,7 @@ def export_pieces(model_dir: str, out_dir: str, piece_bytes: int = 16 * 2**20, n
     import torch
     from safetensors.torch import load_file, save
 
-    from codeexecutor.modeling.int8 import INT8_FILE
+    from codeexecutor.modeling.int8 import INT8_FILE, SCALE
 
     weights = INT8_FILE if os.path.isfile(os.path.join(model_dir, INT8_FILE)) else "model.safetensors"
     if weights == INT8_FILE:  # codes and their scales, exactly as the loader reads them
@@ -91,7 +91,7 @@ def export_pieces(model_dir: str, out_dir: str, piece_bytes: int = 16 * 2**20, n
         "bytes": len(blob),
         "sha256": hashlib.sha256(blob).hexdigest(),
         "pieces": pieces,
-        "parameters": sum(v.numel() for v in tensors.values()),
+        "parameters": sum(v.numel() for k, v in tensors.items() if not k.endswith(SCALE)),  # an int8 row's scale aside
     }
     meta = os.path.join(out_dir, f"{name}-meta.tar")
     with replacing(meta) as tmp, tarfile.open(tmp, "w") as tar:
@@ -134,7 +134,8 @@ def join_pieces(pieces_dir: str, out_model: str, name: str = "model") -> dict:
 
 
 def _check_pieces(pieces_dir: str, manifest: dict, tmp: str) -> None:
-    """Write the pieces' concatenation into `tmp` as model.safetensors, after their checks."""
+    """Write the pieces' concatenation into `tmp` under the manifest's file name (model.safetensors,
+    or the int8 layout's), after their checks."""
     import hashlib
     import json
 

@@ -1,4 +1,4 @@
-"""Tokenized sources as compact id streams: what a draw's pack carries of its data.
+"""Tokenized sources as compact id streams: how the committed GPU data (curricula/packed/) is kept.
 
 A tokenized folder (training/tokenized.py) is an Arrow dataset of `code_ids`,
 `trace_ids` (int16 lists), their lengths and each row's `fit`, with `tokenized.json`.

@@ -24,7 +24,9 @@ rows` turns them back into readable rows.
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import shutil
 import tarfile
 
 from codeexecutor.atomic import replacing
@@ -120,7 +122,6 @@ def unpack_into(cur, base: pathlib.Path, release: pathlib.Path = RELEASE, worker
     (DATA: the recipe's `data.dir`); a folder already unpacked with the manifest's rows is kept (a rerun is quick).
     Refused in one line where the ids are not what this recipe would make, a source is not
     committed or a part file is missing. Returns each source's rows."""
-    import os
     from concurrent.futures import ProcessPoolExecutor
 
     from codeexecutor.training.ids import unpack_tokenized
@@ -143,8 +144,9 @@ def unpack_into(cur, base: pathlib.Path, release: pathlib.Path = RELEASE, worker
     for path, name in sorted(wanted.items()):
         folder = base / path
         expected = source_figures(manifest, name)["rows"]
-        marker = folder / MARKER
-        if marker.is_file() and json.loads(marker.read_text()).get("rows") == expected:
+        marker = json.loads((folder / MARKER).read_text()) if (folder / MARKER).is_file() else {}
+        same = {k: marker.get(k) for k in manifest["identity"]} == manifest["identity"]
+        if same and marker.get("rows") == expected:  # unpacked before, from these ids
             rows[path] = expected
             continue
         jobs.append(([str(ROOT / f) for f in parts(manifest, name, release)], str(folder), path, expected))
@@ -158,9 +160,12 @@ def unpack_into(cur, base: pathlib.Path, release: pathlib.Path = RELEASE, worker
                 )
             rows[path] = expected
     data_dir = base / (cur.data.dir or ".")
-    if not (data_dir / "test").is_dir():
-        with tarfile.open(release / "test.tar.xz") as tar:
-            tar.extractall(data_dir, filter="data")
+    if not (data_dir / "test").is_dir():  # whole or not at all: an unpacking stopped midway leaves no test/
+        staged = data_dir / "test.unpacked"
+        with replacing(staged) as tmp, tarfile.open(release / "test.tar.xz") as tar:
+            tar.extractall(tmp, filter="data")
+        os.replace(staged / "test", data_dir / "test")
+        shutil.rmtree(staged)
     return rows
 
 

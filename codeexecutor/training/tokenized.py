@@ -299,7 +299,7 @@ def tokenize_curriculum(cur, base_dir: str, tokenizer: str, out: str, num_proc: 
             name += "_"
         target = os.path.join(out, name)
         source = os.path.join(base_dir, path)
-        if is_tokenized(source):  # tokenized before (a GPU draw's packed data): read as it is
+        if is_tokenized(source):  # tokenized before (the committed GPU data, unpacked): read as it is
             marker = json.load(open(os.path.join(source, MARKER)))
             markers[path] = {**marker, "folder": name}
             where[path] = os.path.abspath(source)
