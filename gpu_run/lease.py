@@ -217,8 +217,8 @@ def lease(s: dict, out: pathlib.Path, work: pathlib.Path, models: pathlib.Path, 
     """The call from `start` (when run.sh began: the wheels' install counts) to its end."""
     deadline = start + s["seconds"]
     out.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    shutil.rmtree(work / "pt", ignore_errors=True)  # the run starts anew; the unpacked data is kept where it is whole
+    work.mkdir(parents=True, exist_ok=True)
     before = previous(models, s)
     rec: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start)), "smoke": s["smoke"]}
     rec.update(model=s["model"], continues={"model": s["model"], "leases": len(before["leases"])} if before else None)
