@@ -119,9 +119,16 @@ def add(prep: pathlib.Path, part: str, release: pathlib.Path = RELEASE) -> dict:
                 flush=True,
             )
     builds = {pathlib.Path(m["source"]).parent for m in markers.values()}  # DATA/BUILD/NAME -> DATA/BUILD
-    _add_builds(manifest, release, builds, record["settings"]["recipe"], part)
-    if not manifest.get("test"):
-        manifest["test"] = _add_test_samples(release, builds)
+    try:
+        _add_builds(manifest, release, builds, record["settings"]["recipe"], part)
+        if not manifest.get("test"):
+            manifest["test"] = _add_test_samples(release, builds)
+    except BaseException:  # refused or stopped: the part's files go, the manifest was never written
+        for name in packed:
+            (release / "ids" / f"{name}.{part}.ids.xz").unlink(missing_ok=True)
+        for report in release.glob(f"builds/*.{part}.*.json"):
+            report.unlink()
+        raise
     manifest["updated"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     manifest["tokens"] = sum(source_figures(manifest, n)["tokens"] for n in manifest["sources"])
     manifest["bytes"] = sum(source_figures(manifest, n)["bytes"] for n in manifest["sources"])

@@ -6,8 +6,8 @@ samples, each step's record in `$OUT/lease.json` as it ends.
     bash gpu_run/run.sh --plan            # here: what the call will do and the room it leaves
     python gpu_run/land.py DIR --commit   # back here: the model into models/, committed
 
-Every step is one of the product's own commands in a child process, under its share of the
-call's seconds (gpu_run/recipe.yaml):
+Every step but the export (a second or two in this process) is one of the product's own
+commands in a child process, under its share of the call's seconds (gpu_run/recipe.yaml):
 
     data     pretrain --until tokenize, the committed ids unpacked (curricula/packed)
     train    pretrain --resume --minutes M: the training child, which a device fault cannot
@@ -96,12 +96,25 @@ def sh(args: list, timeout: float, log: pathlib.Path) -> int:
 
 
 def _end(proc: subprocess.Popen) -> None:
-    os.killpg(proc.pid, signal.SIGTERM)
+    """SIGTERM to the command's group, SIGKILL after GRACE seconds or at a signal to this
+    process, which is raised again once the group is gone."""
+    stop = None
     try:
+        os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=GRACE)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        pass
+    except Stopped as exc:
+        stop = exc
+    except ProcessLookupError:  # the group is gone already
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # what is left of the group: its children too
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    if stop is not None:
+        raise stop
 
 
 def tail(path: pathlib.Path, n: int = 1500) -> str:
@@ -159,15 +172,25 @@ def trained(out: pathlib.Path) -> dict:
     out) and stepping seconds, its speed, the path its last process took, each attempt."""
     path = out / "run" / "train_log.jsonl"
     rows = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
-    ends = {r["stage"]: r for r in rows if "loss" in r}  # each stage's last row, in the order they ran
+    ends, base, last = {}, {}, {}  # a stage's last row; its tokens and seconds of processes before
+    for r in (r for r in rows if "loss" in r):  # in the order they ran
+        prev = last.get(r["stage"])
+        if prev and r["stage_tokens"] < prev["stage_tokens"]:  # a training process carried it on anew
+            b = base.setdefault(r["stage"], [0, 0.0])
+            b[0], b[1] = b[0] + prev["stage_tokens"], b[1] + prev["stage_seconds"]
+        last[r["stage"]] = ends[r["stage"]] = r
+    model = model_of(out)
+    if model is not None and model.name != "final":  # a training cut short: what its export had
+        ends = dict(list(ends.items())[: int(re.match(r"stage(\d+)", model.name).group(1))])
     steps, before = {}, 0
     for name, r in ends.items():  # a row's step counts on from the stages before it
         steps[name], before = r["step"] - before, r["step"]
-    tokens = sum(r["stage_tokens"] for r in ends.values())
-    stepping = sum(r["stage_seconds"] for r in ends.values())
+    tokens = sum(r["stage_tokens"] + base.get(n, [0, 0])[0] for n, r in ends.items())
+    stepping = sum(r["stage_seconds"] + base.get(n, [0, 0])[1] for n, r in ends.items())
     setup = out / "run" / "curriculum.json"
     record = out / "pretrain.json"
     return {
+        "model": model.name if model else None,  # what the export sends back: the steps above are its own
         "steps": steps,
         "example_tokens": tokens,
         "stepping_seconds": round(stepping, 1),

@@ -166,3 +166,23 @@ def test_a_landed_lease_is_set_beside_the_cpu_model_on_the_same_samples():
         f"codenetmut: trace accuracy 31.0 here, {cpu['sets']['codenetmut']['trace_accuracy']} for codeexecutor-mini-cpu"
     ]
     assert "no codeexecutor-mini-cpu scores" in against(ROOT / "models", {"sets": sets, "limit": 4})[0]
+
+
+def test_a_cut_short_training_counts_what_its_export_holds_and_every_process(tmp_path):
+    from lease import trained
+
+    run = tmp_path / "run"
+    rows = [  # stage 1 done; stage 2 carried on by a second process (its counters anew); stage 3 cut
+        {"step": 10, "stage": "singleline", "loss": 5.0, "stage_tokens": 100, "stage_seconds": 1.0},
+        {"step": 15, "stage": "tutorial", "loss": 4.0, "stage_tokens": 50, "stage_seconds": 0.5},
+        {"step": 20, "stage": "tutorial", "loss": 3.9, "stage_tokens": 40, "stage_seconds": 0.4},
+        {"step": 25, "stage": "codenet", "loss": 3.0, "stage_tokens": 70, "stage_seconds": 0.7},
+    ]
+    run.mkdir()
+    (run / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for name in ("stage1-singleline", "stage2-tutorial", "stage2-tutorial-best", "stage3-codenet.tmp"):
+        (run / name).mkdir()
+        (run / name / "config.json").write_text("{}")
+    got = trained(tmp_path)
+    assert got["model"] == "stage2-tutorial" and got["steps"] == {"singleline": 10, "tutorial": 10}
+    assert got["example_tokens"] == 100 + 50 + 40 and got["stepping_seconds"] == 1.9
