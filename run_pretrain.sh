@@ -3,6 +3,8 @@
 #
 # Everything is configured by environment variables; the defaults run the demo on CPU:
 #   CURRICULUM     curriculum YAML                      (default: curricula/demo.yaml)
+#   ORDER          instead of CURRICULUM, DS_CONFIG and OUTPUT_DIR: a training order that
+#                  `codeexecutor pretrain --launcher` wrote (codeexecutor/training/order.py)
 #   DS_CONFIG      DeepSpeed JSON                       (default: chosen by the device, ds_configs/README.md:
 #                                                        cpu.json without a GPU, zero2_bf16.json on compute
 #                                                        capability 8.0 and up, zero2_fp16.json below it, a V100)
@@ -41,7 +43,10 @@ else
   export DS_ACCELERATOR=cpu
 fi
 SHOWN="${DS_CONFIG:-}"
-if [ -z "${DS_CONFIG:-}" ] || [ "$DS_CONFIG" = auto ]; then  # by the device's compute capability: never emulated bf16
+if [ -n "${ORDER:-}" ]; then
+  CURRICULUM="$ORDER"
+  SHOWN="the order's DeepSpeed config"
+elif [ -z "${DS_CONFIG:-}" ] || [ "$DS_CONFIG" = auto ]; then  # by the device's compute capability: never emulated bf16
   DS_CONFIG=auto  # each process chooses (codeexecutor/training/precision.py) and logs it; shown here too
   SHOWN="$("$PYTHON" -m codeexecutor.training.precision) (auto)"
 fi
@@ -55,8 +60,12 @@ if [ "$CURRICULUM" = "curricula/demo.yaml" ] && [ ! -d demo_out/data/codenetmut/
   "$PYTHON" -m codeexecutor.demo --only data
 fi
 
-ARGS=(--curriculum "$CURRICULUM" --ds-config "$DS_CONFIG")
-[ -n "${OUTPUT_DIR:-}" ] && ARGS+=(--output-dir "$OUTPUT_DIR")
+if [ -n "${ORDER:-}" ]; then
+  ARGS=(--order "$ORDER")
+else
+  ARGS=(--curriculum "$CURRICULUM" --ds-config "$DS_CONFIG")
+  [ -n "${OUTPUT_DIR:-}" ] && ARGS+=(--output-dir "$OUTPUT_DIR")
+fi
 LAUNCHER="${LAUNCHER:-deepspeed}"
 if [ "$LAUNCHER" = srun ]; then
   # SLURM's own way to start a task on each node of the allocation; torchrun starts that node's

@@ -218,16 +218,21 @@ class Pretrain:
         child that dies (a fault, a compile error, a recompile limit, a kill) is started
         again from its last checkpoint on the next safer path (training/fallback.py), with
         what the budget has left; each attempt and how it ended is recorded."""
-        from codeexecutor.training.fallback import attempt_curriculum, safer_paths, spend
+        from codeexecutor.training.config import Curriculum
+        from codeexecutor.training.fallback import on_path, safer_paths, spend
+        from codeexecutor.training.order import TrainOrder
 
-        curriculum = os.path.join(self.out, "tokenized", "curriculum.yaml")
         run = os.path.join(self.out, "run")
+        # The tokenized sources' curriculum, checked here once: each attempt's process gets it whole.
+        cur = Curriculum.load(os.path.join(self.out, "tokenized", "curriculum.yaml"), self.base)
+        cur.train.output_dir = run
+        order = TrainOrder(cur, self.ds_config, ".", None, self.minutes)
         # A refused setting is written here by whichever rank refused it: a launcher (torchrun) reports
         # any rank's failure as its own exit 1, and no safer path mends a setting.
         refusal = os.path.join(self.out, "refused.txt")
         env = child_env(refusal)
         attempts = self.record["phases"].setdefault("train", {}).setdefault("attempts", [])
-        paths = safer_paths(curriculum)
+        paths = safer_paths(cur)
         started = time.time()
         for i, path in enumerate(paths):
             if self.minutes and i:  # the time the dead children took, on the wall clock, is spent
@@ -239,24 +244,12 @@ class Pretrain:
                         flush=True,
                     )
                     break
-            extra = ["--output-dir", run] + (["--minutes", str(self.minutes)] if self.minutes else [])
-            cur = attempt_curriculum(curriculum, path, os.path.join(self.out, f"attempt{i}.yaml")) if i else curriculum
+            given = on_path(order, path).save(os.path.join(self.out, f"order{i}.json"))
             if self.launcher:  # every rank of the launch on the same path; a rank that dies ends the launch
-                env.update(CURRICULUM=cur, DS_CONFIG=self.ds_config, PYTHON=sys.executable)
-                cmd = ["bash", os.path.join(ROOT, "run_pretrain.sh"), *extra]
+                env.update(ORDER=given, PYTHON=sys.executable)
+                cmd = ["bash", os.path.join(ROOT, "run_pretrain.sh")]
             else:
-                cmd = [
-                    sys.executable,
-                    "-m",
-                    "codeexecutor.training",
-                    "--curriculum",
-                    cur,
-                    "--ds-config",
-                    self.ds_config,
-                    "--base-dir",
-                    ".",
-                    *extra,
-                ]
+                cmd = [sys.executable, "-m", "codeexecutor.training", "--order", given]
             if os.path.exists(refusal):
                 os.remove(refusal)
             child = subprocess.Popen(cmd, cwd=self.base, env=env)

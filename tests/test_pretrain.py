@@ -411,6 +411,9 @@ def test_a_killed_training_child_is_carried_on_from_its_checkpoint_on_a_safer_pa
     train = json.loads(record.read_text())["phases"]["train"]
     assert [a["exit_code"] for a in train["attempts"]] == [-signal.SIGKILL, 0], train["attempts"]
     assert train["attempts"][1]["path"] == "the tile path, eager" and "signal SIGKILL" in err
+    given = [json.loads((out / f"order{i}.json").read_text())["curriculum"] for i in (0, 1)]  # what each child got
+    assert given[0]["train"]["compile"] == "auto" and given[1]["train"]["compile"] is False
+    assert given[0]["stages"] == given[1]["stages"] and given[1]["train"]["output_dir"] == str(out / "run")
     assert "resuming from" in said and (out / "run" / "final" / "config.json").exists()  # its checkpoint, not step 0
     plan = json.loads((out / "run" / "plan.json").read_text())  # the dead child's time was spent from the budget
     assert plan["spent"] >= train["attempts"][0]["seconds"] and plan["seconds"] == 90

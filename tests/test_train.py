@@ -226,6 +226,9 @@ def _curriculum(tmp_path, data, steps, autocast=None, **train):
 
 
 @pytest.mark.integration
+@pytest.mark.timeout(
+    800
+)  # two launches of two compiling processes; past 300 s on a 2-core AVX2 CPU beside another worker
 def test_two_process_zero2_over_gloo_with_resume(tmp_path, demo_data):
     """A real DeepSpeed ZeRO-2 run with 2 processes (torchrun, gloo), killed by --max-steps and resumed;
     its forward passes (training and mining) under bf16 autocast, its row step compiled whole."""
@@ -285,6 +288,9 @@ def test_two_process_zero2_over_gloo_with_resume(tmp_path, demo_data):
 
 
 @pytest.mark.integration
+@pytest.mark.timeout(
+    800
+)  # two launches of two compiling processes; past 300 s on a 2-core AVX2 CPU beside another worker
 def test_two_process_zero3_over_gloo_steps_the_compiled_rows_and_resumes(tmp_path, demo_data):
     """ZeRO-3 (parameters partitioned across the 2 processes) around the compiled row step,
     its graph broken between modules where DeepSpeed gathers their parameters (the run's

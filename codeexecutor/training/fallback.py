@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 
-from codeexecutor.atomic import write_json, write_text
+from codeexecutor.atomic import write_json
 
 REFUSAL_FILE = "CODEEXECUTOR_REFUSAL_FILE"  # the variable naming where a training process writes the setting it refused
 TILES_COMPILED = "the tile path, compiled where the device compiles"
@@ -24,31 +24,17 @@ TILES_EAGER = "the tile path, eager"
 PATHS = {TILES_COMPILED: {"attention": "sdpa", "compile": "auto"}, TILES_EAGER: {"attention": "sdpa", "compile": False}}
 
 
-def safer_paths(curriculum: str) -> list[str | None]:
-    """The attempts a run makes: None (as the curriculum asks), then each safer path that
-    differs from it."""
-    import yaml
-
-    with open(curriculum) as f:
-        raw = yaml.safe_load(f)
-    compiled = (raw.get("train") or {}).get("compile", "auto")
-    asked = {
-        "attention": (raw.get("model") or {}).get("attention", "sdpa"),
-        "compile": "auto" if compiled is True else compiled,
-    }  # true and auto compile alike on a GPU
-    return [None] + [name for name, path in PATHS.items() if path != asked]
+def safer_paths(cur) -> list[str | None]:
+    """The attempts a run of the curriculum `cur` makes: None (as the curriculum asks), then
+    each safer path that differs from it."""
+    compiled = cur.train.compile
+    asked = {"attention": cur.model.attention, "compile": "auto" if compiled is True else compiled}
+    return [None] + [name for name, path in PATHS.items() if path != asked]  # true and auto compile alike on a GPU
 
 
-def attempt_curriculum(curriculum: str, path: str, out: str) -> str:
-    """`curriculum` on `path` (model.attention, train.compile), written to `out`."""
-    import yaml
-
-    with open(curriculum) as f:
-        raw = yaml.safe_load(f)
-    raw.setdefault("model", {})["attention"] = PATHS[path]["attention"]
-    raw.setdefault("train", {})["compile"] = PATHS[path]["compile"]
-    write_text(out, yaml.safe_dump(raw, sort_keys=False))
-    return out
+def on_path(order, path: str | None):
+    """The training order of an attempt on `path` (None: as it asks)."""
+    return order if path is None else order.on_path(**PATHS[path])
 
 
 STARTUP = 20.0  # seconds a new training process takes to its loop, where the budget's clock starts (imports, data)

@@ -31,6 +31,7 @@ from codeexecutor.training.budget import Budget
 from codeexecutor.training.distributed import agreed
 from codeexecutor.training.export import export_model, save_checkpoint
 from codeexecutor.training.fallback import REFUSAL_FILE
+from codeexecutor.training.order import TrainOrder
 from codeexecutor.training.plots import plot_losses
 from codeexecutor.training.precision import AUTO
 from codeexecutor.training.profiling import StepProfiler
@@ -38,19 +39,13 @@ from codeexecutor.training.run import set_up
 from codeexecutor.training.stage_loop import StageLoop
 
 
-def train(
-    curriculum_path: str,
-    ds_config_path: str,
-    base_dir: str = ".",
-    output_dir: str | None = None,
-    max_steps: int | None = None,
-    minutes: float | None = None,
-) -> str:
-    """Run (or resume) the whole curriculum; returns the final model folder. `minutes`:
-    fit the stages' steps into that many minutes from this call on (set-up and compile
-    included), each from its measured speed (training/budget.py)."""
+def train(order: TrainOrder) -> str:
+    """Run (or resume) the whole curriculum of `order`; returns the final model folder. Its
+    `minutes`: fit the stages' steps into that many minutes from this call on (set-up and
+    compile included), each from its measured speed (training/budget.py)."""
     entered = time.perf_counter()  # a budget counts from here: a slow set-up or compile is paid from it
-    run = set_up(curriculum_path, ds_config_path, base_dir, output_dir)
+    max_steps, minutes = order.max_steps, order.minutes
+    run = set_up(order)
     cur, out = run.cur, run.out
     writer = None
     if run.rank == 0:
@@ -97,7 +92,12 @@ def _finish(run, saved_at: int, writer) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="codeexecutor.training", description="Curriculum pretraining under DeepSpeed.")
-    ap.add_argument("--curriculum", required=True, help="curriculum YAML (see curricula/*.yaml)")
+    given = ap.add_mutually_exclusive_group(required=True)
+    given.add_argument("--curriculum", help="curriculum YAML (see curricula/*.yaml)")
+    given.add_argument(
+        "--order",
+        help="a training order `codeexecutor pretrain` wrote (training/order.py): everything below in one file",
+    )
     ap.add_argument(
         "--ds-config",
         default=AUTO,
@@ -109,11 +109,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, help="fit the stages' steps into this many minutes (training/budget.py)")
     ap.add_argument("--local_rank", type=int, default=None, help=argparse.SUPPRESS)  # set by the deepspeed launcher
     args = ap.parse_args(argv)
+    if args.order and (
+        args.ds_config != AUTO or args.base_dir != "." or args.output_dir or args.max_steps or args.minutes
+    ):
+        ap.error("--order carries the DeepSpeed config, the folders and the budget: give them to the order's maker")
     from codeexecutor.progress import quiet_libraries
 
     quiet_libraries()
     try:
-        train(args.curriculum, args.ds_config, args.base_dir, args.output_dir, args.max_steps, args.minutes)
+        if args.order:
+            order = TrainOrder.load(args.order)
+        else:  # a bad curriculum is reported before DeepSpeed starts
+            steps = (args.max_steps, args.minutes)
+            order = TrainOrder.from_curriculum(args.curriculum, args.ds_config, args.base_dir, args.output_dir, steps)
+        train(order)
     except ConfigError as exc:
         print(f"codeexecutor.training: {exc}", file=sys.stderr)
         if os.environ.get(REFUSAL_FILE):  # for `pretrain`, which a launcher's exit code would not tell

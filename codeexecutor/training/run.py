@@ -14,6 +14,7 @@ from codeexecutor.errors import ConfigError
 from codeexecutor.training.config import Curriculum, Stage, load_ds_config, node_count
 from codeexecutor.training.distributed import device_of_rank, has_deepspeed, setup_distributed
 from codeexecutor.training.engine import TorchEngine, checkpoint_engine, choose, optimizer_for
+from codeexecutor.training.order import TrainOrder
 from codeexecutor.training.precision import apply as apply_precision
 from codeexecutor.training.precision import capability, check_kernels, decide, ds_half, resolve_ds_config
 from codeexecutor.training.resume import universal_tag
@@ -62,15 +63,13 @@ class Run:
     global_step: int = 0
 
 
-def set_up(curriculum_path: str, ds_config_path: str, base_dir: str, output_dir: str | None) -> Run:
-    """The run up to its first step: its choices made and written to curriculum.json, its
-    engine built, its checkpoint (if any) loaded."""
+def set_up(order: TrainOrder) -> Run:
+    """The run of `order` up to its first step: its choices made and written to
+    curriculum.json, its engine built, its checkpoint (if any) loaded."""
     import torch
 
-    cur = Curriculum.load(curriculum_path, base_dir)  # a bad curriculum is reported before DeepSpeed starts
+    cur, base_dir = order.curriculum, order.base_dir
     rank, world = setup_distributed()
-    if output_dir:
-        cur.train.output_dir = output_dir
     out = cur.train.output_dir
     os.makedirs(out, exist_ok=True)
     logging.basicConfig(
@@ -80,7 +79,7 @@ def set_up(curriculum_path: str, ds_config_path: str, base_dir: str, output_dir:
     cap = capability(device)
     if cap is not None:
         check_kernels(cap, torch.cuda.get_arch_list(), torch.__version__)
-    ds_config_path, config_note = resolve_ds_config(ds_config_path, cap)
+    ds_config_path, config_note = resolve_ds_config(order.ds_config, cap)
     ds_cfg = load_ds_config(ds_config_path, cur.train, world, node_count(world))
     ckpt = os.path.join(out, "checkpoints")
     # Every refusal (the engine, the precision the device cannot do) before anything is built or written.
