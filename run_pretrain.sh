@@ -3,7 +3,7 @@
 #
 # Everything is configured by environment variables; the defaults run the demo on CPU:
 #   CURRICULUM     curriculum YAML                      (default: curricula/demo.yaml)
-#   ORDER          instead of CURRICULUM, DS_CONFIG and OUTPUT_DIR: a training order that
+#   CODEEXECUTOR_ORDER  instead of CURRICULUM, DS_CONFIG and OUTPUT_DIR: a training order that
 #                  `codeexecutor pretrain --launcher` wrote (codeexecutor/training/order.py)
 #   DS_CONFIG      DeepSpeed JSON                       (default: chosen by the device, ds_configs/README.md:
 #                                                        cpu.json without a GPU, zero2_bf16.json on compute
@@ -43,8 +43,8 @@ else
   export DS_ACCELERATOR=cpu
 fi
 SHOWN="${DS_CONFIG:-}"
-if [ -n "${ORDER:-}" ]; then
-  CURRICULUM="$ORDER"
+if [ -n "${CODEEXECUTOR_ORDER:-}" ]; then
+  CURRICULUM="$CODEEXECUTOR_ORDER"
   SHOWN="the order's DeepSpeed config"
 elif [ -z "${DS_CONFIG:-}" ] || [ "$DS_CONFIG" = auto ]; then  # by the device's compute capability: never emulated bf16
   DS_CONFIG=auto  # each process chooses (codeexecutor/training/precision.py) and logs it; shown here too
@@ -60,8 +60,8 @@ if [ "$CURRICULUM" = "curricula/demo.yaml" ] && [ ! -d demo_out/data/codenetmut/
   "$PYTHON" -m codeexecutor.demo --only data
 fi
 
-if [ -n "${ORDER:-}" ]; then
-  ARGS=(--order "$ORDER")
+if [ -n "${CODEEXECUTOR_ORDER:-}" ]; then
+  ARGS=(--order "$CODEEXECUTOR_ORDER")
 else
   ARGS=(--curriculum "$CURRICULUM" --ds-config "$DS_CONFIG")
   [ -n "${OUTPUT_DIR:-}" ] && ARGS+=(--output-dir "$OUTPUT_DIR")

@@ -246,7 +246,7 @@ class Pretrain:
                     break
             given = on_path(order, path).save(os.path.join(self.out, f"order{i}.json"))
             if self.launcher:  # every rank of the launch on the same path; a rank that dies ends the launch
-                env.update(ORDER=given, PYTHON=sys.executable)
+                env.update(CODEEXECUTOR_ORDER=given, PYTHON=sys.executable)
                 cmd = ["bash", os.path.join(ROOT, "run_pretrain.sh")]
             else:
                 cmd = [sys.executable, "-m", "codeexecutor.training", "--order", given]

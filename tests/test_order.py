@@ -41,7 +41,7 @@ def test_a_safer_path_changes_the_attention_and_the_compile_and_nothing_else(tmp
         eager.curriculum.train.compile is False and eager.curriculum.model.attention == PATHS[TILES_EAGER]["attention"]
     )
     assert order.curriculum.train.compile == "auto"  # the order it came from is untouched
-    assert eager.curriculum.stages == order.curriculum.stages and eager.minutes == order.minutes
+    assert eager.curriculum.stages == order.curriculum.stages and eager.curriculum.data == order.curriculum.data
 
 
 def test_a_file_that_is_not_an_order_is_refused_in_one_line(tmp_path):
@@ -52,6 +52,10 @@ def test_a_file_that_is_not_an_order_is_refused_in_one_line(tmp_path):
     with pytest.raises(ConfigError, match="cannot read the training order"):
         TrainOrder.load(str(tmp_path / "missing.json"))
     assert main(["--order", str(bad)]) == 2
+    cut = tmp_path / "cut.json"
+    cut.write_text(json.dumps({"format": "codeexecutor-train-order/1", "curriculum": {"model": {}}}))
+    with pytest.raises(ConfigError, match="not a whole training order"):
+        TrainOrder.load(str(cut))
 
 
 def test_an_order_takes_no_second_set_of_options(tmp_path, capsys):
@@ -59,3 +63,5 @@ def test_an_order_takes_no_second_set_of_options(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         main(["--order", path, "--minutes", "3"])
     assert stop.value.code == 2 and "--order carries" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # a zero is an option given too
+        main(["--order", path, "--max-steps", "0"])

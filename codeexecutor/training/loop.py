@@ -100,7 +100,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--ds-config",
-        default=AUTO,
         help="DeepSpeed JSON config (ds_configs/; default auto: chosen by the device, training/precision.py)",
     )
     ap.add_argument("--base-dir", default=".", help="folder the curriculum's dataset paths are relative to")
@@ -109,9 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, help="fit the stages' steps into this many minutes (training/budget.py)")
     ap.add_argument("--local_rank", type=int, default=None, help=argparse.SUPPRESS)  # set by the deepspeed launcher
     args = ap.parse_args(argv)
-    if args.order and (
-        args.ds_config != AUTO or args.base_dir != "." or args.output_dir or args.max_steps or args.minutes
-    ):
+    extra = (args.ds_config, args.output_dir, args.max_steps, args.minutes, None if args.base_dir == "." else 1)
+    if args.order and any(v is not None for v in extra):
         ap.error("--order carries the DeepSpeed config, the folders and the budget: give them to the order's maker")
     from codeexecutor.progress import quiet_libraries
 
@@ -121,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
             order = TrainOrder.load(args.order)
         else:  # a bad curriculum is reported before DeepSpeed starts
             steps = (args.max_steps, args.minutes)
-            order = TrainOrder.from_curriculum(args.curriculum, args.ds_config, args.base_dir, args.output_dir, steps)
+            order = TrainOrder.from_curriculum(
+                args.curriculum, args.ds_config or AUTO, args.base_dir, args.output_dir, steps
+            )
         train(order)
     except ConfigError as exc:
         print(f"codeexecutor.training: {exc}", file=sys.stderr)

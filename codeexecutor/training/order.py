@@ -88,14 +88,19 @@ class TrainOrder:
                 f"{path} is not a training order of this version (format {found!r}, expected {FORMAT!r}): "
                 "give a curriculum YAML with --curriculum, or run `codeexecutor pretrain --resume` again"
             )
-        c = raw["curriculum"]
-        stages = [Stage(**{**s, "sources": [Source(**src) for src in s["sources"]]}) for s in c["stages"]]
-        cur = Curriculum(
-            ModelArgs(**c["model"]),
-            TrainArgs(**c["train"]),
-            stages,
-            DataArgs(**c["data"]),
-            TokenizerArgs(**c["tokenizer"]),
-            ScoreArgs(**c["score"]),
-        )
-        return cls(cur, raw["ds_config"], raw["base_dir"], raw["max_steps"], raw["minutes"])
+        try:
+            c = raw["curriculum"]
+            stages = [Stage(**{**s, "sources": [Source(**src) for src in s["sources"]]}) for s in c["stages"]]
+            cur = Curriculum(
+                ModelArgs(**c["model"]),
+                TrainArgs(**c["train"]),
+                stages,
+                DataArgs(**c["data"]),
+                TokenizerArgs(**c["tokenizer"]),
+                ScoreArgs(**c["score"]),
+            )
+            return cls(cur, raw["ds_config"], raw["base_dir"], raw["max_steps"], raw["minutes"])
+        except (KeyError, TypeError) as exc:  # a field missing or unknown: a file edited by hand or cut short
+            raise ConfigError(
+                f"{path} is not a whole training order ({type(exc).__name__}: {exc}): write it again"
+            ) from exc
